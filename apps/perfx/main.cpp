@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("perfx: not implemented yet"); return 1; }

@@ -1,0 +1,40 @@
+// Read-only memory mapping of a whole file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace perfx {
+
+/// A file mapped read-only into memory. Move-only; unmaps on destruction.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  /// Maps `path`. Throws perfx::Error naming the path if it cannot be opened or mapped.
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+/// Reads a whole (small) file into a string. Throws perfx::Error naming the path on failure.
+std::string read_text_file(const std::string& path);
+
+/// True when `path` exists (file or directory).
+bool path_exists(const std::string& path);
+/// True when `path` is a directory.
+bool is_directory(const std::string& path);
+
+}  // namespace perfx

@@ -1,0 +1,72 @@
+// GGUF v2/v3 reader (FORMATS.md §4): metadata, tensor infos, alignment; tensors are mmapped.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mmap.h"
+#include "core/tensor.h"
+
+namespace perfx::gguf {
+
+enum class ValueType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
+  U64 = 10, I64 = 11, F64 = 12
+};
+
+/// A metadata value. Scalars live in the field that fits their type; arrays in `array`.
+struct Value {
+  ValueType type = ValueType::U8;
+  uint64_t u = 0;      // unsigned ints, bool
+  int64_t i = 0;       // signed ints
+  double f = 0;        // floats
+  std::string s;       // STRING
+  ValueType elem_type = ValueType::U8;  // ARRAY
+  std::vector<Value> array;             // ARRAY
+
+  bool is_int() const;
+  int64_t as_int(const std::string& key) const;     // any integer type or bool; else Error naming key
+  double as_float(const std::string& key) const;    // any number
+  const std::string& as_string(const std::string& key) const;
+};
+
+class File : public TensorSource {
+ public:
+  /// Opens and validates: magic "GGUF", version 2 or 3, counts that fit in the file, strings and
+  /// arrays inside the file, n_dims <= 4, known ggml types, offsets aligned and inside the data
+  /// section. Every failure is a perfx::Error naming the path and the problem.
+  static std::unique_ptr<File> open(const std::string& path);
+
+  uint32_t version() const { return version_; }
+  const Value* find_value(const std::string& key) const;
+  bool has(const std::string& key) const { return find_value(key) != nullptr; }
+  std::string get_string(const std::string& key, const std::string& def) const;
+  int64_t get_int(const std::string& key, int64_t def) const;
+  double get_float(const std::string& key, double def) const;
+  bool get_bool(const std::string& key, bool def) const;
+  /// Array getters return an empty vector when the key is absent; Error if the type is wrong.
+  std::vector<std::string> get_string_array(const std::string& key) const;
+  std::vector<float> get_float_array(const std::string& key) const;
+  std::vector<int32_t> get_int_array(const std::string& key) const;
+  const std::map<std::string, Value>& metadata() const { return kv_; }
+
+  /// Tensors with shape in PyTorch order (ne reversed). Unsupported ggml types (K-quants, IQ*) are
+  /// listed with their name in `unsupported_types()` and are not returned by find().
+  const TensorView* find(const std::string& name) const override;
+  std::vector<std::string> names() const override;
+  const std::map<std::string, uint32_t>& unsupported_types() const { return unsupported_; }
+  const std::string& path() const { return file_.path(); }
+
+ private:
+  MappedFile file_;
+  uint32_t version_ = 0;
+  std::map<std::string, Value> kv_;
+  std::map<std::string, TensorView> tensors_;
+  std::vector<std::string> order_;
+  std::map<std::string, uint32_t> unsupported_;
+};
+
+}  // namespace perfx::gguf

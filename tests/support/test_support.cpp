@@ -1,0 +1,59 @@
+#include "support/test_support.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace perfx::test {
+
+std::string shared_dir() {
+  const char* env = std::getenv("PERFX_SHARED_DIR");
+  if (env && *env) return env;
+  return PERFX_DEFAULT_SHARED_DIR;
+}
+
+std::string shared_path(const std::string& rel) { return shared_dir() + "/" + rel; }
+std::string source_dir() { return PERFX_SOURCE_DIR; }
+
+bool path_exists_for_test(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split_vocab_tests(const std::string& text) {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    size_t next = text.find(sep, pos);
+    if (next == std::string::npos) {
+      std::string last = text.substr(pos);
+      if (!last.empty()) out.push_back(last);
+      break;
+    }
+    out.push_back(text.substr(pos, next - pos));
+    pos = next + sep.size();
+  }
+  return out;
+}
+
+std::vector<int> parse_ints(const std::string& line) {
+  std::vector<int> v;
+  std::istringstream ss(line);
+  long x;
+  while (ss >> x) v.push_back((int)x);
+  return v;
+}
+
+}  // namespace perfx::test

@@ -1,0 +1,36 @@
+// Helpers shared by the tests: where the shared fixtures live, and skipping when they are absent.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace perfx::test {
+
+/// $PERFX_SHARED_DIR, else the folder configured at build time (default ../shared beside the repo).
+std::string shared_dir();
+/// shared_dir() + "/" + rel.
+std::string shared_path(const std::string& rel);
+/// The repository root.
+std::string source_dir();
+/// Reads a text file (throws on failure).
+std::string read_file(const std::string& path);
+/// Splits llama.cpp-style vector files: strings separated by "\n__ggml_vocab_test__\n".
+std::vector<std::string> split_vocab_tests(const std::string& text);
+/// Parses whitespace-separated integers.
+std::vector<int> parse_ints(const std::string& line);
+
+}  // namespace perfx::test
+
+/// Skips the current test with a clear message when the shared fixture `rel` is missing.
+#define PERFX_REQUIRE_SHARED(rel)                                                        \
+  do {                                                                                   \
+    if (!::perfx::test::path_exists_for_test(::perfx::test::shared_path(rel)))           \
+      GTEST_SKIP() << "shared fixture missing: " << ::perfx::test::shared_path(rel)      \
+                   << " (set PERFX_SHARED_DIR)";                                         \
+  } while (0)
+
+namespace perfx::test {
+bool path_exists_for_test(const std::string& p);
+}
