@@ -1,2 +1,47 @@
+// perfx: the command-line front end. Subcommands live one per file and register themselves.
+#include <algorithm>
 #include <cstdio>
-int main() { std::puts("perfx: not implemented yet"); return 1; }
+#include <cstdlib>
+#include <exception>
+
+#include "perfx/status.h"
+#include "subcommand.h"
+
+namespace perfx::cli {
+
+std::vector<Subcommand>& registry() {
+  static std::vector<Subcommand> r;
+  return r;
+}
+
+std::string default_model_path() {
+  const char* env = std::getenv("PERFX_DEFAULT_MODEL");
+  if (env && *env) return env;
+  return std::string(PERFX_SOURCE_DIR) + "/models/default";
+}
+
+}  // namespace perfx::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"PerfXLLM: fast LLM inference (run, tokenize, quantize, perplexity, serve)", "perfx"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "perfx 0.1.0");
+  auto& reg = perfx::cli::registry();
+  std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
+  for (auto& s : reg) s.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const perfx::Error& e) {
+    std::fprintf(stderr, "perfx: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "perfx: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "perfx: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,55 @@
+// Token sampling: greedy, temperature, top-k, top-p (nucleus), min-p, repetition / presence /
+// frequency penalties, seeded RNG (same seed ⇒ same output).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+namespace perfx {
+
+struct SamplingParams {
+  float temperature = 0.8f;    // <= 0: greedy (argmax)
+  int top_k = 40;              // <= 0: off
+  float top_p = 0.95f;         // >= 1: off
+  float min_p = 0.05f;         // <= 0: off (keep p >= min_p · p_max)
+  float repeat_penalty = 1.0f; // llama.cpp/CTRL style: logit > 0 ? logit / r : logit * r
+  int repeat_last_n = 64;      // window for all penalties; -1 = whole history
+  float presence_penalty = 0;  // OpenAI: logit -= presence · [count > 0]
+  float frequency_penalty = 0; // OpenAI: logit -= frequency · count
+  uint64_t seed = 0;           // RNG seed
+};
+
+/// One alternative with its log-probability (natural log, over the full vocabulary of raw logits).
+struct TokenLogprob {
+  int32_t id;
+  float logprob;
+};
+
+/// Picks tokens from logits. Order (as llama.cpp's default chain): penalties → top-k → temperature →
+/// softmax → top-p → min-p → draw. Greedy when temperature <= 0 (penalties still apply).
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);
+  /// Samples from logits [n_vocab] (modified in place). Does not record the token: call accept().
+  int32_t sample(float* logits, int n_vocab);
+  /// Records a token in the penalty history (prompt tokens too, if penalties should see them).
+  void accept(int32_t id);
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  double uniform();  // [0, 1)
+  SamplingParams p_;
+  uint64_t state_;
+  std::deque<int32_t> window_;
+  std::unordered_map<int32_t, int> counts_;
+  std::vector<std::pair<float, int32_t>> scratch_;
+};
+
+/// log_softmax(logits)[id]. logits [n_vocab].
+float token_logprob(const float* logits, int n_vocab, int32_t id);
+/// The k most likely tokens under log_softmax(logits), most likely first.
+std::vector<TokenLogprob> top_logprobs(const float* logits, int n_vocab, int k);
+
+}  // namespace perfx
