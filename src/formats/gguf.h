@@ -27,6 +27,7 @@ struct Value {
   ValueType elem_type = ValueType::U8;  // ARRAY
   std::vector<Value> array;             // ARRAY
 
+  /// True for U8..I64 (not BOOL, not floats).
   bool is_int() const;
   int64_t as_int(const std::string& key) const;     // any integer type or bool; else Error naming key
   double as_float(const std::string& key) const;    // any number
@@ -38,6 +39,13 @@ class File : public TensorSource {
   /// Opens and validates: magic "GGUF", version 2 or 3, counts that fit in the file, strings and
   /// arrays inside the file, n_dims <= 4, known ggml types, offsets aligned and inside the data
   /// section. Every failure is a perfx::Error naming the path and the problem.
+  /// Details: "bad magic" shows the 4 bytes found; version 1 -> "GGUF version 1 is not supported";
+  /// byte-swapped versions -> "big-endian GGUF files are not supported"; tensor/metadata counts
+  /// and array lengths are checked against the bytes left before anything is allocated; duplicate
+  /// metadata keys or tensor names are errors; general.alignment (default 32) must be a power of
+  /// two; supported tensors must have ne[0] divisible by the block size (32 for Q4_0/Q4_1/Q8_0).
+  /// Supported ggml types -> DType: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 8, I8 24, I16 25, I32 26,
+  /// BF16 30. Tensor data is mmapped and aligned to general.alignment within the file.
   static std::unique_ptr<File> open(const std::string& path);
 
   uint32_t version() const { return version_; }
@@ -47,7 +55,10 @@ class File : public TensorSource {
   int64_t get_int(const std::string& key, int64_t def) const;
   double get_float(const std::string& key, double def) const;
   bool get_bool(const std::string& key, bool def) const;
-  /// Array getters return an empty vector when the key is absent; Error if the type is wrong.
+  /// Scalar getters return `def` when the key is absent and throw perfx::Error naming the key when
+  /// the stored type does not fit (get_bool accepts BOOL or an integer).
+  /// Array getters return an empty vector when the key is absent; Error if the type is wrong
+  /// (get_int_array also when an element does not fit in int32; get_float_array takes any numbers).
   std::vector<std::string> get_string_array(const std::string& key) const;
   std::vector<float> get_float_array(const std::string& key) const;
   std::vector<int32_t> get_int_array(const std::string& key) const;
@@ -56,6 +67,7 @@ class File : public TensorSource {
   /// Tensors with shape in PyTorch order (ne reversed). Unsupported ggml types (K-quants, IQ*) are
   /// listed with their name in `unsupported_types()` and are not returned by find().
   const TensorView* find(const std::string& name) const override;
+  /// Names of the supported tensors (those find() returns), in file order.
   std::vector<std::string> names() const override;
   const std::map<std::string, uint32_t>& unsupported_types() const { return unsupported_; }
   const std::string& path() const { return file_.path(); }
