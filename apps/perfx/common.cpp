@@ -1,0 +1,47 @@
+#include "common.h"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+
+#include "core/mmap.h"
+#include "formats/gguf.h"
+#include "perfx/status.h"
+
+namespace perfx::cli {
+
+size_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return (size_t)ru.ru_maxrss * 1024;
+}
+
+std::string human_bytes(size_t b) {
+  char buf[64];
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1ull << 30));
+  else if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1ull << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  return buf;
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_only(const std::string& path) {
+  check(path_exists(path), "model path '" + path + "' does not exist");
+  if (is_directory(path)) return Tokenizer::from_hf_dir(path);
+  auto g = gguf::File::open(path);
+  return Tokenizer::from_gguf(*g);
+}
+
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& prompt) {
+  if (prompt.empty()) {
+    check(tok.bos_id() >= 0, "empty prompt and the model has no BOS token to start from");
+    return {tok.bos_id()};
+  }
+  std::vector<int32_t> ids = tok.encode(prompt, tok.add_bos_by_default());
+  check(!ids.empty(), "the prompt encodes to no tokens");
+  return ids;
+}
+
+}  // namespace perfx::cli

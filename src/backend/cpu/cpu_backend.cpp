@@ -1,0 +1,328 @@
+// CPU backend: the Backend ops over fp32 activations, multithreaded with a ThreadPool.
+#include "backend/cpu/cpu_backend.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/reference.h"
+#include "backend/cpu/simd.h"
+#include "backend/cpu/w4a16.h"
+#include "core/thread_pool.h"
+#include "perfx/status.h"
+
+namespace perfx::cpu {
+namespace {
+
+/// Host memory from anonymous mmap: zero pages are not resident until written, so a large KV pool
+/// costs RSS only for the blocks in use.
+class CpuBuffer : public Buffer {
+ public:
+  explicit CpuBuffer(size_t bytes) : size_(bytes) {
+    if (bytes == 0) return;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+    data_ = p;
+  }
+  ~CpuBuffer() override {
+    if (data_) ::munmap(data_, size_);
+  }
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_;
+};
+
+/// One row-block of a (possibly fused) weight: dense rows read in place, or an int4 matrix.
+struct Part {
+  int64_t row0 = 0, rows = 0;
+  DType dtype = DType::F32;
+  const uint8_t* data = nullptr;  // dense: [rows, in] in `dtype`
+  size_t row_bytes = 0;
+  std::unique_ptr<W4A16Matrix> w4;
+};
+
+class CpuWeight : public Weight {
+ public:
+  std::vector<Part> parts;
+  std::vector<float> vec;  // load_vector
+  size_t bytes() const override {
+    size_t b = vec.size() * sizeof(float);
+    for (auto& p : parts) b += p.w4 ? p.w4->bytes() : p.row_bytes * (size_t)p.rows;
+    return b;
+  }
+};
+
+class CpuKv : public KvStorage {
+ public:
+  std::unique_ptr<CpuBuffer> buf;
+  size_t layer_stride = 0;  // floats per layer (K and V)
+  size_t kv_offset = 0;     // floats from K pool to V pool within a layer
+  size_t bytes() const override { return buf->size(); }
+  float* k(int layer, int64_t slot) const {
+    return static_cast<float*>(buf->data()) + layer * layer_stride + slot * n_kv_heads * head_dim;
+  }
+  float* v(int layer, int64_t slot) const { return k(layer, slot) + kv_offset; }
+};
+
+const CpuWeight& as_cpu(const Weight& w) { return static_cast<const CpuWeight&>(w); }
+
+bool is_dense_weight_type(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16:
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: return true;
+    default: return false;
+  }
+}
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  std::string name() const override { return "cpu"; }
+
+  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<CpuBuffer>(bytes); }
+  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+
+  std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) override {
+    check(!parts.empty(), "load_linear: no parts");
+    auto w = std::make_unique<CpuWeight>();
+    w->in = parts[0].in;
+    int64_t row = 0;
+    for (const auto& src : parts) {
+      check(src.in == w->in, "fused linear parts have different input widths");
+      Part p;
+      p.row0 = row;
+      p.rows = src.out;
+      if (src.is_awq()) {
+        p.w4 = std::make_unique<W4A16Matrix>(repack_awq(src));
+      } else {
+        const TensorView& t = src.weight;
+        check(is_dense_weight_type(t.dtype),
+              "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", not usable as a weight");
+        check(t.shape.size() == 2 && t.shape[0] == src.out && t.shape[1] == src.in,
+              "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected [" +
+                  std::to_string(src.out) + ", " + std::to_string(src.in) + "]");
+        p.dtype = t.dtype;
+        p.data = static_cast<const uint8_t*>(t.data);
+        p.row_bytes = dtype_row_bytes(t.dtype, src.in);
+      }
+      row += src.out;
+      w->parts.push_back(std::move(p));
+    }
+    w->out = row;
+    return w;
+  }
+
+  std::unique_ptr<Weight> load_vector(const TensorView& v) override {
+    auto w = std::make_unique<CpuWeight>();
+    w->out = v.numel();
+    w->in = 1;
+    w->vec.resize((size_t)w->out);
+    check(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16,
+          "tensor '" + v.name + "' has dtype " + dtype_name(v.dtype) + ", expected a float type");
+    dequantize_row(v.dtype, v.data, w->vec.data(), w->out);
+    return w;
+  }
+
+  std::unique_ptr<Weight> load_embedding(const TensorView& table) override {
+    check(table.shape.size() == 2, "embedding '" + table.name + "' is not 2-D");
+    LinearSource s;
+    s.weight = table;
+    s.out = table.shape[0];
+    s.in = table.shape[1];
+    return load_linear({s});
+  }
+
+  std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
+                                       int head_dim) override {
+    auto kv = std::make_unique<CpuKv>();
+    kv->n_layers = n_layers;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->n_kv_heads = n_kv_heads;
+    kv->head_dim = head_dim;
+    const size_t per_pool = (size_t)n_blocks * block_size * n_kv_heads * head_dim;
+    kv->kv_offset = per_pool;
+    kv->layer_stride = 2 * per_pool;
+    kv->buf = std::make_unique<CpuBuffer>(kv->layer_stride * n_layers * sizeof(float));
+    return kv;
+  }
+
+  void prepare_batch(const BatchLayout&) override {}
+  void synchronize() override {}
+
+  void embedding(const Weight& table, const BatchLayout& b, Tensor out) override {
+    const auto& w = as_cpu(table);
+    const Part& p = w.parts[0];
+    check(p.w4 == nullptr, "int4 embeddings are not supported");
+    for (int t = 0; t < b.n_tokens; ++t) {
+      const int32_t id = b.token_ids[t];
+      check(id >= 0 && id < w.out, "token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                       std::to_string(w.out));
+    }
+    pool_.parallel_for(b.n_tokens, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        dequantize_row_fast(p.dtype, p.data + p.row_bytes * b.token_ids[t], out.f32() + t * out.stride,
+                            w.in);
+    });
+  }
+
+  void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) override {
+    const float* wv = as_cpu(w).vec.data();
+    pool_.parallel_for(x.rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        rms_norm_row(x.f32() + r * x.stride, wv, eps, x.cols, out.f32() + r * out.stride);
+    });
+  }
+
+  void add_rms_norm(Tensor residual, Tensor x, const Weight& w, float eps, Tensor out) override {
+    const float* wv = as_cpu(w).vec.data();
+    pool_.parallel_for(x.rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* res = residual.f32() + r * residual.stride;
+        const float* xr = x.f32() + r * x.stride;
+        for (int64_t i = 0; i < x.cols; ++i) res[i] += xr[i];
+        rms_norm_row(res, wv, eps, x.cols, out.f32() + r * out.stride);
+      }
+    });
+  }
+
+  void head_rms_norm(Tensor x, int n_heads, int head_dim, const Weight& w, float eps) override {
+    const float* wv = as_cpu(w).vec.data();
+    pool_.parallel_for(x.rows * n_heads, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float* h = x.f32() + (i / n_heads) * x.stride + (i % n_heads) * head_dim;
+        rms_norm_row(h, wv, eps, head_dim, h);
+      }
+    });
+  }
+
+  void linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) override {
+    const auto& w = as_cpu(wt);
+    check(x.cols == w.in && y.cols == w.out && x.rows == y.rows, "linear: shape mismatch");
+    const int T = (int)x.rows;
+    for (const Part& p : w.parts) {
+      float* yp = y.f32() + p.row0;
+      if (p.w4) {
+        // Split output rows over threads in multiples of 8 (the int4 packing width).
+        const int64_t units = (p.rows + 7) / 8;
+        pool_.parallel_for(units, [&](int64_t u0, int64_t u1) {
+          w4a16_linear(x.f32(), T, x.stride, *p.w4, u0 * 8, std::min(p.rows, u1 * 8), yp, y.stride);
+        });
+        continue;
+      }
+      pool_.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+        thread_local std::vector<float> row;
+        if ((int64_t)row.size() < w.in) row.resize((size_t)w.in);
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* wr;
+          if (p.dtype == DType::F32 && ((uintptr_t)(p.data + r * p.row_bytes) % 4) == 0) {
+            wr = reinterpret_cast<const float*>(p.data + r * p.row_bytes);
+          } else {
+            dequantize_row_fast(p.dtype, p.data + r * p.row_bytes, row.data(), w.in);
+            wr = row.data();
+          }
+          for (int t = 0; t < T; ++t) yp[t * y.stride + r] = dot(x.f32() + t * x.stride, wr, w.in);
+        }
+      });
+    }
+    if (bias) {
+      const float* bv = as_cpu(*bias).vec.data();
+      for (int t = 0; t < T; ++t)
+        for (int64_t r = 0; r < w.out; ++r) y.f32()[t * y.stride + r] += bv[r];
+    }
+  }
+
+  void rope(Tensor q, int n_q_heads, Tensor k, int n_kv_heads, const RopeParams& rp,
+            const BatchLayout& b) override {
+    const int half = rp.rot_dim / 2;
+    pool_.parallel_for(b.n_tokens, [&](int64_t t0, int64_t t1) {
+      std::vector<float> cs(half), sn(half);
+      for (int64_t t = t0; t < t1; ++t) {
+        const float pos = (float)b.positions[t];
+        for (int i = 0; i < half; ++i) {
+          const float ang = pos * rp.inv_freq[i];  // fp32 product, as HF computes freqs
+          cs[i] = (float)std::cos((double)ang) * rp.attention_factor;
+          sn[i] = (float)std::sin((double)ang) * rp.attention_factor;
+        }
+        for (int h = 0; h < n_q_heads; ++h)
+          rope_head(q.f32() + t * q.stride + h * rp.head_dim, cs.data(), sn.data(), rp.rot_dim, rp.interleaved);
+        for (int h = 0; h < n_kv_heads; ++h)
+          rope_head(k.f32() + t * k.stride + h * rp.head_dim, cs.data(), sn.data(), rp.rot_dim, rp.interleaved);
+      }
+    });
+  }
+
+  void kv_store(KvStorage& kvs, int layer, Tensor k, Tensor v, const BatchLayout& b) override {
+    auto& kv = static_cast<CpuKv&>(kvs);
+    const size_t width = (size_t)kv.n_kv_heads * kv.head_dim;
+    const int64_t n_slots = (int64_t)kv.n_blocks * kv.block_size;
+    for (int t = 0; t < b.n_tokens; ++t) {
+      const int64_t s = b.slots[t];
+      check(s >= 0 && s < n_slots, "KV slot " + std::to_string(s) + " out of range");
+      std::memcpy(kv.k(layer, s), k.f32() + t * k.stride, width * sizeof(float));
+      std::memcpy(kv.v(layer, s), v.f32() + t * v.stride, width * sizeof(float));
+    }
+  }
+
+  void attention(Tensor q, const KvStorage& kvs, int layer, int n_q_heads, float scale,
+                 const BatchLayout& b, Tensor out) override {
+    const auto& kv = static_cast<const CpuKv&>(kvs);
+    const int hd = kv.head_dim, bs = kv.block_size;
+    const int group = n_q_heads / kv.n_kv_heads;
+    pool_.parallel_for((int64_t)b.n_tokens * n_q_heads, [&](int64_t i0, int64_t i1) {
+      thread_local std::vector<float> scores;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int t = (int)(i / n_q_heads), h = (int)(i % n_q_heads), kvh = h / group;
+        const int n_keys = b.positions[t] + 1;
+        const int32_t* table = b.block_tables.data() + (size_t)b.token_seq[t] * b.max_blocks;
+        if ((int)scores.size() < n_keys) scores.resize(n_keys);
+        const float* qh = q.f32() + t * q.stride + h * hd;
+        for (int j = 0; j < n_keys; ++j) {
+          const int64_t slot = (int64_t)table[j / bs] * bs + j % bs;
+          scores[j] = dot(qh, kv.k(layer, slot) + kvh * hd, hd) * scale;
+        }
+        softmax_inplace(scores.data(), n_keys);
+        float* o = out.f32() + t * out.stride + h * hd;
+        std::memset(o, 0, hd * sizeof(float));
+        for (int j = 0; j < n_keys; ++j) {
+          const int64_t slot = (int64_t)table[j / bs] * bs + j % bs;
+          axpy(scores[j], kv.v(layer, slot) + kvh * hd, o, hd);
+        }
+      }
+    });
+  }
+
+  void silu_mul(Tensor gate_up, Tensor out) override {
+    const int64_t I = out.cols;
+    pool_.parallel_for(out.rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* g = gate_up.f32() + r * gate_up.stride;
+        silu_mul_row(g, g + I, I, out.f32() + r * out.stride);
+      }
+    });
+  }
+
+  void gather_rows(Tensor x, const BatchLayout& b, Tensor out) override {
+    for (size_t i = 0; i < b.logit_rows.size(); ++i)
+      std::memcpy(out.f32() + i * out.stride, x.f32() + b.logit_rows[i] * x.stride, x.cols * sizeof(float));
+  }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create_cpu_backend(int n_threads) {
+  return std::make_unique<CpuBackend>(n_threads);
+}
+
+}  // namespace perfx::cpu

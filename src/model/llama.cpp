@@ -1,0 +1,230 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/rope.h"
+#include "perfx/status.h"
+
+namespace perfx {
+
+namespace {
+
+// A 1-D f32 tensor built on the host (concatenated biases).
+struct HostVector {
+  std::vector<float> data;
+  TensorView view(const std::string& name) const {
+    TensorView v;
+    v.name = name;
+    v.dtype = DType::F32;
+    v.shape = {(int64_t)data.size()};
+    v.data = data.data();
+    v.nbytes = data.size() * 4;
+    return v;
+  }
+};
+
+void append_vector(HostVector& hv, const TensorView& t) {
+  const size_t n0 = hv.data.size();
+  hv.data.resize(n0 + (size_t)t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const uint8_t* p = static_cast<const uint8_t*>(t.data);
+    float v;
+    if (t.dtype == DType::F32) {
+      std::memcpy(&v, p + 4 * i, 4);
+    } else if (t.dtype == DType::F16 || t.dtype == DType::BF16) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      v = t.dtype == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+    } else {
+      throw Error("tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected a float type");
+    }
+    hv.data[n0 + i] = v;
+  }
+}
+
+Tensor make_tensor(void* base, size_t& off, int64_t rows, int64_t cols) {
+  Tensor t;
+  t.data = static_cast<char*>(base) + off;
+  t.dtype = DType::F32;
+  t.rows = rows;
+  t.cols = cols;
+  t.stride = cols;
+  off += (size_t)(rows * cols) * sizeof(float);
+  off = (off + 63) & ~size_t(63);
+  return t;
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend) : cfg_(ck.config), be_(backend) {
+  const TensorNaming nm = ck.naming;
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
+  const int64_t qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), hd = cfg_.head_dim;
+
+  const TensorView& emb = require_tensor(ck, embed_name(nm));
+  check(emb.shape.size() == 2 && emb.shape[0] == V && emb.shape[1] == H,
+        "tensor '" + emb.name + "' has shape " + emb.shape_str() + ", expected [" + std::to_string(V) +
+            ", " + std::to_string(H) + "]");
+  embed_ = be_.load_embedding(emb);
+  final_norm_ = be_.load_vector(require_vector(ck, final_norm_name(nm), H));
+  const TensorView* head = ck.source->find(lm_head_name(nm));
+  if (head) {
+    LinearSource s;
+    s.weight = *head;
+    s.out = V;
+    s.in = H;
+    check(head->shape.size() == 2 && head->shape[0] == V && head->shape[1] == H,
+          "tensor '" + head->name + "' has shape " + head->shape_str() + ", expected [" +
+              std::to_string(V) + ", " + std::to_string(H) + "]");
+    lm_head_ = be_.load_linear({s});
+  } else {
+    check(cfg_.tie_word_embeddings || nm == TensorNaming::Gguf,
+          "missing tensor '" + lm_head_name(nm) + "' in " + ck.path + " (and tie_word_embeddings is false)");
+    LinearSource s;
+    s.weight = emb;
+    s.out = V;
+    s.in = H;
+    lm_head_ = be_.load_linear({s});
+  }
+  if (nm == TensorNaming::Gguf) {
+    if (const TensorView* rf = ck.source->find("rope_freqs.weight")) {
+      HostVector hv;
+      append_vector(hv, *rf);
+      check((int64_t)hv.data.size() == hd / 2, "rope_freqs.weight has " + std::to_string(hv.data.size()) +
+                                                   " entries, expected head_dim/2");
+      rope_freq_factors_ = hv.data;
+    }
+  }
+
+  layers_.resize((size_t)cfg_.num_hidden_layers);
+  for (int l = 0; l < (int)cfg_.num_hidden_layers; ++l) {
+    auto base = [&](LayerTensor t) { return layer_tensor_base(nm, l, t); };
+    LayerWeights& L = layers_[l];
+    L.attn_norm = be_.load_vector(require_vector(ck, base(LayerTensor::AttnNorm) + ".weight", H));
+    L.ffn_norm = be_.load_vector(require_vector(ck, base(LayerTensor::FfnNorm) + ".weight", H));
+    L.qkv = be_.load_linear({linear_source(ck, base(LayerTensor::Q), qd, H),
+                             linear_source(ck, base(LayerTensor::K), kvd, H),
+                             linear_source(ck, base(LayerTensor::V), kvd, H)});
+    if (cfg_.qkv_bias) {
+      HostVector hv;
+      append_vector(hv, require_vector(ck, base(LayerTensor::Q) + ".bias", qd));
+      append_vector(hv, require_vector(ck, base(LayerTensor::K) + ".bias", kvd));
+      append_vector(hv, require_vector(ck, base(LayerTensor::V) + ".bias", kvd));
+      L.qkv_bias = be_.load_vector(hv.view("qkv_bias"));
+    }
+    L.o = be_.load_linear({linear_source(ck, base(LayerTensor::O), H, qd)});
+    if (cfg_.o_bias) L.o_bias = be_.load_vector(require_vector(ck, base(LayerTensor::O) + ".bias", H));
+    if (cfg_.qk_norm) {
+      L.q_norm = be_.load_vector(require_vector(ck, base(LayerTensor::QNorm) + ".weight", hd));
+      L.k_norm = be_.load_vector(require_vector(ck, base(LayerTensor::KNorm) + ".weight", hd));
+    }
+    L.gate_up = be_.load_linear({linear_source(ck, base(LayerTensor::Gate), I, H),
+                                 linear_source(ck, base(LayerTensor::Up), I, H)});
+    L.down = be_.load_linear({linear_source(ck, base(LayerTensor::Down), H, I)});
+    if (cfg_.mlp_bias) {
+      HostVector hv;
+      append_vector(hv, require_vector(ck, base(LayerTensor::Gate) + ".bias", I));
+      append_vector(hv, require_vector(ck, base(LayerTensor::Up) + ".bias", I));
+      L.gate_up_bias = be_.load_vector(hv.view("gate_up_bias"));
+      L.down_bias = be_.load_vector(require_vector(ck, base(LayerTensor::Down) + ".bias", H));
+    }
+  }
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t b = embed_->bytes() + final_norm_->bytes();
+  if (lm_head_) b += lm_head_->bytes();
+  for (const auto& L : layers_) {
+    for (const Weight* w : {L.attn_norm.get(), L.ffn_norm.get(), L.qkv.get(), L.qkv_bias.get(), L.o.get(),
+                            L.o_bias.get(), L.q_norm.get(), L.k_norm.get(), L.gate_up.get(), L.down.get(),
+                            L.gate_up_bias.get(), L.down_bias.get()})
+      if (w) b += w->bytes();
+  }
+  return b;
+}
+
+void LlamaModel::ensure_scratch(int n_tokens, int n_logits) {
+  if (n_tokens <= cap_tokens_ && n_logits <= cap_logits_) return;
+  cap_tokens_ = std::max(n_tokens, cap_tokens_);
+  cap_logits_ = std::max(n_logits, cap_logits_);
+  const int64_t T = cap_tokens_, H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const int64_t qkvd = cfg_.q_dim() + 2 * cfg_.kv_dim();
+  const int64_t widest = std::max<int64_t>(H, cfg_.q_dim());
+  const size_t bytes = (size_t)(T * (H + H + qkvd + cfg_.q_dim() + widest + 2 * I + I) +
+                                (int64_t)cap_logits_ * (H + cfg_.vocab_size)) *
+                           sizeof(float) + 64 * 16;
+  buf_ = be_.alloc(bytes);
+  size_t off = 0;
+  void* base = buf_->data();
+  x_ = make_tensor(base, off, T, H);
+  h_ = make_tensor(base, off, T, H);
+  qkv_ = make_tensor(base, off, T, qkvd);
+  attn_ = make_tensor(base, off, T, cfg_.q_dim());
+  tmp_ = make_tensor(base, off, T, widest);
+  gu_ = make_tensor(base, off, T, 2 * I);
+  act_ = make_tensor(base, off, T, I);
+  sel_ = make_tensor(base, off, cap_logits_, H);
+  logits_ = make_tensor(base, off, cap_logits_, cfg_.vocab_size);
+}
+
+void LlamaModel::forward(const BatchLayout& b, KvStorage& kv, std::vector<float>& logits) {
+  const int T = b.n_tokens;
+  const int n_out = (int)b.logit_rows.size();
+  check(T > 0, "forward: empty batch");
+  ensure_scratch(T, std::max(n_out, 1));
+  const int64_t H = cfg_.hidden_size, qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
+  const int nh = (int)cfg_.num_attention_heads, nkv = (int)cfg_.num_key_value_heads, hd = (int)cfg_.head_dim;
+  const float eps = cfg_.rms_norm_eps;
+  const float scale = 1.0f / std::sqrt((float)hd);
+
+  int max_pos = 0;
+  for (int t = 0; t < T; ++t) max_pos = std::max(max_pos, b.positions[t]);
+  RopeParams rope = make_rope_params(cfg_, (int64_t)max_pos + 1);
+  if (!rope_freq_factors_.empty())
+    for (size_t i = 0; i < rope.inv_freq.size(); ++i) rope.inv_freq[i] /= rope_freq_factors_[i];
+
+  be_.prepare_batch(b);
+  Tensor x = x_.rows_view(0, T), h = h_.rows_view(0, T), qkv = qkv_.rows_view(0, T);
+  Tensor attn = attn_.rows_view(0, T), gu = gu_.rows_view(0, T), act = act_.rows_view(0, T);
+  Tensor o = tmp_.rows_view(0, T).cols_view(0, H);
+  Tensor q = qkv.cols_view(0, qd), k = qkv.cols_view(qd, kvd), v = qkv.cols_view(qd + kvd, kvd);
+
+  be_.embedding(*embed_, b, x);
+  be_.rms_norm(x, *layers_[0].attn_norm, eps, h);
+  for (int l = 0; l < (int)layers_.size(); ++l) {
+    const LayerWeights& L = layers_[l];
+    if (observer) observer(l, "qkv", h);
+    be_.linear(h, *L.qkv, L.qkv_bias.get(), qkv);
+    if (L.q_norm) {
+      be_.head_rms_norm(q, nh, hd, *L.q_norm, eps);
+      be_.head_rms_norm(k, nkv, hd, *L.k_norm, eps);
+    }
+    be_.rope(q, nh, k, nkv, rope, b);
+    be_.kv_store(kv, l, k, v, b);
+    be_.attention(q, kv, l, nh, scale, b, attn);
+    if (observer) observer(l, "o", attn);
+    be_.linear(attn, *L.o, L.o_bias.get(), o);
+    be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
+    if (observer) observer(l, "gate_up", h);
+    be_.linear(h, *L.gate_up, L.gate_up_bias.get(), gu);
+    be_.silu_mul(gu, act);
+    if (observer) observer(l, "down", act);
+    be_.linear(act, *L.down, L.down_bias.get(), o);
+    const Weight& next_norm = l + 1 < (int)layers_.size() ? *layers_[l + 1].attn_norm : *final_norm_;
+    be_.add_rms_norm(x, o, next_norm, eps, h);
+  }
+  if (n_out == 0) {
+    logits.clear();
+    return;
+  }
+  Tensor sel = sel_.rows_view(0, n_out), lg = logits_.rows_view(0, n_out);
+  be_.gather_rows(h, b, sel);
+  be_.linear(sel, *lm_head_, nullptr, lg);
+  be_.synchronize();
+  logits.resize((size_t)n_out * cfg_.vocab_size);
+  be_.to_host(logits.data(), lg.data, logits.size() * sizeof(float));
+}
+
+}  // namespace perfx

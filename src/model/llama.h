@@ -1,0 +1,60 @@
+// The Llama-family decoder (llama, mistral, qwen2, qwen3), written once against the Backend ops.
+// Decoder layer (HF modeling_llama.py): h = x + o_proj(attn(rms_norm(x)));
+// out = h + down(silu(gate(rms_norm(h))) * up(rms_norm(h))); then final norm and lm_head.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace perfx {
+
+struct LayerWeights {
+  std::unique_ptr<Weight> attn_norm, ffn_norm;
+  std::unique_ptr<Weight> qkv, qkv_bias;      // fused [q_dim + 2 kv_dim, hidden]
+  std::unique_ptr<Weight> o, o_bias;          // [hidden, q_dim]
+  std::unique_ptr<Weight> q_norm, k_norm;     // qwen3 [head_dim]
+  std::unique_ptr<Weight> gate_up;            // fused [2 I, hidden]
+  std::unique_ptr<Weight> down;               // [hidden, I]
+  std::unique_ptr<Weight> gate_up_bias, down_bias;
+};
+
+/// Called with the input of every linear during forward() when set (AWQ calibration).
+/// name: "qkv", "o", "gate_up", "down"; x [n_tokens, in].
+using LinearInputObserver = std::function<void(int layer, const std::string& name, const Tensor& x)>;
+
+class LlamaModel {
+ public:
+  /// Uploads the checkpoint's weights to `backend` (repacked at load: fused QKV and gate|up).
+  /// Throws perfx::Error for missing tensors or shape mismatches, naming the tensor.
+  LlamaModel(const Checkpoint& ck, Backend& backend);
+
+  const ModelConfig& config() const { return cfg_; }
+  size_t weight_bytes() const;
+
+  /// Runs the batch: writes K/V of every token into `kv` and returns the logits of the batch's
+  /// logit_rows in `logits` (host, [logit_rows.size(), vocab], f32).
+  void forward(const BatchLayout& b, KvStorage& kv, std::vector<float>& logits);
+
+  LinearInputObserver observer;
+
+ private:
+  void ensure_scratch(int n_tokens, int n_logits);
+
+  ModelConfig cfg_;
+  Backend& be_;
+  std::unique_ptr<Weight> embed_, final_norm_, lm_head_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> rope_freq_factors_;  // GGUF rope_freqs.weight (llama3), else empty
+  // scratch
+  int cap_tokens_ = 0, cap_logits_ = 0;
+  std::unique_ptr<Buffer> buf_;
+  Tensor x_, h_, qkv_, attn_, tmp_, gu_, act_, sel_, logits_;
+};
+
+}  // namespace perfx

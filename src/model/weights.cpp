@@ -1,0 +1,117 @@
+#include "model/weights.h"
+
+#include "core/mmap.h"
+#include "formats/gguf.h"
+#include "formats/hf_config.h"
+#include "formats/safetensors.h"
+#include "perfx/status.h"
+
+namespace perfx {
+
+Checkpoint open_checkpoint(const std::string& path) {
+  check(!path.empty(), "no model path given");
+  check(path_exists(path), "model path '" + path + "' does not exist");
+  Checkpoint ck;
+  ck.path = path;
+  if (is_directory(path)) {
+    check(path_exists(path + "/config.json"),
+          "model folder '" + path + "' has no config.json (expected a Hugging Face checkpoint)");
+    ck.config = load_hf_config(path);
+    ck.source = SafetensorsFolder::open(path);
+    ck.naming = TensorNaming::HuggingFace;
+    return ck;
+  }
+  auto g = gguf::File::open(path);  // checks the magic and says so when it is not GGUF
+  ck.config = config_from_gguf(*g);
+  ck.gguf = g.get();
+  ck.source = std::move(g);
+  ck.naming = TensorNaming::Gguf;
+  return ck;
+}
+
+std::string layer_tensor_base(TensorNaming n, int layer, LayerTensor t) {
+  const std::string i = std::to_string(layer);
+  if (n == TensorNaming::Gguf) {
+    const std::string p = "blk." + i + ".";
+    switch (t) {
+      case LayerTensor::AttnNorm: return p + "attn_norm";
+      case LayerTensor::Q: return p + "attn_q";
+      case LayerTensor::K: return p + "attn_k";
+      case LayerTensor::V: return p + "attn_v";
+      case LayerTensor::O: return p + "attn_output";
+      case LayerTensor::QNorm: return p + "attn_q_norm";
+      case LayerTensor::KNorm: return p + "attn_k_norm";
+      case LayerTensor::FfnNorm: return p + "ffn_norm";
+      case LayerTensor::Gate: return p + "ffn_gate";
+      case LayerTensor::Up: return p + "ffn_up";
+      case LayerTensor::Down: return p + "ffn_down";
+    }
+  }
+  const std::string p = "model.layers." + i + ".";
+  switch (t) {
+    case LayerTensor::AttnNorm: return p + "input_layernorm";
+    case LayerTensor::Q: return p + "self_attn.q_proj";
+    case LayerTensor::K: return p + "self_attn.k_proj";
+    case LayerTensor::V: return p + "self_attn.v_proj";
+    case LayerTensor::O: return p + "self_attn.o_proj";
+    case LayerTensor::QNorm: return p + "self_attn.q_norm";
+    case LayerTensor::KNorm: return p + "self_attn.k_norm";
+    case LayerTensor::FfnNorm: return p + "post_attention_layernorm";
+    case LayerTensor::Gate: return p + "mlp.gate_proj";
+    case LayerTensor::Up: return p + "mlp.up_proj";
+    case LayerTensor::Down: return p + "mlp.down_proj";
+  }
+  return p;
+}
+
+std::string embed_name(TensorNaming n) {
+  return n == TensorNaming::Gguf ? "token_embd.weight" : "model.embed_tokens.weight";
+}
+std::string final_norm_name(TensorNaming n) {
+  return n == TensorNaming::Gguf ? "output_norm.weight" : "model.norm.weight";
+}
+std::string lm_head_name(TensorNaming n) {
+  return n == TensorNaming::Gguf ? "output.weight" : "lm_head.weight";
+}
+
+const TensorView& require_tensor(const Checkpoint& ck, const std::string& name) {
+  const TensorView* t = ck.source->find(name);
+  if (!t) throw Error("missing tensor '" + name + "' in " + ck.path);
+  return *t;
+}
+
+const TensorView& require_vector(const Checkpoint& ck, const std::string& name, int64_t n) {
+  const TensorView& t = require_tensor(ck, name);
+  check(t.shape.size() == 1 && t.shape[0] == n, "tensor '" + name + "' has shape " + t.shape_str() +
+                                                    ", expected [" + std::to_string(n) + "]");
+  return t;
+}
+
+static bool not_converted(const QuantConfig& q, const std::string& base) {
+  for (const auto& m : q.modules_to_not_convert)
+    if (base.find(m) != std::string::npos) return true;
+  return false;
+}
+
+LinearSource linear_source(const Checkpoint& ck, const std::string& base, int64_t out, int64_t in) {
+  LinearSource s;
+  s.out = out;
+  s.in = in;
+  const QuantConfig& q = ck.config.quant;
+  if (q.enabled && !not_converted(q, base) && ck.source->find(base + ".qweight")) {
+    s.qweight = require_tensor(ck, base + ".qweight");
+    s.qzeros = require_tensor(ck, base + ".qzeros");
+    s.scales = require_tensor(ck, base + ".scales");
+    s.awq_version = q.version;
+    s.group_size = q.group_size;
+    return s;
+  }
+  s.weight = require_tensor(ck, base + ".weight");
+  const auto& sh = s.weight.shape;
+  check(sh.size() == 2 && sh[0] == out && sh[1] == in,
+        "tensor '" + base + ".weight' has shape " + s.weight.shape_str() + ", expected [" +
+            std::to_string(out) + ", " + std::to_string(in) + "]");
+  return s;
+}
+
+}  // namespace perfx

@@ -1,0 +1,51 @@
+// Finding a Llama-family model's tensors in a checkpoint (HF safetensors names or GGUF names, dense
+// or AutoAWQ int4) and describing them as backend LinearSources.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace perfx {
+
+/// Which naming scheme the checkpoint uses.
+enum class TensorNaming { HuggingFace, Gguf };
+
+/// Per-layer tensors of the Llama family.
+enum class LayerTensor { AttnNorm, Q, K, V, O, QNorm, KNorm, FfnNorm, Gate, Up, Down };
+
+/// A checkpoint opened for loading: the tensor source, its naming and the model config.
+struct Checkpoint {
+  std::unique_ptr<TensorSource> source;
+  TensorNaming naming = TensorNaming::HuggingFace;
+  ModelConfig config;
+  std::string path;
+  /// The GGUF file when naming == Gguf (for the tokenizer); owned by `source`.
+  const void* gguf = nullptr;
+};
+
+/// Opens a HF checkpoint folder (config.json + safetensors) or a .gguf file.
+/// Throws perfx::Error: path missing, neither a folder with config.json nor a GGUF file, or the
+/// errors of the format readers.
+Checkpoint open_checkpoint(const std::string& path);
+
+/// Base name (without .weight/.qweight) of a layer tensor, e.g. "model.layers.3.self_attn.q_proj".
+std::string layer_tensor_base(TensorNaming n, int layer, LayerTensor t);
+std::string embed_name(TensorNaming n);
+std::string final_norm_name(TensorNaming n);
+std::string lm_head_name(TensorNaming n);
+
+/// The tensor `name`; throws perfx::Error "missing tensor 'name' in <path>" when absent.
+const TensorView& require_tensor(const Checkpoint& ck, const std::string& name);
+/// A 1-D tensor with `n` elements (norm weight, bias); shape checked.
+const TensorView& require_vector(const Checkpoint& ck, const std::string& name, int64_t n);
+
+/// Describes linear `base` with expected [out, in]: AWQ (base.qweight/qzeros/scales) when the
+/// config is AWQ-quantized and the module is not in modules_to_not_convert, else dense base.weight.
+/// Shapes are checked; a mismatch is a perfx::Error naming the tensor and both shapes.
+LinearSource linear_source(const Checkpoint& ck, const std::string& base, int64_t out, int64_t in);
+
+}  // namespace perfx

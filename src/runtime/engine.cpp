@@ -1,0 +1,206 @@
+// Engine: model + tokenizer + paged KV cache on one backend.
+#include "perfx/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "backend/backend.h"
+#include "formats/gguf.h"
+#include "model/llama.h"
+#include "model/weights.h"
+#include "perfx/status.h"
+#include "runtime/kv_cache.h"
+#include "runtime/stop_strings.h"
+
+namespace perfx {
+namespace {
+
+constexpr int kMaxCtx = 1 << 20;
+constexpr int kPrefillChunk = 512;  // tokens per forward during generate()'s prefill
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+class EngineImpl : public Engine {
+ public:
+  explicit EngineImpl(const EngineOptions& o) {
+    check(o.n_threads >= 0 && o.n_threads <= 1024, "thread count " + std::to_string(o.n_threads) +
+                                                        " is out of range (0..1024)");
+    check(o.ctx >= 0 && o.ctx <= kMaxCtx, "context size " + std::to_string(o.ctx) + " is out of range (1.." +
+                                              std::to_string(kMaxCtx) + ")");
+    check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= 64 * kMaxCtx,
+          "KV cache size " + std::to_string(o.kv_cache_tokens) + " tokens is out of range");
+    check(o.block_size > 0 && o.block_size <= 4096, "KV block size must be 1..4096");
+    ck_ = open_checkpoint(o.model_path);
+    backend_ = create_backend(o.device, o.n_threads);
+    model_ = std::make_unique<LlamaModel>(ck_, *backend_);
+    if (ck_.naming == TensorNaming::Gguf)
+      tokenizer_ = Tokenizer::from_gguf(*static_cast<const gguf::File*>(ck_.gguf));
+    else
+      tokenizer_ = Tokenizer::from_hf_dir(o.model_path);
+    const ModelConfig& c = model_->config();
+    check(tokenizer_->vocab_size() <= c.vocab_size,
+          "tokenizer has " + std::to_string(tokenizer_->vocab_size()) + " tokens but the model only " +
+              std::to_string(c.vocab_size));
+    ctx_ = o.ctx > 0 ? o.ctx : (int)std::min<int64_t>(c.max_position_embeddings, 4096);
+    const int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
+    const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
+    blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
+    kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
+                              (int)c.head_dim);
+    eos_ = c.eos_token_ids;
+    for (int32_t e : tokenizer_->eos_ids())
+      if (std::find(eos_.begin(), eos_.end(), e) == eos_.end()) eos_.push_back(e);
+    std::string p = o.model_path;
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    name_ = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
+  }
+
+  const ModelConfig& config() const override { return model_->config(); }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  Backend& backend() override { return *backend_; }
+  int ctx() const override { return ctx_; }
+  size_t weight_bytes() const override { return model_->weight_bytes(); }
+  std::string model_name() const override { return name_; }
+
+  SeqId create_sequence() override {
+    const SeqId id = next_seq_++;
+    blocks_->add_sequence(id);
+    return id;
+  }
+  void release_sequence(SeqId id) override { blocks_->remove_sequence(id); }
+  int seq_len(SeqId id) const override { return blocks_->seq_len(id); }
+  int match_prefix(SeqId id, const std::vector<int32_t>& tokens) override {
+    return blocks_->match_prefix(id, tokens);
+  }
+  int blocks_needed(SeqId id, int n) const override { return blocks_->blocks_needed(id, n); }
+  int free_blocks() const override { return blocks_->free_blocks(); }
+  int total_blocks() const override { return blocks_->total_blocks(); }
+  int block_size() const override { return blocks_->block_size(); }
+
+  void step(const std::vector<StepItem>& items, std::vector<float>& logits) override {
+    check(!items.empty(), "step: no sequences");
+    BatchLayout b;
+    b.n_seqs = (int)items.size();
+    int need = 0;
+    for (const auto& it : items) {
+      check(!it.tokens.empty(), "step: a sequence with no new tokens");
+      check(blocks_->has_sequence(it.seq), "step: unknown sequence " + std::to_string(it.seq));
+      const int len = blocks_->seq_len(it.seq);
+      check(len + (int)it.tokens.size() <= ctx_,
+            "sequence would have " + std::to_string(len + it.tokens.size()) + " tokens, more than the context size " +
+                std::to_string(ctx_));
+      for (int32_t t : it.tokens)
+        check(t >= 0 && t < config().vocab_size,
+              "token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(config().vocab_size) + ")");
+      need += blocks_->blocks_needed(it.seq, (int)it.tokens.size());
+    }
+    check(need <= blocks_->free_blocks(), "KV cache is full: " + std::to_string(need) + " blocks needed, " +
+                                              std::to_string(blocks_->free_blocks()) + " free");
+    for (int i = 0; i < b.n_seqs; ++i) {
+      const auto& it = items[i];
+      const int len = blocks_->seq_len(it.seq);
+      const std::vector<int32_t> slots = blocks_->append(it.seq, it.tokens);
+      for (size_t j = 0; j < it.tokens.size(); ++j) {
+        if (it.all_logits || (it.want_logits && j + 1 == it.tokens.size())) b.logit_rows.push_back(b.n_tokens);
+        b.token_ids.push_back(it.tokens[j]);
+        b.positions.push_back(len + (int)j);
+        b.slots.push_back(slots[j]);
+        b.token_seq.push_back(i);
+        b.n_tokens++;
+      }
+      b.max_blocks = std::max(b.max_blocks, (int)blocks_->block_table(it.seq).size());
+    }
+    b.block_tables.assign((size_t)b.n_seqs * b.max_blocks, -1);
+    for (int i = 0; i < b.n_seqs; ++i) {
+      const auto& bt = blocks_->block_table(items[i].seq);
+      std::copy(bt.begin(), bt.end(), b.block_tables.begin() + (size_t)i * b.max_blocks);
+    }
+    model_->forward(b, *kv_, logits);
+  }
+
+  GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                          const std::function<bool(const std::string&)>& on_text) override {
+    check(!prompt.empty(), "empty prompt: nothing to generate from");
+    check(o.max_tokens >= 0, "max tokens must be >= 0, got " + std::to_string(o.max_tokens));
+    check((int)prompt.size() < ctx_, "prompt has " + std::to_string(prompt.size()) +
+                                         " tokens, which does not fit the context size " + std::to_string(ctx_));
+    GenerateResult r;
+    r.prompt_tokens = (int)prompt.size();
+    const SeqId seq = create_sequence();
+    struct Release {
+      EngineImpl* e;
+      SeqId s;
+      ~Release() { e->release_sequence(s); }
+    } release{this, seq};
+    const int V = (int)config().vocab_size;
+    Sampler sampler(o.sampling);
+    for (int32_t t : prompt) sampler.accept(t);
+    StreamDecoder dec(*tokenizer_);
+    StopMatcher stop(o.stop);
+    std::vector<float> logits;
+
+    double t0 = now_seconds();
+    for (size_t i = 0; i < prompt.size(); i += kPrefillChunk) {
+      const size_t n = std::min(prompt.size() - i, (size_t)kPrefillChunk);
+      StepItem it;
+      it.seq = seq;
+      it.tokens.assign(prompt.begin() + i, prompt.begin() + i + n);
+      it.want_logits = i + n == prompt.size();
+      step({it}, logits);
+    }
+    r.prefill_seconds = now_seconds() - t0;
+    t0 = now_seconds();
+    const int budget = std::min(o.max_tokens, ctx_ - (int)prompt.size());
+    r.finish_reason = "length";
+    bool keep_going = true;
+    for (int n = 0; n < budget && keep_going; ++n) {
+      const int32_t tok = sampler.sample(logits.data(), V);
+      sampler.accept(tok);
+      if (!o.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) {
+        r.finish_reason = "stop";
+        break;
+      }
+      r.output_ids.push_back(tok);
+      const std::string piece = stop.push(dec.push(tok));
+      if (!piece.empty()) {
+        r.text += piece;
+        if (on_text && !on_text(piece)) keep_going = false;
+      }
+      if (stop.stopped()) {
+        r.finish_reason = "stop";
+        break;
+      }
+      if (n + 1 < budget && keep_going) step({StepItem{seq, {tok}, true, false}}, logits);
+    }
+    if (!stop.stopped()) {
+      const std::string tail = stop.push(dec.finish()) + stop.flush();
+      if (!tail.empty()) {
+        r.text += tail;
+        if (on_text) on_text(tail);
+      }
+    }
+    r.decode_seconds = now_seconds() - t0;
+    return r;
+  }
+
+ private:
+  Checkpoint ck_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<KvStorage> kv_;
+  std::vector<int32_t> eos_;
+  int ctx_ = 0;
+  SeqId next_seq_ = 1;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& o) { return std::make_unique<EngineImpl>(o); }
+
+}  // namespace perfx

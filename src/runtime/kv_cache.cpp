@@ -1,0 +1,139 @@
+#include "runtime/kv_cache.h"
+
+#include "perfx/status.h"
+
+namespace perfx {
+
+BlockManager::BlockManager(int n_blocks, int block_size)
+    : n_blocks_(n_blocks), block_size_(block_size), refs_(n_blocks, 0), block_hash_(n_blocks, 0) {
+  check(n_blocks > 0 && block_size > 0, "KV cache needs at least one block of at least one token");
+  free_.reserve(n_blocks);
+  for (int b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out low ids first
+}
+
+uint64_t BlockManager::hash_block(uint64_t prev, const int32_t* tokens, int n) {
+  // FNV-1a over the previous hash and the block's tokens; 0 is reserved for "no hash".
+  uint64_t h = 1469598103934665603ull ^ prev;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(prev);
+  for (int i = 0; i < n; ++i) mix((uint32_t)tokens[i]);
+  return h ? h : 1;
+}
+
+void BlockManager::add_sequence(int64_t seq) {
+  check(!seqs_.count(seq), "sequence " + std::to_string(seq) + " already exists");
+  seqs_[seq] = Seq{};
+}
+
+int BlockManager::seq_len(int64_t seq) const {
+  auto it = seqs_.find(seq);
+  check(it != seqs_.end(), "unknown sequence " + std::to_string(seq));
+  return it->second.n_tokens;
+}
+
+const std::vector<int32_t>& BlockManager::block_table(int64_t seq) const {
+  auto it = seqs_.find(seq);
+  check(it != seqs_.end(), "unknown sequence " + std::to_string(seq));
+  return it->second.blocks;
+}
+
+int32_t BlockManager::take_block() {
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else {
+    check(!evictable_.empty(), "KV cache is full");
+    b = evictable_.front();  // least recently used cached block
+    evictable_.pop_front();
+    evictable_pos_.erase(b);
+    cached_.erase(block_hash_[b]);
+    block_hash_[b] = 0;
+  }
+  refs_[b] = 1;
+  return b;
+}
+
+void BlockManager::release_block(int32_t b) {
+  if (--refs_[b] > 0) return;
+  if (block_hash_[b] != 0) {
+    evictable_.push_back(b);
+    evictable_pos_[b] = std::prev(evictable_.end());
+  } else {
+    free_.push_back(b);
+  }
+}
+
+void BlockManager::remove_sequence(int64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  for (int32_t b : it->second.blocks) release_block(b);
+  seqs_.erase(it);
+}
+
+int BlockManager::match_prefix(int64_t seq, const std::vector<int32_t>& tokens) {
+  Seq& s = seqs_.at(seq);
+  check(s.n_tokens == 0, "match_prefix on a non-empty sequence");
+  const int max_blocks = tokens.empty() ? 0 : ((int)tokens.size() - 1) / block_size_;
+  uint64_t h = 0;
+  int n = 0;
+  for (int i = 0; i < max_blocks; ++i) {
+    const uint64_t nh = hash_block(h, tokens.data() + i * block_size_, block_size_);
+    auto c = cached_.find(nh);
+    if (c == cached_.end()) break;
+    const int32_t b = c->second;
+    if (refs_[b] == 0) {
+      evictable_.erase(evictable_pos_.at(b));
+      evictable_pos_.erase(b);
+    }
+    refs_[b]++;
+    s.blocks.push_back(b);
+    h = nh;
+    n = (i + 1) * block_size_;
+  }
+  s.tokens.assign(tokens.begin(), tokens.begin() + n);
+  s.n_tokens = n;
+  s.last_hash = h;
+  return n;
+}
+
+int BlockManager::blocks_needed(int64_t seq, int n_tokens) const {
+  const Seq& s = seqs_.at(seq);
+  const int have = (int)s.blocks.size() * block_size_;
+  const int need = s.n_tokens + n_tokens - have;
+  return need <= 0 ? 0 : (need + block_size_ - 1) / block_size_;
+}
+
+std::vector<int32_t> BlockManager::append(int64_t seq, const std::vector<int32_t>& tokens) {
+  Seq& s = seqs_.at(seq);
+  check(blocks_needed(seq, (int)tokens.size()) <= free_blocks(),
+        "KV cache is full: " + std::to_string(blocks_needed(seq, (int)tokens.size())) + " blocks needed, " +
+            std::to_string(free_blocks()) + " free");
+  std::vector<int32_t> slots;
+  slots.reserve(tokens.size());
+  for (int32_t tok : tokens) {
+    const int pos = s.n_tokens;
+    if (pos / block_size_ >= (int)s.blocks.size()) s.blocks.push_back(take_block());
+    slots.push_back(s.blocks[pos / block_size_] * block_size_ + pos % block_size_);
+    s.tokens.push_back(tok);
+    s.n_tokens++;
+    if (s.n_tokens % block_size_ == 0) {  // a block just filled: make it shareable
+      const int bi = s.n_tokens / block_size_ - 1;
+      const uint64_t h = hash_block(s.last_hash, s.tokens.data() + bi * block_size_, block_size_);
+      s.last_hash = h;
+      const int32_t b = s.blocks[bi];
+      if (!cached_.count(h) && block_hash_[b] == 0) {
+        cached_[h] = b;
+        block_hash_[b] = h;
+      }
+    }
+  }
+  return slots;
+}
+
+}  // namespace perfx

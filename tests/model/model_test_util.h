@@ -1,0 +1,20 @@
+// Helpers for the model parity tests: run a checkpoint on token ids and compare with references.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace perfx::test {
+
+/// Logits [ids.size(), vocab] of the model at `path` (HF folder or GGUF) for one sequence, computed by
+/// the CPU backend through the same LlamaModel the Engine uses (no tokenizer needed).
+std::vector<float> model_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* vocab);
+
+/// Reads input_ids (i32 [T]) and logits (f32 [T, V]) from a reference_logits.safetensors file.
+void read_reference(const std::string& path, std::vector<int32_t>* ids, std::vector<float>* logits,
+                    int64_t* vocab);
+
+/// max |a - b|.
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace perfx::test

@@ -1,0 +1,108 @@
+// CPU fast paths against the plain reference kernels, on random odd-sized inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/reference.h"
+#include "backend/cpu/simd.h"
+
+using namespace perfx;
+using namespace perfx::cpu;
+
+namespace {
+std::vector<float> randv(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+}  // namespace
+
+TEST(CpuKernels, DotMatchesReference) {
+  for (int n : {1, 7, 31, 33, 257, 1001}) {
+    auto a = randv(n, n), b = randv(n, n + 1);
+    double exact = 0;
+    for (int i = 0; i < n; ++i) exact += (double)a[i] * b[i];
+    EXPECT_NEAR(dot(a.data(), b.data(), n), exact, 1e-4 * std::sqrt((double)n)) << n;
+    EXPECT_NEAR(dot_ref(a.data(), b.data(), n), exact, 1e-4 * std::sqrt((double)n)) << n;
+  }
+}
+
+TEST(CpuKernels, AxpyMatchesReference) {
+  for (int n : {3, 17, 129}) {
+    auto x = randv(n, 3), y = randv(n, 4), y2 = y;
+    axpy(0.37f, x.data(), y.data(), n);
+    for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], y2[i] + 0.37f * x[i], 1e-6f * (1 + std::fabs(y2[i])));
+  }
+}
+
+TEST(CpuKernels, HalfRowsFastEqualsReference) {
+  for (int n : {5, 8, 67}) {
+    auto f = randv(n, 9);
+    std::vector<uint16_t> h(n), b(n);
+    for (int i = 0; i < n; ++i) {
+      h[i] = fp32_to_fp16(f[i]);
+      b[i] = fp32_to_bf16(f[i]);
+    }
+    std::vector<float> r1(n), r2(n);
+    dequantize_row(DType::F16, h.data(), r1.data(), n);
+    dequantize_row_fast(DType::F16, h.data(), r2.data(), n);
+    EXPECT_EQ(r1, r2);
+    dequantize_row(DType::BF16, b.data(), r1.data(), n);
+    dequantize_row_fast(DType::BF16, b.data(), r2.data(), n);
+    EXPECT_EQ(r1, r2);
+  }
+}
+
+TEST(CpuKernels, BlockFormatsDequantize) {
+  // Q8_0: d = 0.5 (fp16 0x3800), qs = -16..15
+  std::vector<uint8_t> q8(34);
+  q8[0] = 0x00;
+  q8[1] = 0x38;
+  for (int j = 0; j < 32; ++j) q8[2 + j] = (uint8_t)(int8_t)(j - 16);
+  std::vector<float> out(32);
+  dequantize_row(DType::Q8_0, q8.data(), out.data(), 32);
+  for (int j = 0; j < 32; ++j) EXPECT_FLOAT_EQ(out[j], 0.5f * (j - 16));
+  // Q4_0: d = 2, element j low nibble of qs[j], j+16 high nibble; value (nib - 8) * d
+  std::vector<uint8_t> q4(18);
+  q4[0] = 0x00;
+  q4[1] = 0x40;  // 2.0
+  for (int j = 0; j < 16; ++j) q4[2 + j] = (uint8_t)((j & 0xf) | ((15 - j) << 4));
+  dequantize_row(DType::Q4_0, q4.data(), out.data(), 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_FLOAT_EQ(out[j], 2.0f * (j - 8));
+    EXPECT_FLOAT_EQ(out[j + 16], 2.0f * (15 - j - 8));
+  }
+  // Q4_1: d = 1, m = -3: value nib * d + m
+  std::vector<uint8_t> q41(20);
+  q41[1] = 0x3c;                    // d = 1.0
+  q41[2] = 0x00, q41[3] = 0xc2;     // m = -3.0
+  for (int j = 0; j < 16; ++j) q41[4 + j] = (uint8_t)(j | (j << 4));
+  dequantize_row(DType::Q4_1, q41.data(), out.data(), 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_FLOAT_EQ(out[j], j - 3.0f);
+    EXPECT_FLOAT_EQ(out[j + 16], j - 3.0f);
+  }
+}
+
+TEST(CpuKernels, RmsNormAndRope) {
+  std::vector<float> x = {1, 2, 3, 4}, w = {1, 1, 2, 0.5f}, o(4);
+  rms_norm_row(x.data(), w.data(), 0.f, 4, o.data());
+  const float inv = 1.0f / std::sqrt(30.0f / 4);
+  EXPECT_FLOAT_EQ(o[2], 2 * 3 * inv);
+  // half-split: pairs (0,2), (1,3); 90° rotation of pair 0 only
+  std::vector<float> h = {1, 5, 2, 7};
+  const float c[2] = {0, 1}, s[2] = {1, 0};
+  rope_head(h.data(), c, s, 4, false);
+  EXPECT_FLOAT_EQ(h[0], -2);
+  EXPECT_FLOAT_EQ(h[2], 1);
+  EXPECT_FLOAT_EQ(h[1], 5);
+  std::vector<float> g = {1, 5, 2, 7};
+  rope_head(g.data(), c, s, 4, true);  // pairs (0,1), (2,3)
+  EXPECT_FLOAT_EQ(g[0], -5);
+  EXPECT_FLOAT_EQ(g[1], 1);
+  EXPECT_FLOAT_EQ(g[2], 2);
+}

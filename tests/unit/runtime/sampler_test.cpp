@@ -1,0 +1,143 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "perfx/sampling.h"
+#include "runtime/stop_strings.h"
+
+using namespace perfx;
+
+namespace {
+std::vector<float> logits5() { return {1.0f, 3.0f, 2.0f, 0.5f, 2.9f}; }
+}  // namespace
+
+TEST(Sampler, GreedyIsArgmax) {
+  SamplingParams p;
+  p.temperature = 0;
+  Sampler s(p);
+  auto l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 1);
+}
+
+TEST(Sampler, RepeatPenaltyChangesGreedyChoice) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.repeat_penalty = 1.1f;  // 3.0/1.1 = 2.73 < 2.9
+  Sampler s(p);
+  s.accept(1);
+  auto l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 4);
+}
+
+TEST(Sampler, FrequencyAndPresencePenalties) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.repeat_penalty = 1.0f;
+  p.frequency_penalty = 0.05f;
+  p.presence_penalty = 0.0f;
+  Sampler s(p);
+  s.accept(1);
+  s.accept(1);  // 3.0 - 0.1 = 2.9 ties 2.9 -> lower id wins
+  auto l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 1);
+  s.accept(1);  // 3.0 - 0.15 < 2.9
+  l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 4);
+}
+
+TEST(Sampler, SameSeedSameSequence) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  p.seed = 42;
+  Sampler a(p), b(p);
+  p.seed = 43;
+  Sampler c(p);
+  int diff = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto l1 = logits5(), l2 = logits5(), l3 = logits5();
+    const int x = a.sample(l1.data(), 5), y = b.sample(l2.data(), 5), z = c.sample(l3.data(), 5);
+    EXPECT_EQ(x, y);
+    diff += x != z;
+  }
+  EXPECT_GT(diff, 0);
+}
+
+TEST(Sampler, DistributionFollowsSoftmax) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  p.seed = 1;
+  Sampler s(p);
+  std::map<int, int> hist;
+  const int N = 40000;
+  for (int i = 0; i < N; ++i) {
+    auto l = logits5();
+    hist[s.sample(l.data(), 5)]++;
+  }
+  auto l = logits5();
+  double z = 0;
+  for (float x : l) z += std::exp(x);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(hist[i] / (double)N, std::exp(l[i]) / z, 0.01) << i;
+}
+
+TEST(Sampler, TopKTopPMinPTruncate) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 3;
+  p.top_k = 2;  // only ids 1 and 4
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  Sampler k(p);
+  for (int i = 0; i < 500; ++i) {
+    auto l = logits5();
+    const int t = k.sample(l.data(), 5);
+    EXPECT_TRUE(t == 1 || t == 4);
+  }
+  p.top_k = 0;
+  p.top_p = 0.3f;  // p(1) ≈ 0.36 alone covers 0.3
+  Sampler tp(p);
+  for (int i = 0; i < 200; ++i) {
+    auto l = logits5();
+    EXPECT_EQ(tp.sample(l.data(), 5), 1);
+  }
+  p.top_p = 1.0f;
+  p.min_p = 0.5f;  // keeps p >= 0.5 p_max: ids 1 (1.0), 4 (0.905), 2 (0.37 -> dropped)
+  Sampler mp(p);
+  for (int i = 0; i < 500; ++i) {
+    auto l = logits5();
+    const int t = mp.sample(l.data(), 5);
+    EXPECT_TRUE(t == 1 || t == 4);
+  }
+}
+
+TEST(Sampler, Logprobs) {
+  auto l = logits5();
+  double z = 0;
+  for (float x : l) z += std::exp(x);
+  EXPECT_NEAR(token_logprob(l.data(), 5, 2), 2.0 - std::log(z), 1e-5);
+  auto top = top_logprobs(l.data(), 5, 2);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].id, 1);
+  EXPECT_EQ(top[1].id, 4);
+  EXPECT_NEAR(top[0].logprob, 3.0 - std::log(z), 1e-5);
+}
+
+TEST(StopMatcher, HoldsBackPartialStopAndCuts) {
+  StopMatcher m({"END", "\n\n"});
+  EXPECT_EQ(m.push("hello E"), "hello ");
+  EXPECT_EQ(m.push("N"), "");
+  EXPECT_EQ(m.push("X more"), "ENX more");
+  EXPECT_EQ(m.push(" stuff EN"), " stuff ");
+  EXPECT_EQ(m.push("D tail"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.push("ignored"), "");
+  StopMatcher n({"\n\n"});
+  EXPECT_EQ(n.push("a\n"), "a");
+  EXPECT_EQ(n.flush(), "\n");
+}
