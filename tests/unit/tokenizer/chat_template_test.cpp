@@ -1,0 +1,325 @@
+// Chat template interpreter: the real templates in ../shared/tokenizers (Llama-3, Qwen3; Mistral
+// has none and uses the built-in), the built-in ChatML / Llama-2 / Mistral / Zephyr / Llama-3
+// formats, Jinja features real templates rely on, and the errors for unsupported constructs.
+#include "tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "perfx/status.h"
+#include "support/test_support.h"
+
+namespace perfx {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json conversation(bool with_system) {
+  json m = json::array();
+  if (with_system) m.push_back({{"role", "system"}, {"content", "You are helpful."}});
+  m.push_back({{"role", "user"}, {"content", "Hi"}});
+  m.push_back({{"role", "assistant"}, {"content", "Hello! How can I help?"}});
+  m.push_back({{"role", "user"}, {"content", "Tell me a joke."}});
+  return m;
+}
+
+std::string render(const std::string& tpl, const json& messages, bool gen,
+                   const std::string& bos = "", const std::string& eos = "",
+                   const json& extra = nullptr) {
+  ChatTemplate t(tpl);
+  ChatTemplateInputs in;
+  in.messages = messages;
+  in.add_generation_prompt = gen;
+  in.bos_token = bos;
+  in.eos_token = eos;
+  in.extra = extra;
+  return t.render(in);
+}
+
+std::string shared_template(const std::string& model) {
+  json cfg = json::parse(
+      test::read_file(test::shared_path("tokenizers/" + model + "/tokenizer_config.json")));
+  return cfg.value("chat_template", std::string());
+}
+
+// Renders a template with no messages (feature tests).
+std::string eval(const std::string& tpl, const json& extra = nullptr) {
+  return render(tpl, json::array(), true, "<s>", "</s>", extra);
+}
+
+TEST(ChatTemplateReal, Llama3) {
+  PERFX_REQUIRE_SHARED("tokenizers/llama3/tokenizer_config.json");
+  std::string tpl = shared_template("llama3");
+  ASSERT_FALSE(tpl.empty());
+  const std::string expected =
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are helpful.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\nHello! How can I help?<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nTell me a joke.<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  EXPECT_EQ(render(tpl, conversation(true), true, "<|begin_of_text|>"), expected);
+  // This template always ends with the assistant header, whatever add_generation_prompt says.
+  EXPECT_EQ(render(tpl, conversation(true), false, "<|begin_of_text|>"), expected);
+  // Without a system message, BOS goes before the first user turn; content is trimmed.
+  json m = json::array({{{"role", "user"}, {"content", "  Hi there \n"}}});
+  EXPECT_EQ(render(tpl, m, true, "<|begin_of_text|>"),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplateReal, Qwen3Plain) {
+  PERFX_REQUIRE_SHARED("tokenizers/qwen3/tokenizer_config.json");
+  std::string tpl = shared_template("qwen3");
+  ASSERT_FALSE(tpl.empty());
+  const std::string body =
+      "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\nHello! How can I help?<|im_end|>\n"
+      "<|im_start|>user\nTell me a joke.<|im_end|>\n";
+  EXPECT_EQ(render(tpl, conversation(true), true), body + "<|im_start|>assistant\n");
+  EXPECT_EQ(render(tpl, conversation(true), false), body);
+  EXPECT_EQ(render(tpl, conversation(true), true, "", "", {{"enable_thinking", false}}),
+            body + "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(render(tpl, conversation(false), false),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello! How can I help?"
+            "<|im_end|>\n<|im_start|>user\nTell me a joke.<|im_end|>\n");
+}
+
+TEST(ChatTemplateReal, Qwen3Thinking) {
+  PERFX_REQUIRE_SHARED("tokenizers/qwen3/tokenizer_config.json");
+  std::string tpl = shared_template("qwen3");
+  // Reasoning is dropped from turns before the last user query and kept after it.
+  json m = json::array({{{"role", "user"}, {"content", "What is 2+2?"}},
+                        {{"role", "assistant"}, {"content", "<think>\nsimple\n</think>\n\n4"}},
+                        {{"role", "user"}, {"content", "And 3+3?"}},
+                        {{"role", "assistant"}, {"content", "<think>\nagain\n</think>\n\n6"}}});
+  EXPECT_EQ(render(tpl, m, false),
+            "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n"
+            "<|im_start|>user\nAnd 3+3?<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nagain\n</think>\n\n6<|im_end|>\n");
+  json r = json::array({{{"role", "user"}, {"content", "q1"}},
+                        {{"role", "assistant"}, {"content", "a1"}, {"reasoning_content", "r1"}},
+                        {{"role", "user"}, {"content", "q2"}},
+                        {{"role", "assistant"}, {"content", "a2"}, {"reasoning_content", "r2"}}});
+  EXPECT_EQ(render(tpl, r, false),
+            "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\na1<|im_end|>\n"
+            "<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n<think>\nr2\n</think>\n\na2"
+            "<|im_end|>\n");
+}
+
+TEST(ChatTemplateReal, Qwen3Tools) {
+  PERFX_REQUIRE_SHARED("tokenizers/qwen3/tokenizer_config.json");
+  std::string tpl = shared_template("qwen3");
+  json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "Get weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  json m = json::parse(R"([
+    {"role": "system", "content": "Sys"},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}}]},
+    {"role": "tool", "content": "{\"temp\": 21}"},
+    {"role": "tool", "content": "second"},
+    {"role": "assistant", "content": "It is 21."}])");
+  const std::string expected =
+      "<|im_start|>system\nSys\n\n# Tools\n\nYou may call one or more functions to assist with the "
+      "user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n"
+      "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+      "\"description\": "
+      "\"Get weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+      "{\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n</tools>\n\nFor each function call, "
+      "return a json object with function name and arguments within <tool_call></tool_call> XML "
+      "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+      "</tool_call><|im_end|>\n<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+      "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"unit\": \"c\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+      "{\"temp\": 21}\n</tool_response>\n<tool_response>\nsecond\n</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\n<think>\n\n</think>\n\nIt is 21.<|im_end|>\n"
+      "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  EXPECT_EQ(render(tpl, m, true, "", "", {{"tools", tools}, {"enable_thinking", false}}), expected);
+}
+
+TEST(ChatTemplateReal, MistralConfigHasNoTemplateSoBuiltinIsUsed) {
+  PERFX_REQUIRE_SHARED("tokenizers/mistral/tokenizer_config.json");
+  EXPECT_TRUE(shared_template("mistral").empty());
+  EXPECT_EQ(render(builtin_chat_template("mistral"), conversation(true), true, "<s>", "</s>"),
+            "<s>[INST] You are helpful.\n\nHi [/INST]Hello! How can I help?</s>"
+            "[INST] Tell me a joke. [/INST]");
+  EXPECT_EQ(render(builtin_chat_template("mistral"), conversation(false), false, "<s>", "</s>"),
+            "<s>[INST] Hi [/INST]Hello! How can I help?</s>[INST] Tell me a joke. [/INST]");
+}
+
+TEST(ChatTemplateBuiltin, ChatML) {
+  std::string tpl = builtin_chat_template("chatml");
+  const std::string body =
+      "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+      "<|im_start|>assistant\nHello! How can I help?<|im_end|>\n"
+      "<|im_start|>user\nTell me a joke.<|im_end|>\n";
+  EXPECT_EQ(render(tpl, conversation(true), true), body + "<|im_start|>assistant\n");
+  EXPECT_EQ(render(tpl, conversation(true), false), body);
+}
+
+TEST(ChatTemplateBuiltin, Llama2) {
+  std::string tpl = builtin_chat_template("llama2");
+  EXPECT_EQ(render(tpl, conversation(true), true, "<s>", "</s>"),
+            "<s>[INST] <<SYS>>\nYou are helpful.\n<</SYS>>\n\nHi [/INST] Hello! How can I help? "
+            "</s><s>[INST] Tell me a joke. [/INST]");
+  EXPECT_EQ(render(tpl, conversation(false), false, "<s>", "</s>"),
+            "<s>[INST] Hi [/INST] Hello! How can I help? </s><s>[INST] Tell me a joke. [/INST]");
+  json bad =
+      json::array({{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}});
+  try {
+    render(tpl, bad, true, "<s>", "</s>");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chat template raised: conversation roles must alternate"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ChatTemplateBuiltin, Zephyr) {
+  std::string tpl = builtin_chat_template("zephyr");
+  const std::string body =
+      "<|system|>\nYou are helpful.</s>\n<|user|>\nHi</s>\n<|assistant|>\nHello! How can I help?"
+      "</s>\n<|user|>\nTell me a joke.</s>\n";
+  EXPECT_EQ(render(tpl, conversation(true), true, "<s>", "</s>"), body + "<|assistant|>\n");
+  EXPECT_EQ(render(tpl, conversation(true), false, "<s>", "</s>"), body);
+}
+
+TEST(ChatTemplateBuiltin, Llama3RespectsGenerationPrompt) {
+  std::string tpl = builtin_chat_template("llama3");
+  const std::string body =
+      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\nHello! How can I help?<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nTell me a joke.<|eot_id|>";
+  EXPECT_EQ(render(tpl, conversation(false), true, "<|begin_of_text|>"),
+            body + "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render(tpl, conversation(false), false, "<|begin_of_text|>"), body);
+  EXPECT_TRUE(builtin_chat_template("nope").empty());
+}
+
+TEST(ChatTemplateJinja, WhitespaceControlTrimAndLstripBlocks) {
+  // transformers renders with trim_blocks and lstrip_blocks.
+  EXPECT_EQ(eval("  {% if true %}\n    yes\n  {% endif %}\n  {#- c -#}\n  {% for i in [1,2] %}\n"
+                 "    item {{ i }}\n  {% endfor %}\n{%+ if true %}keep{% endif %}\n"
+                 "{% raw %}{{ not parsed }}{% endraw %}\ndone\n"),
+            "    yes\n    item 1\n    item 2\nkeep{{ not parsed }}done");
+  EXPECT_EQ(eval("a  {{- ' b ' -}}  c"), "a b c");
+  EXPECT_EQ(eval("x\n{%- if true -%}\n  y  \n{%- endif %}z"), "xyz");
+}
+
+TEST(ChatTemplateJinja, LoopsScopesAndNamespaces) {
+  EXPECT_EQ(eval("{% for x in ['a','b','c'] %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}"
+                 "{{ loop.last }}{{ loop.length }}{{ loop.revindex }};{% endfor %}"),
+            "10TrueFalse33;21FalseFalse32;32FalseTrue31;");
+  // A set inside a loop does not leak out of it; a namespace does.
+  EXPECT_EQ(
+      eval("{% set x = 1 %}{% set ns = namespace(n=0) %}{% for i in range(3) %}"
+           "{% set x = x + 10 %}{% set ns.n = ns.n + i %}{{ x }},{% endfor %}|{{ x }}|{{ ns.n }}"),
+      "11,11,11,|1|3");
+  EXPECT_EQ(eval("{% for i in range(10) if i is odd %}{% if i > 6 %}{% break %}{% endif %}"
+                 "{{ i }}{% else %}none{% endfor %}|{% for x in [] %}x{% else %}empty{% endfor %}"),
+            "135|empty");
+  EXPECT_EQ(eval("{% for k, v in {'b': 2, 'a': 1}.items() %}{{ k }}={{ v }};{% endfor %}"),
+            "b=2;a=1;");
+  EXPECT_EQ(
+      eval("{% macro m(x, p='> ') %}{{ p }}{{ x }}{% endmacro %}{{ m('a') }}|{{ m('b', p='# ') }}"),
+      "> a|# b");
+  EXPECT_EQ(eval("{% set b %}in {{ 1 + 1 }}{% endset %}[{{ b }}]{% filter upper %}x{{ 'y' }}"
+                 "{% endfilter %}"),
+            "[in 2]XY");
+}
+
+TEST(ChatTemplateJinja, ExpressionsFiltersTestsMethods) {
+  EXPECT_EQ(eval("{{ 3/2 }} {{ 7//2 }} {{ -7//2 }} {{ -7%3 }} {{ 2**10 }} {{ 10/5 }} {{ 'a' ~ 1 ~ "
+                 "none }}"),
+            "1.5 3 -4 2 1024 2.0 a1None");
+  EXPECT_EQ(eval("{{ [1, 'a', none, true, 0.1, 1e20] }} {{ {'k': 'v'} }} {{ (1, 2) }}"),
+            "[1, 'a', None, True, 0.1, 1e+20] {'k': 'v'} (1, 2)");
+  EXPECT_EQ(
+      eval("{{ 'héllo wörld'[::-1] }}|{{ 'héllo'|length }}|{{ [1,2,3][-2] }}|{{ [1,2,3,4][1:3] }}"),
+      "dlröw olléh|5|2|[2, 3]");
+  EXPECT_EQ(eval("{{ '  a b  '|trim }}|{{ 'xxhixx'.strip('x') }}|{{ 'a,b,,c'.split(',') }}|"
+                 "{{ ' a  b '.split() }}|{{ 'Hello'.startswith('He') }}|{{ "
+                 "'Hello'.endswith(('x','lo')) }}|"
+                 "{{ 'aaa'.replace('a','b',2) }}|{{ '-'.join(['a','b']) }}|{{ 'ab cd'.title() }}"),
+            "a b|hi|['a', 'b', '', 'c']|['a', 'b']|True|True|bba|a-b|Ab Cd");
+  EXPECT_EQ(eval("{{ x is defined }}{{ none is none }}{{ 4 is divisibleby 2 }}{{ 3 is even }}"
+                 "{{ undefined_var|default('dv') }}{{ ''|default('e', true) }}{{ 1 < 2 < 3 }}"
+                 "{{ 3 > 2 > 2 }}{{ 'b' not in 'abc' }}{{ 'k' in {'k': 1} }}"),
+            "FalseTrueTrueFalsedveTrueFalseFalseTrue");
+  json extra = {
+      {"items", json::array({{{"role", "user"}, {"n", 2}}, {{"role", "tool"}, {"n", 1}}})}};
+  EXPECT_EQ(eval("{{ items|map(attribute='role')|join(',') }}|"
+                 "{{ items|selectattr('role','equalto','user')|list|length }}|"
+                 "{{ items|rejectattr('role','eq','user')|map(attribute='n')|list }}|"
+                 "{{ [3,1,2]|sort }}{{ [3,1,2]|sort(reverse=true) }}{{ [1,1,2]|unique|list }}|"
+                 "{{ items|first }}",
+                 extra),
+            "user,tool|1|[1]|[1, 2, 3][3, 2, 1][1, 2]|{'role': 'user', 'n': 2}");
+  EXPECT_EQ(
+      eval("{{ 'yes' if 1 else 'no' }}{{ 'x' if false }}{{ '\\u00e9\\x41\\n' }}{{ \"it's\" }}"),
+      "yes\xc3\xa9"
+      "A\nit's");
+}
+
+TEST(ChatTemplateJinja, ToJsonLikeTransformers) {
+  json extra = {{"t", json::parse(R"({"b": [1, 2.5, null, true], "a": "x\"y\n", "u": "é"})")}};
+  EXPECT_EQ(eval("{{ t|tojson }}", extra),
+            "{\"b\": [1, 2.5, null, true], \"a\": \"x\\\"y\\n\", \"u\": \"é\"}");
+  EXPECT_EQ(eval("{{ t.b|tojson(indent=2) }}", extra), "[\n  1,\n  2.5,\n  null,\n  true\n]");
+}
+
+TEST(ChatTemplateErrors, NameTheUnsupportedConstruct) {
+  auto error_of = [](const std::string& tpl) -> std::string {
+    try {
+      eval(tpl);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(error_of("line1\n{% include 'x.jinja' %}"),
+            "chat template: unsupported statement 'include' at line 2");
+  EXPECT_EQ(error_of("{% call foo() %}{% endcall %}"),
+            "chat template: unsupported statement 'call' at line 1");
+  EXPECT_EQ(error_of("{{ 'x'|frobnicate }}"),
+            "chat template: unsupported filter 'frobnicate' at line 1");
+  EXPECT_EQ(error_of("{{ 1 is prime }}"), "chat template: unsupported test 'prime' at line 1");
+  EXPECT_EQ(error_of("{{ 'x'.zfill(3) }}"),
+            "chat template: unsupported method 'zfill' of string at line 1");
+  EXPECT_EQ(error_of("{% for x in y %}"), "chat template: missing {% endfor %} at line 1");
+  EXPECT_EQ(error_of("{{ 'abc }}"), "chat template: unterminated string literal at line 1");
+  EXPECT_EQ(error_of("{{ 'a' + 1 }}"),
+            "chat template: unsupported operand types for +: string and int at line 1");
+  EXPECT_EQ(error_of("{{ raise_exception('bad roles') }}"), "chat template raised: bad roles");
+  EXPECT_EQ(error_of("{{ [].append(1) }}"),
+            "chat template: unsupported method 'append' (lists are immutable in chat templates) at "
+            "line 1");
+}
+
+TEST(ChatTemplateLoad, BuiltinNamesJsonAndJinjaFiles) {
+  EXPECT_EQ(load_chat_template("chatml"), builtin_chat_template("chatml"));
+  EXPECT_THROW(load_chat_template("/nonexistent/template.jinja"), Error);
+  std::string dir = ::testing::TempDir();
+  {
+    std::string p = dir + "/perfx_ct_test.jinja";
+    FILE* f = std::fopen(p.c_str(), "w");
+    std::fputs("{{ messages|length }}", f);
+    std::fclose(f);
+    EXPECT_EQ(load_chat_template(p), "{{ messages|length }}");
+  }
+  {
+    std::string p = dir + "/perfx_ct_test.json";
+    FILE* f = std::fopen(p.c_str(), "w");
+    std::fputs(R"({"chat_template": [{"name": "tool_use", "template": "T"},
+                   {"name": "default", "template": "D"}]})",
+               f);
+    std::fclose(f);
+    EXPECT_EQ(load_chat_template(p), "D");
+  }
+}
+
+}  // namespace
+}  // namespace perfx
