@@ -47,8 +47,9 @@ void w4a16_linear(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int6
 /// True when w4a16_linear uses the AVX2 kernels.
 bool w4a16_have_avx2();
 /// The AVX2 kernels directly (tests and benchmarks); only call when w4a16_have_avx2().
-/// T == 1 uses a fused GEMV (nibbles dequantized in registers); T > 1 dequantizes a few rows ×
-/// 512 columns into an L1 buffer and runs a 4-row × 3-token fp32 FMA micro-kernel.
+/// T <= 8 uses a fused kernel (nibbles widened in registers, up to 4 tokens per pass over the
+/// weights); larger T dequantizes 4 rows × 512 columns into an L1 buffer and runs a 4-row ×
+/// 3-token fp32 FMA micro-kernel over blocks of 48 tokens.
 void w4a16_linear_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
                        int64_t r1, float* y, int64_t ldy);
 

@@ -1,0 +1,410 @@
+// W4A16 CPU kernels: AutoAWQ repack (FORMATS.md §2.3 GEMM, §2.4 GEMV), the plain reference and
+// the AVX2/FMA/F16C kernels (compiled per function with target attributes, picked at run time).
+#include "backend/cpu/w4a16.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/dtype.h"
+#include "perfx/status.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define PERFX_W4A16_X86 1
+#endif
+
+namespace perfx::cpu {
+namespace {
+
+// AWQ_REVERSE_ORDER (FORMATS.md §2.3): output column 8c + r of a GEMM word lives in nibble kRev[r].
+constexpr int kRev[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+/// Reads element i of a possibly unaligned little-endian tensor.
+inline uint32_t load_u32(const TensorView& t, int64_t i) {
+  uint32_t v;
+  std::memcpy(&v, static_cast<const uint8_t*>(t.data) + i * 4, 4);
+  return v;
+}
+inline uint16_t load_u16(const TensorView& t, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, static_cast<const uint8_t*>(t.data) + i * 2, 2);
+  return v;
+}
+
+void expect_tensor(const TensorView& t, const char* role, DType dt, int64_t d0, int64_t d1) {
+  check(t.data != nullptr, std::string("AWQ linear: missing ") + role + " tensor '" + t.name + "'");
+  check(t.dtype == dt, "AWQ tensor '" + t.name + "' (" + role + ") has dtype " +
+                           dtype_name(t.dtype) + ", expected " + dtype_name(dt));
+  check(t.shape.size() == 2 && t.shape[0] == d0 && t.shape[1] == d1,
+        "AWQ tensor '" + t.name + "' (" + role + ") has shape " + t.shape_str() + ", expected [" +
+            std::to_string(d0) + ", " + std::to_string(d1) + "]");
+  check(t.nbytes >= static_cast<size_t>(d0 * d1) * dtype_block_bytes(dt),
+        "AWQ tensor '" + t.name + "' is truncated");
+}
+
+/// Scales as fp16 bits: F16 as is, BF16 converted (exact when in the fp16 normal range).
+void expect_scales(const TensorView& t, int64_t d0, int64_t d1) {
+  check(t.dtype == DType::F16 || t.dtype == DType::BF16,
+        "AWQ tensor '" + t.name + "' (scales) has dtype " + dtype_name(t.dtype) + ", expected F16");
+  expect_tensor(t, "scales", t.dtype, d0, d1);
+}
+inline uint16_t scale_bits(const TensorView& t, int64_t i) {
+  const uint16_t v = load_u16(t, i);
+  return t.dtype == DType::F16 ? v : fp32_to_fp16(bf16_to_fp32(v));
+}
+
+/// ZW of the GEMV layout (AutoAWQ gemv.py calculate_zeros_width; FORMATS.md §2.2).
+int64_t gemv_zeros_width(int64_t G, int group_size) {
+  int64_t mult = group_size >= 128 ? 1 : group_size == 64 ? 2 : group_size == 32 ? 4 : 0;
+  check(mult > 0, "AWQ gemv: unsupported group size " + std::to_string(group_size));
+  const int64_t base = (G + 7) / 8;
+  return (base + mult - 1) / mult * mult;
+}
+
+void repack_gemm(const LinearSource& src, W4A16Matrix& m) {
+  const int64_t I = m.in, O = m.out, G = I / m.group_size, C = O / 8, W = I / 8;
+  check(O % 8 == 0, "AWQ gemm linear '" + src.qweight.name + "': out_features " +
+                        std::to_string(O) + " is not a multiple of 8");
+  expect_tensor(src.qweight, "qweight", DType::I32, I, C);
+  expect_tensor(src.qzeros, "qzeros", DType::I32, G, C);
+  expect_scales(src.scales, G, O);
+  // 8 input rows × 8 output columns of nibbles form one 8×8 transpose: source words
+  // qweight[k0 + j][c] (nibble kRev[r] = column 8c + r) become our words q[8c + r][k0 / 8]
+  // (nibble j = input k0 + j).
+  for (int64_t kw = 0; kw < W; ++kw) {
+    for (int64_t c = 0; c < C; ++c) {
+      uint32_t s[8];
+      for (int j = 0; j < 8; ++j) s[j] = load_u32(src.qweight, (kw * 8 + j) * C + c);
+      for (int r = 0; r < 8; ++r) {
+        uint32_t word = 0;
+        const int sh = 4 * kRev[r];
+        for (int j = 0; j < 8; ++j) word |= ((s[j] >> sh) & 0xFu) << (4 * j);
+        m.q[static_cast<size_t>((8 * c + r) * W + kw)] = word;
+      }
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t c = 0; c < C; ++c) {
+      const uint32_t z = load_u32(src.qzeros, g * C + c);
+      for (int r = 0; r < 8; ++r)
+        m.zeros[static_cast<size_t>((8 * c + r) * G + g)] =
+            static_cast<uint8_t>((z >> (4 * kRev[r])) & 0xFu);
+    }
+    for (int64_t n = 0; n < O; ++n)
+      m.scales[static_cast<size_t>(n * G + g)] = scale_bits(src.scales, g * O + n);
+  }
+}
+
+void repack_gemv(const LinearSource& src, W4A16Matrix& m) {
+  const int64_t I = m.in, O = m.out, G = I / m.group_size, W = I / 8;
+  const int64_t ZW = gemv_zeros_width(G, m.group_size);
+  expect_tensor(src.qweight, "qweight", DType::I32, O, W);
+  expect_tensor(src.qzeros, "qzeros", DType::I32, O, ZW);
+  expect_scales(src.scales, O, ZW * 8);
+  // The GEMV word order is ours: copy rows.
+  std::memcpy(m.q.data(), src.qweight.data, static_cast<size_t>(O * W) * 4);
+  for (int64_t n = 0; n < O; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      const uint32_t z = load_u32(src.qzeros, n * ZW + g / 8);
+      m.zeros[static_cast<size_t>(n * G + g)] = static_cast<uint8_t>((z >> (4 * (g % 8))) & 0xFu);
+      m.scales[static_cast<size_t>(n * G + g)] = scale_bits(src.scales, n * ZW * 8 + g);
+    }
+  }
+}
+
+}  // namespace
+
+W4A16Matrix repack_awq(const LinearSource& src) {
+  std::string version = src.awq_version;
+  std::transform(version.begin(), version.end(), version.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  W4A16Matrix m;
+  m.out = src.out;
+  m.in = src.in;
+  m.group_size = src.group_size > 0 ? src.group_size : static_cast<int>(src.in);
+  const std::string who = "AWQ linear '" + src.qweight.name + "'";
+  check(m.out > 0 && m.in > 0, who + ": empty shape");
+  check(m.in % m.group_size == 0, who + ": in_features " + std::to_string(m.in) +
+                                      " is not a multiple of the group size " +
+                                      std::to_string(m.group_size));
+  check(m.group_size % 8 == 0,
+        who + ": group size " + std::to_string(m.group_size) + " is not a multiple of 8");
+  const int64_t G = m.in / m.group_size;
+  m.q.assign(static_cast<size_t>(m.out * (m.in / 8)), 0);
+  m.scales.assign(static_cast<size_t>(m.out * G), 0);
+  m.zeros.assign(static_cast<size_t>(m.out * G), 0);
+  if (version == "gemm")
+    repack_gemm(src, m);
+  else if (version == "gemv")
+    repack_gemv(src, m);
+  else
+    throw Error(who + ": unsupported AWQ version '" + src.awq_version + "' (gemm or gemv)");
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference.
+
+void w4a16_linear_ref(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
+                      int64_t r1, float* y, int64_t ldy) {
+  const int64_t W = w.in / 8, G = w.in / w.group_size;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint32_t* qr = w.q.data() + r * W;
+    for (int t = 0; t < T; ++t) {
+      const float* xt = x + t * ldx;
+      float acc = 0.0f;
+      for (int64_t k = 0; k < w.in; ++k) {
+        const int64_t gi = r * G + k / w.group_size;
+        const float s = fp16_to_fp32(w.scales[static_cast<size_t>(gi)]);
+        const float q = static_cast<float>((qr[k / 8] >> (4 * (k % 8))) & 0xFu);
+        acc += xt[k] * ((q - static_cast<float>(w.zeros[static_cast<size_t>(gi)])) * s);
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVX2 kernels.
+
+#ifdef PERFX_W4A16_X86
+namespace {
+
+#define PERFX_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+PERFX_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/// The 8 nibbles of `word` as 8 int32 lanes (lane i = nibble i).
+PERFX_AVX2 inline __m256i nibbles(const uint32_t* word, __m256i shifts, __m256i mask) {
+  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(*word)), shifts),
+                          mask);
+}
+
+/// Small T (decode): for R rows × NT tokens at a time,
+///   y[t][r] = Σ_g s_g · (Σ_{k∈g} q_k x_k − z_g · Σ_{k∈g} x_k),
+/// with the nibbles widened in registers (broadcast, variable shift, mask, convert) and each
+/// widened chunk used by NT FMAs. xsum[t * G + g] = Σ_{k∈g} x[t][k]. Rows [r, r + R) must exist.
+template <int R, int NT>
+PERFX_AVX2 void direct_tile(const float* x, int64_t ldx, const float* xsum, const W4A16Matrix& w,
+                            int64_t r, float* y, int64_t ldy) {
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i mask = _mm256_set1_epi32(0xF);
+  const int64_t W = w.in / 8, G = w.in / w.group_size, cpg = w.group_size / 8;
+  const uint32_t* q = w.q.data() + r * W;
+  const uint16_t* sc = w.scales.data() + r * G;
+  const uint8_t* zr = w.zeros.data() + r * G;
+  __m256 tot[R][NT];
+  float off[R][NT];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < NT; ++t) {
+      tot[i][t] = _mm256_setzero_ps();
+      off[i][t] = 0.0f;
+    }
+  for (int64_t g = 0; g < G; ++g) {
+    __m256 acc[R][NT];
+    for (int i = 0; i < R; ++i) {
+      // One cache line per row per 128-wide group: fetch a few groups ahead.
+      _mm_prefetch(reinterpret_cast<const char*>(q + i * W + (g + 8) * cpg), _MM_HINT_T0);
+      for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
+    }
+    const float* xg = x + g * w.group_size;
+    const uint32_t* qg = q + g * cpg;
+    for (int64_t c = 0; c < cpg; ++c) {
+      __m256 xv[NT];
+      for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(xg + t * ldx + 8 * c);
+      for (int i = 0; i < R; ++i) {
+        const __m256 wv = _mm256_cvtepi32_ps(nibbles(qg + i * W + c, shifts, mask));
+        for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      const float s = _cvtsh_ss(sc[i * G + g]);
+      const float sz = s * static_cast<float>(zr[i * G + g]);
+      const __m256 sv = _mm256_set1_ps(s);
+      for (int t = 0; t < NT; ++t) {
+        tot[i][t] = _mm256_fmadd_ps(acc[i][t], sv, tot[i][t]);
+        off[i][t] += sz * xsum[t * G + g];
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < NT; ++t) y[t * ldy + r + i] = hsum(tot[i][t]) - off[i][t];
+}
+
+/// Rows [r0, r1) for NT tokens: R-row tiles, then single rows.
+template <int R, int NT>
+PERFX_AVX2 void direct_rows(const float* x, int64_t ldx, const float* xsum, const W4A16Matrix& w,
+                            int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) direct_tile<R, NT>(x, ldx, xsum, w, r, y, ldy);
+  for (; r < r1; ++r) direct_tile<1, NT>(x, ldx, xsum, w, r, y, ldy);
+}
+
+/// T <= kDirectMaxT: token tiles of up to 4, each a pass over the weights.
+PERFX_AVX2 void direct_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
+                            int64_t r1, float* y, int64_t ldy) {
+  const int64_t G = w.in / w.group_size;
+  static thread_local std::vector<float> xsum;
+  xsum.resize(static_cast<size_t>(T * G));
+  for (int t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g) {
+      const float* xg = x + t * ldx + g * w.group_size;
+      __m256 s = _mm256_setzero_ps();
+      for (int k = 0; k < w.group_size; k += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(xg + k));
+      xsum[static_cast<size_t>(t * G + g)] = hsum(s);
+    }
+  int t = 0;
+  while (t < T) {
+    const int nt = std::min(4, T - t);
+    const float* xt = x + t * ldx;
+    const float* st = xsum.data() + t * G;
+    float* yt = y + t * ldy;
+    switch (nt) {
+      case 1:
+        direct_rows<4, 1>(xt, ldx, st, w, r0, r1, yt, ldy);
+        break;
+      case 2:
+        direct_rows<2, 2>(xt, ldx, st, w, r0, r1, yt, ldy);
+        break;
+      case 3:
+        direct_rows<1, 3>(xt, ldx, st, w, r0, r1, yt, ldy);
+        break;
+      default:
+        direct_rows<1, 4>(xt, ldx, st, w, r0, r1, yt, ldy);
+        break;
+    }
+    t += nt;
+  }
+}
+
+constexpr int kRows = 4;        // rows per micro-tile
+constexpr int kTok = 3;         // tokens per micro-tile
+constexpr int kKBlock = 512;    // columns dequantized at once (kRows × 512 × 4 B = 8 KiB, in L1)
+constexpr int kTBlock = 48;     // tokens whose x stays hot while a row block is swept
+constexpr int kDirectMaxT = 8;  // up to this many tokens: direct kernel, else dequant + GEMM
+
+/// Dequantizes rows [r, r + nr) (nr <= kRows; missing rows are zero), columns [k0, k0 + kn),
+/// into buf[i * kKBlock + (k − k0)] = (q − z) · s, exactly as the reference computes it.
+PERFX_AVX2 void dequant_block(const W4A16Matrix& w, int64_t r, int nr, int64_t k0, int64_t kn,
+                              float* buf) {
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i mask = _mm256_set1_epi32(0xF);
+  const int64_t W = w.in / 8, G = w.in / w.group_size;
+  for (int i = 0; i < kRows; ++i) {
+    float* dst = buf + i * kKBlock;
+    if (i >= nr) {
+      std::memset(dst, 0, static_cast<size_t>(kn) * sizeof(float));
+      continue;
+    }
+    const uint32_t* qr = w.q.data() + (r + i) * W;
+    int64_t k = k0;
+    while (k < k0 + kn) {
+      const int64_t g = k / w.group_size;
+      const int64_t kend = std::min(k0 + kn, (g + 1) * w.group_size);
+      const __m256 s = _mm256_set1_ps(_cvtsh_ss(w.scales[static_cast<size_t>((r + i) * G + g)]));
+      const __m256i z = _mm256_set1_epi32(w.zeros[static_cast<size_t>((r + i) * G + g)]);
+      for (; k < kend; k += 8) {
+        const __m256i v = _mm256_sub_epi32(nibbles(qr + k / 8, shifts, mask), z);
+        _mm256_store_ps(dst + (k - k0), _mm256_mul_ps(_mm256_cvtepi32_ps(v), s));
+      }
+    }
+  }
+}
+
+/// acc[i][t] (+)= Σ_k buf[i][k] · x[t][k] over kn columns, for NT tokens (x rows ldx apart).
+template <int NT>
+PERFX_AVX2 void micro_kernel(const float* x, int64_t ldx, const float* buf, int64_t kn,
+                             __m256* acc /* [kRows][kTBlock] */, bool first) {
+  __m256 a[kRows][NT];
+  for (int i = 0; i < kRows; ++i)
+    for (int t = 0; t < NT; ++t) a[i][t] = first ? _mm256_setzero_ps() : acc[i * kTBlock + t];
+  for (int64_t k = 0; k < kn; k += 8) {
+    __m256 xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + k);
+    for (int i = 0; i < kRows; ++i) {
+      const __m256 wv = _mm256_load_ps(buf + i * kKBlock + k);
+      for (int t = 0; t < NT; ++t) a[i][t] = _mm256_fmadd_ps(wv, xv[t], a[i][t]);
+    }
+  }
+  for (int i = 0; i < kRows; ++i)
+    for (int t = 0; t < NT; ++t) acc[i * kTBlock + t] = a[i][t];
+}
+
+/// T > 1: blocked over tokens (kTBlock), rows (kRows) and columns (kKBlock).
+PERFX_AVX2 void gemm_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
+                          int64_t r1, float* y, int64_t ldy) {
+  alignas(32) static thread_local float buf[kRows * kKBlock];
+  alignas(32) static thread_local __m256 acc[kRows * kTBlock];
+  for (int tb = 0; tb < T; tb += kTBlock) {
+    const int nt = std::min(kTBlock, T - tb);
+    const float* xb = x + tb * ldx;
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+      for (int64_t k0 = 0; k0 < w.in; k0 += kKBlock) {
+        const int64_t kn = std::min<int64_t>(kKBlock, w.in - k0);
+        dequant_block(w, r, nr, k0, kn, buf);
+        const bool first = k0 == 0;
+        int t = 0;
+        for (; t + kTok <= nt; t += kTok)
+          micro_kernel<kTok>(xb + t * ldx + k0, ldx, buf, kn, acc + t, first);
+        if (nt - t == 2) micro_kernel<2>(xb + t * ldx + k0, ldx, buf, kn, acc + t, first);
+        if (nt - t == 1) micro_kernel<1>(xb + t * ldx + k0, ldx, buf, kn, acc + t, first);
+      }
+      for (int i = 0; i < nr; ++i)
+        for (int t = 0; t < nt; ++t) y[(tb + t) * ldy + r + i] = hsum(acc[i * kTBlock + t]);
+    }
+  }
+}
+
+}  // namespace
+
+bool w4a16_have_avx2() {
+  static const bool ok = [] {
+    const char* force_ref = std::getenv("PERFX_W4A16_REF");
+    if (force_ref && *force_ref && std::strcmp(force_ref, "0") != 0) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+  }();
+  return ok;
+}
+
+void w4a16_linear_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
+                       int64_t r1, float* y, int64_t ldy) {
+  if (r0 >= r1 || T <= 0) return;
+  if (T <= kDirectMaxT) {
+    direct_avx2(x, T, ldx, w, r0, r1, y, ldy);
+    return;
+  }
+  gemm_avx2(x, T, ldx, w, r0, r1, y, ldy);
+}
+
+#else  // not x86-64
+
+bool w4a16_have_avx2() {
+  return false;
+}
+void w4a16_linear_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
+                       int64_t r1, float* y, int64_t ldy) {
+  w4a16_linear_ref(x, T, ldx, w, r0, r1, y, ldy);
+}
+
+#endif
+
+void w4a16_linear(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0, int64_t r1,
+                  float* y, int64_t ldy) {
+  if (w4a16_have_avx2())
+    w4a16_linear_avx2(x, T, ldx, w, r0, r1, y, ldy);
+  else
+    w4a16_linear_ref(x, T, ldx, w, r0, r1, y, ldy);
+}
+
+}  // namespace perfx::cpu
