@@ -151,32 +151,43 @@ class Reader {
     throw Error("GGUF '" + path_ + "': " + what);
   }
 
-  void need(uint64_t n, const std::string& what) const {
+  // `what` (+ " 'name'" when name is not empty) describes the item in messages; the text is only
+  // assembled on failure, so reading large arrays costs no string building.
+  void need(uint64_t n, const std::string& what, const std::string& name = {}) const {
     if (n > left()) {
-      fail("truncated file: " + what + " needs " + std::to_string(n) + " bytes at offset " +
-           std::to_string(pos_) + " but only " + std::to_string(left()) + " remain");
+      fail("truncated file: " + describe(what, name) + " needs " + std::to_string(n) +
+           " bytes at offset " + std::to_string(pos_) + " but only " + std::to_string(left()) +
+           " remain");
     }
   }
 
   template <class T>
-  T read(const std::string& what) {
-    need(sizeof(T), what);
+  T read(const std::string& what, const std::string& name = {}) {
+    need(sizeof(T), what, name);
     T v;
     std::memcpy(&v, data_ + pos_, sizeof(T));
     pos_ += sizeof(T);
     return v;
   }
 
-  std::string read_string(const std::string& what) {
-    const uint64_t n = read<uint64_t>("length of " + what);
+  std::string read_string(const std::string& what, const std::string& name = {}) {
+    need(8, what, name);  // the u64 length
+    uint64_t n;
+    std::memcpy(&n, data_ + pos_, 8);
+    pos_ += 8;
     if (n > left()) {
-      fail("string length " + std::to_string(n) + " of " + what + " at offset " +
+      fail("string length " + std::to_string(n) + " of " + describe(what, name) + " at offset " +
            std::to_string(pos_ - 8) + " runs past the end of the file (" + std::to_string(left()) +
            " bytes remain)");
     }
     std::string s(reinterpret_cast<const char*>(data_ + pos_), (size_t)n);
     pos_ += n;
     return s;
+  }
+
+ private:
+  static std::string describe(const std::string& what, const std::string& name) {
+    return name.empty() ? what : what + " '" + name + "'";
   }
 
  private:
@@ -193,54 +204,54 @@ struct ParseState {
 Value read_value(Reader& r, ValueType t, const std::string& key, int depth, ParseState& st) {
   Value v;
   v.type = t;
-  const std::string what = "value of '" + key + "'";
+  static const std::string what = "value of";
   switch (t) {
     case ValueType::U8:
-      v.u = r.read<uint8_t>(what);
+      v.u = r.read<uint8_t>(what, key);
       break;
     case ValueType::I8:
-      v.i = r.read<int8_t>(what);
+      v.i = r.read<int8_t>(what, key);
       break;
     case ValueType::U16:
-      v.u = r.read<uint16_t>(what);
+      v.u = r.read<uint16_t>(what, key);
       break;
     case ValueType::I16:
-      v.i = r.read<int16_t>(what);
+      v.i = r.read<int16_t>(what, key);
       break;
     case ValueType::U32:
-      v.u = r.read<uint32_t>(what);
+      v.u = r.read<uint32_t>(what, key);
       break;
     case ValueType::I32:
-      v.i = r.read<int32_t>(what);
+      v.i = r.read<int32_t>(what, key);
       break;
     case ValueType::U64:
-      v.u = r.read<uint64_t>(what);
+      v.u = r.read<uint64_t>(what, key);
       break;
     case ValueType::I64:
-      v.i = r.read<int64_t>(what);
+      v.i = r.read<int64_t>(what, key);
       break;
     case ValueType::F32:
-      v.f = r.read<float>(what);
+      v.f = r.read<float>(what, key);
       break;
     case ValueType::F64:
-      v.f = r.read<double>(what);
+      v.f = r.read<double>(what, key);
       break;
     case ValueType::BOOL:
-      v.u = r.read<uint8_t>(what) != 0;
+      v.u = r.read<uint8_t>(what, key) != 0;
       break;
     case ValueType::STRING:
-      v.s = r.read_string(what);
+      v.s = r.read_string(what, key);
       break;
     case ValueType::ARRAY: {
       if (depth >= kMaxArrayDepth) {
         r.fail("arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " in '" + key + "'");
       }
-      const uint32_t et = r.read<uint32_t>("array element type of '" + key + "'");
+      const uint32_t et = r.read<uint32_t>("array element type of", key);
       if (!valid_value_type(et)) {
         r.fail("array '" + key + "' has invalid element type " + std::to_string(et));
       }
       v.elem_type = (ValueType)et;
-      const uint64_t count = r.read<uint64_t>("array length of '" + key + "'");
+      const uint64_t count = r.read<uint64_t>("array length of", key);
       // Bound the count by the bytes left before allocating anything.
       if (count > r.left() / min_encoded_size(v.elem_type)) {
         r.fail("array '" + key + "' claims " + std::to_string(count) + " elements of type " +
@@ -360,7 +371,7 @@ std::unique_ptr<File> File::open(const std::string& path) {
   ParseState st;
   for (uint64_t k = 0; k < n_kv; ++k) {
     const std::string key = r.read_string("metadata key #" + std::to_string(k));
-    const uint32_t t = r.read<uint32_t>("type of metadata '" + key + "'");
+    const uint32_t t = r.read<uint32_t>("type of metadata", key);
     if (!valid_value_type(t)) {
       r.fail("metadata '" + key + "' has invalid value type " + std::to_string(t));
     }

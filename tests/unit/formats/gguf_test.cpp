@@ -443,3 +443,45 @@ TEST(GgufCorrupt, DeeplyNestedArrays) {
   b.kv("deep", tb::kARRAY, v);
   EXPECT_THAT(built_error(b.build()), HasSubstr("nested deeper than"));
 }
+
+TEST(GgufCorrupt, RandomMutationsNeverCrash) {
+  // Flip random bytes of a small valid file: every outcome is a clean open or a perfx::Error
+  // (run under ASan/UBSan to catch out-of-bounds reads).
+  GgufBuilder b;
+  b.kv_str("general.architecture", "llama")
+      .kv_str_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "hello"})
+      .kv("tokenizer.ggml.scores", tb::kARRAY,
+          Bytes().u32(tb::kF32).u64(2).put<float>(0.5f).put<float>(-1.f))
+      .kv_u32("llama.block_count", 1)
+      .tensor("a", {32, 2}, 8, std::string(68, '\x01'))
+      .tensor("b", {4}, 0, tb::f32_bytes({1, 2, 3, 4}));
+  const std::string good = b.build();
+  TempDir d;
+  const std::string p = d.file("m.gguf");
+  uint32_t rng = 12345;
+  auto next = [&] { return rng = rng * 1664525u + 1013904223u; };
+  int opened = 0, rejected = 0;
+  for (int it = 0; it < 300; ++it) {
+    std::string m = good;
+    const int flips = 1 + (int)(next() % 4);
+    for (int k = 0; k < flips; ++k) {
+      const size_t pos = next() % (m.size() - 4 * 34);  // mostly the header and tensor infos
+      m[pos] = (char)(next() >> 24);
+    }
+    write_bytes(p, m);
+    try {
+      auto f = gguf::File::open(p);
+      for (const auto& n : f->names()) {
+        const TensorView* t = f->find(n);
+        ASSERT_NE(t, nullptr);
+        ASSERT_LE(static_cast<const uint8_t*>(t->data) + t->nbytes,
+                  static_cast<const uint8_t*>(f->find(f->names()[0])->data) + m.size());
+      }
+      ++opened;
+    } catch (const perfx::Error&) {
+      ++rejected;
+    }
+  }
+  EXPECT_EQ(opened + rejected, 300);
+  EXPECT_GT(rejected, 30);
+}

@@ -442,3 +442,35 @@ TEST(SafetensorsCorrupt, MissingFile) {
   EXPECT_THAT(error_of([] { SafetensorsFile::open("/nonexistent/perfx.safetensors"); }),
               HasSubstr("/nonexistent/perfx.safetensors"));
 }
+
+TEST(SafetensorsCorrupt, RandomMutationsNeverCrash) {
+  TempDir d;
+  std::vector<float> w(6, 1.0f);
+  std::vector<int32_t> ids = {1, 2, 3};
+  const std::string p = d.file("m.safetensors");
+  write_safetensors(
+      p, {{"w", DType::F32, {2, 3}, w.data(), 24}, {"ids", DType::I32, {3}, ids.data(), 12}},
+      {{"format", "pt"}});
+  const std::string good = test::read_file(p);
+  uint32_t rng = 777;
+  auto next = [&] { return rng = rng * 1664525u + 1013904223u; };
+  int opened = 0, rejected = 0;
+  for (int it = 0; it < 300; ++it) {
+    std::string m = good;
+    const int flips = 1 + (int)(next() % 3);
+    for (int k = 0; k < flips; ++k) {
+      const size_t pos = next() % (m.size() - 36);  // the length prefix and the JSON header
+      m[pos] = (char)(next() >> 24);
+    }
+    write_bytes(p, m);
+    try {
+      auto f = SafetensorsFile::open(p);
+      for (const auto& n : f->names()) ASSERT_NE(f->find(n), nullptr);
+      ++opened;
+    } catch (const perfx::Error&) {
+      ++rejected;
+    }
+  }
+  EXPECT_EQ(opened + rejected, 300);
+  EXPECT_GT(rejected, 30);
+}
