@@ -1,8 +1,6 @@
 // Pre-tokenizer chain: every step maps the current list of pieces to a new list.
 #include "tokenizer/pretokenize.h"
 
-#include <algorithm>
-
 #include "tokenizer/unicode.h"
 
 namespace perfx::tok {
@@ -45,54 +43,69 @@ void split_by_regex(const Regex& re, SplitBehavior behavior, bool invert, const 
   }
   if (prev < text.size()) segs.push_back({prev, text.size(), invert});
 
-  std::vector<Seg> res;
-  res.reserve(segs.size());
+  auto emit = [&](size_t b, size_t e) {
+    if (e > b) out.push_back({text.substr(b, e - b), piece.at_start && b == 0});
+  };
   switch (behavior) {
     case SplitBehavior::kRemoved:
       for (const Seg& s : segs)
-        if (!s.match) res.push_back(s);
-      break;
+        if (!s.match) emit(s.b, s.e);
+      return;
     case SplitBehavior::kIsolated:
-      res = segs;
-      break;
+      for (const Seg& s : segs) emit(s.b, s.e);
+      return;
     case SplitBehavior::kMergedWithPrevious: {
-      bool prev_match = false;
+      // A delimiter joins the piece before it (unless that piece is a delimiter too).
+      size_t cur_b = 0, cur_e = 0;
+      bool have = false, prev_match = false;
       for (const Seg& s : segs) {
-        if (s.match && !prev_match && !res.empty())
-          res.back().e = s.e;
-        else
-          res.push_back(s);
+        if (s.match && !prev_match && have) {
+          cur_e = s.e;
+        } else {
+          if (have) emit(cur_b, cur_e);
+          cur_b = s.b;
+          cur_e = s.e;
+          have = true;
+        }
         prev_match = s.match;
       }
-      break;
+      if (have) emit(cur_b, cur_e);
+      return;
     }
     case SplitBehavior::kMergedWithNext: {
+      // A delimiter joins the piece after it (unless that piece is a delimiter too): walk
+      // backwards and collect the pieces in reverse.
+      std::vector<std::pair<size_t, size_t>> rev;
       bool next_match = false;
       for (size_t i = segs.size(); i-- > 0;) {
         const Seg& s = segs[i];
-        if (s.match && !next_match && !res.empty())
-          res.back().b = s.b;
+        if (s.match && !next_match && !rev.empty())
+          rev.back().first = s.b;
         else
-          res.push_back(s);
+          rev.emplace_back(s.b, s.e);
         next_match = s.match;
       }
-      std::reverse(res.begin(), res.end());
-      break;
+      for (size_t i = rev.size(); i-- > 0;) emit(rev[i].first, rev[i].second);
+      return;
     }
     case SplitBehavior::kContiguous: {
-      bool prev_match = false;
+      // Runs of adjacent delimiters become one piece.
+      size_t cur_b = 0, cur_e = 0;
+      bool have = false, prev_match = false;
       for (const Seg& s : segs) {
-        if (s.match == prev_match && !res.empty())
-          res.back().e = s.e;
-        else
-          res.push_back(s);
+        if (s.match == prev_match && have) {
+          cur_e = s.e;
+        } else {
+          if (have) emit(cur_b, cur_e);
+          cur_b = s.b;
+          cur_e = s.e;
+          have = true;
+        }
         prev_match = s.match;
       }
-      break;
+      if (have) emit(cur_b, cur_e);
+      return;
     }
-  }
-  for (const Seg& s : res) {
-    if (s.e > s.b) out.push_back({text.substr(s.b, s.e - s.b), piece.at_start && s.b == 0});
   }
 }
 

@@ -24,8 +24,8 @@ struct MatchDataDeleter {
 Regex::Regex(const std::string& pattern, bool literal) : pattern_(pattern) {
   int err = 0;
   PCRE2_SIZE err_off = 0;
-  uint32_t opts = PCRE2_UTF | PCRE2_UCP;
-  if (literal) opts |= PCRE2_LITERAL;
+  // PCRE2_LITERAL does not combine with PCRE2_UCP (and needs no character properties).
+  const uint32_t opts = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    opts, &err, &err_off, nullptr);
   if (!code) {

@@ -34,7 +34,10 @@ std::vector<Vector> read_vectors(const std::string& inp_rel, const std::string& 
 
 std::string ids_str(const std::vector<int32_t>& ids) {
   std::string s = "[";
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ' ';
+    s += std::to_string(ids[i]);
+  }
   return s + "]";
 }
 
