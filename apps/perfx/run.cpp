@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <random>
 
+#include "backend/backend.h"
 #include "common.h"
 #include "formats/safetensors.h"
 #include "model/config.h"

@@ -87,6 +87,7 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend) : cfg_(ck.config)
     s.out = V;
     s.in = H;
     lm_head_ = be_.load_linear({s});
+    lm_head_is_embed_ = true;
   }
   if (nm == TensorNaming::Gguf) {
     if (const TensorView* rf = ck.source->find("rope_freqs.weight")) {
@@ -135,7 +136,7 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend) : cfg_(ck.config)
 
 size_t LlamaModel::weight_bytes() const {
   size_t b = embed_->bytes() + final_norm_->bytes();
-  if (lm_head_) b += lm_head_->bytes();
+  if (!lm_head_is_embed_) b += lm_head_->bytes();  // tied: the same bytes
   for (const auto& L : layers_) {
     for (const Weight* w : {L.attn_norm.get(), L.ffn_norm.get(), L.qkv.get(), L.qkv_bias.get(), L.o.get(),
                             L.o_bias.get(), L.q_norm.get(), L.k_norm.get(), L.gate_up.get(), L.down.get(),

@@ -49,6 +49,7 @@ class LlamaModel {
   ModelConfig cfg_;
   Backend& be_;
   std::unique_ptr<Weight> embed_, final_norm_, lm_head_;
+  bool lm_head_is_embed_ = false;  // tied embeddings
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_freq_factors_;  // GGUF rope_freqs.weight (llama3), else empty
   // scratch

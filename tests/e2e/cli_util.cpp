@@ -1,0 +1,45 @@
+#include "e2e/cli_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+#include "support/test_support.h"
+
+namespace perfx::test {
+
+std::string sh_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string make_temp_dir(const std::string& tag) {
+  std::string tmpl = "/tmp/perfx-" + tag + "-XXXXXX";
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+void write_file(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary);
+  f << data;
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+CmdResult run_perfx(const std::string& args) {
+  const std::string dir = make_temp_dir("cmd");
+  const std::string cmd = std::string(PERFX_BIN) + " " + args + " >" + dir + "/out 2>" + dir + "/err </dev/null";
+  CmdResult r;
+  const int st = std::system(cmd.c_str());
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = read_file(dir + "/out");
+  r.err = read_file(dir + "/err");
+  std::system(("rm -rf " + dir).c_str());
+  return r;
+}
+
+}  // namespace perfx::test

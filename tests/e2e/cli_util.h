@@ -1,0 +1,21 @@
+// Runs the perfx binary as a user would and captures exit code, stdout and stderr.
+#pragma once
+
+#include <string>
+
+namespace perfx::test {
+
+struct CmdResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+/// Runs `PERFX_BIN <args>` through /bin/sh (args are shell words; quote as needed).
+CmdResult run_perfx(const std::string& args);
+/// A fresh temporary directory (removed by the OS's tmp cleanup; tests use unique names).
+std::string make_temp_dir(const std::string& tag);
+/// Shell-quotes a string.
+std::string sh_quote(const std::string& s);
+void write_file(const std::string& path, const std::string& data);
+
+}  // namespace perfx::test

@@ -1,0 +1,81 @@
+// Greedy generation against golden outputs: llama2.c's run.c on stories260K (HF and GGUF), and
+// transformers' greedy ids on the bundled default model.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "perfx/engine.h"
+#include "support/test_support.h"
+
+namespace perfx::test {
+namespace {
+
+std::vector<int32_t> golden_ids(const std::string& ids_file) {
+  std::istringstream ss(read_file(ids_file));
+  std::string line;
+  while (std::getline(ss, line))
+    if (line.rfind("IDS:", 0) == 0) {
+      auto v = parse_ints(line.substr(4));
+      return std::vector<int32_t>(v.begin(), v.end());
+    }
+  return {};
+}
+
+Engine::GenerateResult greedy(Engine& e, const std::vector<int32_t>& prompt, int n) {
+  Engine::GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  o.ignore_eos = false;
+  return e.generate(prompt, o, nullptr);
+}
+
+void expect_golden_stories(const std::string& model) {
+  EngineOptions eo;
+  eo.model_path = model;
+  eo.n_threads = 2;
+  auto e = Engine::load(eo);
+  const auto want = golden_ids(shared_path("models/stories260K-hf/golden_greedy_n256.ids"));
+  ASSERT_EQ(want.size(), 256u);
+  ASSERT_EQ(e->tokenizer().bos_id(), 1);
+  auto r = greedy(*e, {1}, 256);
+  EXPECT_EQ(r.output_ids, want);
+  std::string txt = read_file(shared_path("models/stories260K-hf/golden_greedy_n256.txt"));
+  ASSERT_FALSE(txt.empty());
+  txt.pop_back();  // run.c prints a newline after generating
+  EXPECT_EQ(r.text, txt);
+}
+
+TEST(GreedyGolden, Stories260kHf) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/golden_greedy_n256.ids");
+  expect_golden_stories(shared_path("models/stories260K-hf"));
+}
+
+TEST(GreedyGolden, Stories260kGguf) {
+  PERFX_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  expect_golden_stories(shared_path("models/stories260K/stories260K.gguf"));
+}
+
+TEST(GreedyGolden, DefaultModelMatchesTransformers) {
+  const std::string dir = source_dir() + "/models/default";
+  auto ref = nlohmann::json::parse(read_file(dir + "/reference_greedy.json"));
+  ASSERT_EQ(ref.size(), 2u);
+  EngineOptions eo;
+  eo.model_path = dir;
+  eo.n_threads = 2;
+  auto e = Engine::load(eo);
+  for (const auto& c : ref) {
+    const auto prompt = e->tokenizer().encode(c["prompt"].get<std::string>(), true);
+    EXPECT_EQ(prompt, c["prompt_ids"].get<std::vector<int32_t>>()) << c["prompt"];
+    Engine::GenerateOptions o;
+    o.max_tokens = 64;
+    o.sampling.temperature = 0;
+    o.ignore_eos = true;
+    auto r = e->generate(prompt, o, nullptr);
+    EXPECT_EQ(r.output_ids, c["generated_ids"].get<std::vector<int32_t>>()) << c["prompt"];
+    EXPECT_EQ(r.text, c["text"].get<std::string>());
+  }
+}
+
+}  // namespace
+}  // namespace perfx::test
