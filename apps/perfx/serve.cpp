@@ -1,0 +1,163 @@
+// perfx serve: the OpenAI-compatible HTTP server with continuous batching.
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "model/config.h"
+#include "model/weights.h"
+#include "perfx/engine.h"
+#include "perfx/status.h"
+#include "server/completions.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "subcommand.h"
+#include "tokenizer/chat_template.h"
+
+namespace perfx::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", api_key, chat_template, device = "cpu", model_name;
+  int port = 8080, max_batch = 64, kv_cache_tokens = 0, ctx = 0, threads = 0, max_queue = 256;
+  int prefill_chunk = 512, kv_cache_mib = 2048;
+  double timeout_s = 600, max_body_mib = 4;
+};
+
+// Default KV capacity: room for every batch slot at full context, within --kv-cache-mib.
+int default_kv_tokens(const ServeArgs& a, const ModelConfig& c) {
+  const int ctx = a.ctx > 0 ? a.ctx : (int)std::min<int64_t>(c.max_position_embeddings, 4096);
+  const double bytes_per_token =
+      2.0 * (double)c.num_hidden_layers * (double)c.num_key_value_heads * (double)c.head_dim * 4.0;
+  const double budget_tokens = (double)a.kv_cache_mib * 1024.0 * 1024.0 / bytes_per_token;
+  const double want = (double)a.max_batch * ctx;
+  return (int)std::max<double>(ctx, std::min(want, budget_tokens));
+}
+
+void serve(ServeArgs a) {
+  check(a.max_batch >= 1 && a.max_batch <= 4096, "--max-batch must be 1..4096");
+  check(a.max_queue >= 0, "--max-queue must be >= 0");
+  check(a.kv_cache_tokens >= 0, "--kv-cache-tokens must be >= 0");
+  check(a.ctx >= 0, "-c must be >= 0");
+  check(a.prefill_chunk >= 1, "--prefill-chunk must be >= 1");
+  check(a.timeout_s >= 0, "--timeout must be >= 0");
+  check(a.max_body_mib > 0, "--max-body-mib must be > 0");
+  check(a.kv_cache_mib >= 1, "--kv-cache-mib must be >= 1");
+
+  // Signals go to one waiting thread (blocked everywhere else, including engine threads).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  EngineOptions eo;
+  eo.model_path = a.model;
+  eo.device = a.device;
+  eo.n_threads = a.threads;
+  eo.ctx = a.ctx;
+  eo.kv_cache_tokens = a.kv_cache_tokens > 0
+                           ? a.kv_cache_tokens
+                           : default_kv_tokens(a, open_checkpoint(a.model).config);
+  std::unique_ptr<Engine> engine = Engine::load(eo);
+
+  // Chat template: --chat-template, else the model's, else ChatML.
+  std::unique_ptr<ChatTemplate> tpl;
+  std::string tpl_error, tpl_origin;
+  if (!a.chat_template.empty()) {
+    tpl = std::make_unique<ChatTemplate>(load_chat_template(a.chat_template));
+    tpl_origin = a.chat_template;
+  } else if (!engine->tokenizer().chat_template().empty()) {
+    try {
+      tpl = std::make_unique<ChatTemplate>(engine->tokenizer().chat_template());
+      tpl_origin = "the model's tokenizer_config.json";
+    } catch (const Error& e) {
+      tpl_error = std::string("The model's chat template cannot be used (") + e.what() +
+                  "); start the server with --chat-template FILE.";
+      std::fprintf(stderr, "perfx serve: warning: %s\n", tpl_error.c_str());
+    }
+  } else {
+    tpl = std::make_unique<ChatTemplate>(builtin_chat_template("chatml"));
+    tpl_origin = "built-in chatml (the model has none)";
+  }
+
+  server::Metrics metrics;
+  server::SchedulerOptions so;
+  so.max_batch = a.max_batch;
+  so.max_queue = a.max_queue;
+  so.prefill_chunk = a.prefill_chunk;
+  so.request_timeout_s = a.timeout_s;
+  server::Scheduler scheduler(*engine, so, &metrics);
+  const std::string model_id = a.model_name.empty() ? engine->model_name() : a.model_name;
+  server::CompletionService service(*engine, scheduler, std::move(tpl), model_id, tpl_error);
+  server::HttpOptions ho;
+  ho.api_key = a.api_key;
+  ho.max_body_bytes = (size_t)(a.max_body_mib * 1024 * 1024);
+  server::HttpServer http(service, scheduler, metrics, ho);
+  const int port = http.bind(a.host, a.port);
+  scheduler.start();
+
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    const timespec slice{0, 100 * 1000 * 1000};
+    while (!done) {
+      const int sig = sigtimedwait(&sigs, nullptr, &slice);
+      if (sig == SIGINT || sig == SIGTERM) {
+        std::fprintf(stderr, "perfx serve: signal %d, shutting down\n", sig);
+        http.stop();
+        return;
+      }
+    }
+  });
+  std::fprintf(stderr,
+               "perfx serve: model '%s' (ctx %d, KV cache %d blocks of %d tokens, max batch %d), "
+               "chat template: %s\n",
+               model_id.c_str(), engine->ctx(), engine->total_blocks(), engine->block_size(),
+               a.max_batch, tpl_origin.empty() ? "none" : tpl_origin.c_str());
+  std::printf("perfx serve: listening on http://%s:%d\n", a.host.c_str(), port);
+  std::fflush(stdout);
+  http.run();
+  scheduler.stop();
+  done = true;
+  waiter.join();
+}
+
+static Register reg("serve", 50, [](CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  a->model = default_model_path();
+  auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  sub->add_option("-m,--model", a->model,
+                  "model: HF folder or .gguf file (default: models/default)");
+  sub->add_option("--host", a->host, "address to bind (default 127.0.0.1)");
+  sub->add_option("--port", a->port, "port (default 8080; 0 picks a free one)");
+  sub->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on the API");
+  sub->add_option("--max-batch", a->max_batch, "sequences in the running batch (default 64)");
+  sub->add_option("--kv-cache-tokens", a->kv_cache_tokens,
+                  "KV cache capacity in tokens over all sequences (default: max-batch x ctx, "
+                  "within --kv-cache-mib)");
+  sub->add_option("--kv-cache-mib", a->kv_cache_mib,
+                  "memory budget for the default KV capacity (default 2048)");
+  sub->add_option("-c,--ctx", a->ctx, "context size per sequence (default: the model's, <= 4096)");
+  sub->add_option("--chat-template", a->chat_template,
+                  "chat template: a Jinja file, a tokenizer_config.json, or one of chatml, llama2, "
+                  "llama3, mistral, zephyr");
+  sub->add_option("-t,--threads", a->threads, "compute threads (default: all cores)");
+  sub->add_option("--device", a->device, "backend (default cpu)");
+  sub->add_option("--max-queue", a->max_queue,
+                  "sequences that may wait for a batch slot; more get 429 (default 256)");
+  sub->add_option("--prefill-chunk", a->prefill_chunk,
+                  "prompt tokens per sequence per step (default 512)");
+  sub->add_option("--timeout", a->timeout_s,
+                  "seconds a request may take before it is ended (default 600; 0: no limit)");
+  sub->add_option("--max-body-mib", a->max_body_mib, "largest request body in MiB (default 4)");
+  sub->add_option("--model-name", a->model_name,
+                  "model id in the API (default: the model folder's name)");
+  sub->callback([a] { serve(*a); });
+});
+
+}  // namespace
+}  // namespace perfx::cli

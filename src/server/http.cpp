@@ -1,0 +1,223 @@
+// HTTP routes (see http.h).
+#include "server/http.h"
+
+#include <csignal>
+
+#include "perfx/status.h"
+#include "server/http_connection.h"
+#include "server/web/chat_page.h"
+
+namespace perfx::server {
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+
+void send_error(Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(e.body(), "application/json");
+}
+
+void send_json(Response& res, const ojson& j) {
+  res.status = 200;
+  res.set_content(j.dump(), "application/json");
+}
+
+// Metric label for a path: the known routes, everything else "other" (bounded label values).
+std::string route_label(const std::string& path) {
+  static const char* const kRoutes[] = {
+      "/",           "/health",    "/metrics",        "/tokenize",
+      "/detokenize", "/v1/models", "/v1/completions", "/v1/chat/completions"};
+  for (const char* r : kRoutes)
+    if (path == r) return r;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  CompletionService& service;
+  Scheduler& scheduler;
+  Metrics& metrics;
+  HttpOptions opts;
+  ConnectionAwareServer svr;
+
+  Impl(CompletionService& s, Scheduler& sch, Metrics& m, HttpOptions o)
+      : service(s), scheduler(sch), metrics(m), opts(std::move(o)) {}
+
+  bool authorized(const Request& req) const {
+    if (opts.api_key.empty()) return true;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    return auth.size() == prefix.size() + opts.api_key.size() &&
+           auth.compare(0, prefix.size(), prefix) == 0 &&
+           auth.compare(prefix.size(), std::string::npos, opts.api_key) == 0;
+  }
+
+  // Wraps a handler with the API-key check and error translation.
+  httplib::Server::Handler api(bool need_key, std::function<void(const Request&, Response&)> h) {
+    return [this, need_key, h = std::move(h)](const Request& req, Response& res) {
+      if (need_key && !authorized(req)) {
+        send_error(res, ApiError(401,
+                                 "Incorrect or missing API key. Send it as 'Authorization: Bearer "
+                                 "<key>'.",
+                                 "invalid_request_error", "", "invalid_api_key"));
+        return;
+      }
+      try {
+        h(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const std::exception& e) {
+        send_error(res, ApiError(500, e.what(), "server_error"));
+      }
+    };
+  }
+
+  void completions(const Request& req, Response& res, bool chat) {
+    std::shared_ptr<CompletionService::Call> call = service.start(req.body, chat);
+    const int fd = current_client_socket();
+    auto alive = [fd] { return fd < 0 || client_connected(fd); };
+    if (!call->req.stream) {
+      send_json(res, service.collect(*call, alive));
+      return;
+    }
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, call, alive](size_t, httplib::DataSink& sink) {
+          auto write = [&sink](const std::string& s) { return sink.write(s.data(), s.size()); };
+          try {
+            service.stream(*call, write, alive);
+          } catch (const std::exception& e) {
+            call->handle->cancel();
+            write("data: " + ApiError(500, e.what(), "server_error").body() + "\n\n");
+          }
+          sink.done();
+          return true;
+        });
+  }
+
+  void routes() {
+    svr.Get("/", [](const Request&, Response& res) {
+      res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+    });
+    svr.Get("/health", [this](const Request&, Response& res) {
+      send_json(res, ojson{{"status", "ok"},
+                           {"model", service.model_id()},
+                           {"running", scheduler.running()},
+                           {"waiting", scheduler.waiting()}});
+    });
+    svr.Get("/metrics", [this](const Request&, Response& res) {
+      res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    auto model_object = [this] {
+      return ojson{{"id", service.model_id()},
+                   {"object", "model"},
+                   {"created", service.created()},
+                   {"owned_by", "perfx"}};
+    };
+    svr.Get("/v1/models", api(true, [model_object](const Request&, Response& res) {
+              send_json(res, ojson{{"object", "list"}, {"data", ojson::array({model_object()})}});
+            }));
+    svr.Get("/v1/models/(.+)", api(true, [this, model_object](const Request& req, Response& res) {
+              const std::string id = req.matches[1];
+              if (id != service.model_id())
+                throw ApiError(404, "The model '" + id + "' does not exist.",
+                               "invalid_request_error", "model", "model_not_found");
+              send_json(res, model_object());
+            }));
+    for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
+      svr.Post(path, api(true, [this](const Request& req, Response& res) {
+                 completions(req, res, true);
+               }));
+    }
+    for (const char* path : {"/v1/completions", "/completions"}) {
+      svr.Post(path, api(true, [this](const Request& req, Response& res) {
+                 completions(req, res, false);
+               }));
+    }
+    svr.Post("/tokenize", api(true, [this](const Request& req, Response& res) {
+               send_json(res, service.tokenize(parse_json_body(req.body)));
+             }));
+    svr.Post("/detokenize", api(true, [this](const Request& req, Response& res) {
+               send_json(res, service.detokenize(parse_json_body(req.body)));
+             }));
+    // The POST routes answer other methods with 405 rather than 404.
+    for (const char* path :
+         {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
+      svr.Get(path, [](const Request& req, Response& res) {
+        send_error(res, ApiError(405, "Use POST for " + req.path + "."));
+      });
+    }
+    svr.Options(".*", [](const Request&, Response& res) { res.status = 204; });
+    svr.set_error_handler([](const Request& req, Response& res) {
+      if (res.body.empty()) {
+        ApiError e = error_for_status(res.status, req.path);
+        res.set_content(e.body(), "application/json");
+      }
+    });
+    svr.set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+      std::string what = "internal error";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(res, ApiError(500, what, "server_error"));
+    });
+    svr.set_logger([this](const Request& req, const Response& res) {
+      metrics.http_request(route_label(req.path), res.status);
+    });
+  }
+};
+
+HttpServer::HttpServer(CompletionService& service, Scheduler& scheduler, Metrics& metrics,
+                       HttpOptions opts)
+    : impl_(std::make_unique<Impl>(service, scheduler, metrics, std::move(opts))) {
+  std::signal(SIGPIPE, SIG_IGN);  // writes to a closed client report an error instead
+  auto& svr = impl_->svr;
+  const auto& o = impl_->opts;
+  int threads = o.threads;
+  if (threads <= 0) threads = scheduler.options().max_batch + scheduler.options().max_queue + 32;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
+  svr.set_payload_max_length(o.max_body_bytes);
+  svr.set_keep_alive_max_count(100000);
+  svr.set_keep_alive_timeout(5);
+  svr.set_read_timeout(o.read_timeout_s, 0);
+  svr.set_write_timeout(o.write_timeout_s, 0);
+  svr.set_tcp_nodelay(true);
+  svr.set_default_headers({{"Access-Control-Allow-Origin", "*"},
+                           {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                           {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"}});
+  impl_->routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+int HttpServer::bind(const std::string& host, int port) {
+  check(port >= 0 && port <= 65535, "--port must be 0..65535, got " + std::to_string(port));
+  if (port == 0) {
+    int p = impl_->svr.bind_to_any_port(host);
+    check(p > 0, "cannot bind to " + host + " (any port)");
+    return p;
+  }
+  check(impl_->svr.bind_to_port(host, port), "cannot bind to " + host + ":" + std::to_string(port) +
+                                                 " (in use, or not an address here)");
+  return port;
+}
+
+void HttpServer::run() {
+  impl_->svr.listen_after_bind();
+}
+
+void HttpServer::stop() {
+  if (impl_) impl_->svr.stop();
+}
+
+}  // namespace perfx::server

@@ -1,0 +1,41 @@
+// The HTTP front end: routes of the OpenAI-compatible API, /health, /metrics, /tokenize,
+// /detokenize and the chat page, with API-key checks, body limits and OpenAI-shaped errors.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/completions.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+
+namespace perfx::server {
+
+struct HttpOptions {
+  std::string api_key;               // empty: no authentication
+  size_t max_body_bytes = 4u << 20;  // larger bodies get 413
+  int threads = 0;                   // connection threads; 0: from the queue limits
+  int read_timeout_s = 30;           // for reading a request
+  int write_timeout_s = 30;          // for a single write to a slow client
+};
+
+class HttpServer {
+ public:
+  HttpServer(CompletionService& service, Scheduler& scheduler, Metrics& metrics, HttpOptions opts);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// Binds host:port (port 0: any free port). Returns the bound port; throws perfx::Error.
+  int bind(const std::string& host, int port);
+  /// Serves until stop() (blocking).
+  void run();
+  /// Stops run(); safe from any thread (and from a signal-watching thread).
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace perfx::server

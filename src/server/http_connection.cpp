@@ -1,0 +1,166 @@
+// Connection handling for the HTTP server (see http_connection.h).
+#include "server/http_connection.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace perfx::server {
+namespace {
+
+thread_local int t_client_socket = -1;
+
+std::string ip_of(const sockaddr_storage& a) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (a.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, buf, sizeof buf);
+  } else if (a.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
+int port_of(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return 0;
+}
+
+int wait_fd(int fd, short events, time_t sec, time_t usec) {
+  pollfd p{fd, events, 0};
+  const int ms = (int)(sec * 1000 + usec / 1000);
+  int r;
+  do {
+    r = poll(&p, 1, ms);
+  } while (r < 0 && errno == EINTR);
+  if (r > 0 && (p.revents & (POLLERR | POLLNVAL))) return -1;
+  return r;
+}
+
+// A blocking socket stream with a small read buffer (httplib reads request lines byte by byte).
+class SocketStream : public httplib::Stream {
+ public:
+  SocketStream(int fd, time_t rs, time_t ru, time_t ws, time_t wu)
+      : fd_(fd), read_sec_(rs), read_usec_(ru), write_sec_(ws), write_usec_(wu) {}
+
+  bool is_readable() const override { return wait_fd(fd_, POLLIN, read_sec_, read_usec_) > 0; }
+  bool is_writable() const override {
+    return client_connected(fd_) && wait_fd(fd_, POLLOUT, write_sec_, write_usec_) > 0;
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (off_ < len_) {
+      size_t n = std::min(size, len_ - off_);
+      std::memcpy(ptr, buf_ + off_, n);
+      off_ += n;
+      return (ssize_t)n;
+    }
+    if (!is_readable()) return -1;
+    if (size >= sizeof buf_) return recv_some(ptr, size);
+    ssize_t n = recv_some(buf_, sizeof buf_);
+    if (n <= 0) return n;
+    len_ = (size_t)n;
+    off_ = std::min(size, len_);
+    std::memcpy(ptr, buf_, off_);
+    return (ssize_t)off_;
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (wait_fd(fd_, POLLOUT, write_sec_, write_usec_) <= 0) return -1;
+    ssize_t n;
+    do {
+      n = send(fd_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      ip = ip_of(a);
+      port = port_of(a);
+    }
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      ip = ip_of(a);
+      port = port_of(a);
+    }
+  }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  ssize_t recv_some(char* p, size_t n) {
+    ssize_t r;
+    do {
+      r = recv(fd_, p, n, 0);
+    } while (r < 0 && errno == EINTR);
+    return r;
+  }
+
+  int fd_;
+  time_t read_sec_, read_usec_, write_sec_, write_usec_;
+  char buf_[4096];
+  size_t off_ = 0, len_ = 0;
+};
+
+}  // namespace
+
+int current_client_socket() {
+  return t_client_socket;
+}
+
+bool client_connected(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  int r = poll(&p, 1, 0);
+  if (r < 0) return errno == EINTR;
+  if (r == 0) return true;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL | POLLRDHUP)) return false;
+  if (p.revents & POLLIN) {  // data, or EOF: peek to tell them apart
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  }
+  return true;
+}
+
+bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
+  SocketStream strm(sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,
+                    write_timeout_usec_);
+  t_client_socket = sock;
+  bool ret = false;
+  size_t count = keep_alive_max_count_;
+  while (count > 0) {
+    // Wait (in short slices, so that stop() is noticed) for the next request on this connection.
+    bool readable = false;
+    for (time_t waited_ms = 0; waited_ms <= keep_alive_timeout_sec_ * 1000; waited_ms += 50) {
+      if (!is_running()) break;
+      int r = wait_fd(sock, POLLIN, 0, 50000);
+      if (r < 0) break;
+      if (r > 0) {
+        readable = true;
+        break;
+      }
+    }
+    if (!readable) break;
+    bool connection_closed = false;
+    ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
+    if (!ret || connection_closed) break;
+    --count;
+  }
+  t_client_socket = -1;
+  shutdown(sock, SHUT_RDWR);
+  close(sock);
+  return ret;
+}
+
+}  // namespace perfx::server

@@ -1,0 +1,106 @@
+// OpenAI API schemas: parsing and validation of /v1/chat/completions and /v1/completions bodies,
+// the response and stream-chunk objects, and errors in OpenAI's shape
+// {"error": {"message", "type", "param", "code"}}.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "perfx/sampling.h"
+
+namespace perfx::server {
+
+using ojson = nlohmann::ordered_json;
+
+/// An error answered to the client with `status` and OpenAI's error object.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message, std::string type = "invalid_request_error",
+           std::string param = "", std::string code = "");
+  int status() const { return status_; }
+  /// {"error": {"message": ..., "type": ..., "param": ... | null, "code": ... | null}}
+  std::string body() const;
+
+ private:
+  int status_;
+  std::string type_, param_, code_;
+};
+
+/// The error object for an HTTP status when no handler produced one (404 route, 413 body, ...).
+ApiError error_for_status(int status, const std::string& path);
+
+/// One prompt of a completion request: text, or token ids.
+struct Prompt {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+/// A validated generation request (chat or completion).
+struct GenerationRequest {
+  bool chat = false;
+  std::string model;                  // as sent; empty when omitted
+  ojson messages;                     // chat: [{role, content: string, ...}] (content parts joined)
+  ojson template_kwargs;              // chat: tools, chat_template_kwargs (an object or null)
+  bool add_generation_prompt = true;  // chat
+  std::vector<Prompt> prompts;        // completions (one or more)
+  int max_tokens = -1;                // -1: until the context is full
+  SamplingParams sampling;
+  bool has_seed = false;
+  std::vector<std::string> stop;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  int logprobs = -1;        // -1: none; else how many alternatives (0..20)
+  bool echo = false;        // completions: prepend the prompt to the text
+  bool ignore_eos = false;  // extension (vLLM, llama.cpp)
+};
+
+/// Parses a JSON body; ApiError 400 for invalid JSON or a non-object.
+ojson parse_json_body(const std::string& body);
+/// Validates a /v1/chat/completions body. ApiError 400 naming the parameter at fault.
+GenerationRequest parse_chat_request(const ojson& body);
+/// Validates a /v1/completions body. ApiError 400 naming the parameter at fault.
+GenerationRequest parse_completion_request(const ojson& body);
+
+/// "chatcmpl-<24 hex>" / "cmpl-<24 hex>".
+std::string new_completion_id(bool chat);
+
+/// One choice's result for a non-streamed response.
+struct ChoiceResult {
+  std::string text;
+  std::string finish_reason;
+  ojson logprobs;  // null, or the chat / completions logprobs object
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  ojson to_json() const;
+};
+
+/// The full chat.completion / text_completion object.
+ojson completion_response(bool chat, const std::string& id, int64_t created,
+                          const std::string& model, const std::vector<ChoiceResult>& choices,
+                          const Usage& usage);
+
+/// One chunk of a streamed response with a single choice. For chat, `role_delta` adds
+/// "role": "assistant" to the delta; finish_reason empty means null. `usage_null` adds
+/// "usage": null (when stream_options.include_usage is on).
+ojson stream_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
+                   int index, const std::string& text, bool role_delta,
+                   const std::string& finish_reason, const ojson& logprobs, bool usage_null);
+/// The final usage chunk of a stream (choices: []).
+ojson usage_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
+                  const Usage& usage);
+
+/// One token's entry in chat logprobs: {"token", "logprob", "bytes", "top_logprobs"}.
+ojson chat_logprob_entry(const std::string& token_bytes, float logprob,
+                         const std::vector<std::pair<std::string, float>>& top);
+/// Text that is valid UTF-8 (invalid bytes become U+FFFD), for JSON output.
+std::string valid_utf8(const std::string& s);
+
+}  // namespace perfx::server

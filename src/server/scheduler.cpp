@@ -1,0 +1,458 @@
+// Continuous batching scheduler (see scheduler.h for the algorithm).
+#include "server/scheduler.h"
+
+#include <algorithm>
+
+#include "model/config.h"
+#include "runtime/stop_strings.h"
+
+namespace perfx::server {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+struct Scheduler::Seq {
+  Seq(std::shared_ptr<RequestHandle> r, int idx, SequenceSpec sp, const Tokenizer& tok)
+      : req(std::move(r)),
+        index(idx),
+        spec(std::move(sp)),
+        sampler(spec.sampling),
+        decoder(tok),
+        stop(spec.stop) {
+    tokens = std::move(spec.prompt);
+    n_prompt = (int)tokens.size();
+  }
+
+  std::shared_ptr<RequestHandle> req;
+  int index;
+  SequenceSpec spec;
+  std::vector<int32_t> tokens;  // prompt + generated; tokens[kv..] are not in the KV cache yet
+  int n_prompt = 0;
+  SeqId id = -1;  // engine sequence while admitted
+  int kv = 0;     // tokens in the engine's cache
+  Sampler sampler;
+  StreamDecoder decoder;
+  StopMatcher stop;
+  int generated = 0;
+  bool admitted_once = false;
+  bool done = false;
+  uint64_t order = 0;  // admission order (preemption takes the newest)
+  Clock::time_point first_token, last_token;
+};
+
+// ------------------------------------------------------------------------------------------------
+// RequestHandle
+
+std::vector<Event> RequestHandle::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return !events_.empty(); });
+  std::vector<Event> out(std::make_move_iterator(events_.begin()),
+                         std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
+}
+
+void RequestHandle::cancel() {
+  cancelled_ = true;
+}
+
+bool RequestHandle::finished() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return open_ == 0;
+}
+
+void RequestHandle::push(Event e) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (e.kind != Event::Kind::Token) open_--;
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Scheduler
+
+Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics* metrics)
+    : engine_(engine), opts_(opts), metrics_(metrics) {
+  check(opts_.max_batch >= 1, "--max-batch must be >= 1");
+  check(opts_.max_queue >= 0, "the queue size must be >= 0");
+  check(opts_.prefill_chunk >= 1, "the prefill chunk must be >= 1 token");
+  opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_batch + opts_.prefill_chunk);
+  eos_ = engine_.config().eos_token_ids;
+  for (int32_t e : engine_.tokenizer().eos_ids())
+    if (std::find(eos_.begin(), eos_.end(), e) == eos_.end()) eos_.push_back(e);
+  vocab_ = (int)engine_.config().vocab_size;
+  if (metrics_) metrics_->set_kv_blocks(0, engine_.total_blocks());
+}
+
+Scheduler::~Scheduler() {
+  stop();
+}
+
+void Scheduler::start() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Whatever is left gets told.
+  std::deque<std::unique_ptr<Seq>> left;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    left.swap(waiting_);
+  }
+  for (auto& s : left) fail(*s, 503, "the server is shutting down");
+  for (auto& s : running_) fail(*s, 503, "the server is shutting down");
+  running_.clear();
+  n_running_ = 0;
+}
+
+int Scheduler::waiting() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return (int)waiting_.size();
+}
+
+bool Scheduler::is_eos(int32_t id) const {
+  return std::find(eos_.begin(), eos_.end(), id) != eos_.end();
+}
+
+std::shared_ptr<RequestHandle> Scheduler::submit(std::vector<SequenceSpec> specs) {
+  check(!specs.empty(), "a request needs at least one sequence");
+  const int ctx = engine_.ctx();
+  const int bs = engine_.block_size();
+  for (const auto& sp : specs) {
+    check(!sp.prompt.empty(), "the prompt is empty");
+    check((int)sp.prompt.size() < ctx, "the prompt has " + std::to_string(sp.prompt.size()) +
+                                           " tokens; the context size is " + std::to_string(ctx));
+    const int blocks = ((int)sp.prompt.size() + 1 + bs - 1) / bs;
+    check(blocks <= engine_.total_blocks(), "the prompt has " + std::to_string(sp.prompt.size()) +
+                                                " tokens, more than the KV cache holds (" +
+                                                std::to_string(engine_.total_blocks() * bs) +
+                                                " tokens)");
+    check(sp.max_tokens >= 1, "max_tokens must be at least 1");
+    for (int32_t t : sp.prompt)
+      check(t >= 0 && t < vocab_, "token id " + std::to_string(t) +
+                                      " is outside the vocabulary (0.." +
+                                      std::to_string(vocab_ - 1) + ")");
+  }
+  auto h = std::make_shared<RequestHandle>();
+  h->n_seqs_ = h->open_ = (int)specs.size();
+  h->arrival_ = Clock::now();
+  if (opts_.request_timeout_s > 0) {
+    h->has_deadline_ = true;
+    h->deadline_ = h->arrival_ + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(opts_.request_timeout_s));
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) throw QueueFull("the server is shutting down");
+    if ((int)(waiting_.size() + specs.size()) > opts_.max_queue) {
+      if (metrics_) metrics_->add_rejected();
+      throw QueueFull("the server is busy: " + std::to_string(waiting_.size()) +
+                      " sequences are already waiting (limit " + std::to_string(opts_.max_queue) +
+                      "); retry later");
+    }
+    for (size_t i = 0; i < specs.size(); ++i)
+      waiting_.push_back(
+          std::make_unique<Seq>(h, (int)i, std::move(specs[i]), engine_.tokenizer()));
+    if (metrics_) metrics_->set_queue_depth((int)waiting_.size());
+  }
+  cv_.notify_all();
+  return h;
+}
+
+void Scheduler::loop() {
+  std::vector<float> logits;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait_for(lk, std::chrono::milliseconds(100),
+                   [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      if (stopping_) return;
+      // Waiting sequences that were cancelled or timed out leave the queue.
+      const auto now = Clock::now();
+      for (auto it = waiting_.begin(); it != waiting_.end();) {
+        Seq& s = **it;
+        if (s.req->cancelled()) {
+          end_sequence(s, "cancelled");
+          it = waiting_.erase(it);
+        } else if (s.req->has_deadline_ && now >= s.req->deadline_) {
+          fail(s, 503,
+               "the request timed out after " + std::to_string((int)opts_.request_timeout_s) +
+                   " s in the queue",
+               "timeout");
+          it = waiting_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    reap_running();
+    admit();
+    if (!running_.empty()) {
+      if (!plan_and_step(logits)) {
+        // Nothing could be scheduled (should not happen: admit() guarantees room for one).
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    update_gauges();
+  }
+}
+
+void Scheduler::update_gauges() {
+  n_running_ = (int)running_.size();
+  if (!metrics_) return;
+  metrics_->set_running((int)running_.size());
+  metrics_->set_queue_depth(waiting());
+  metrics_->set_kv_blocks(engine_.total_blocks() - engine_.free_blocks(), engine_.total_blocks());
+}
+
+void Scheduler::end_sequence(Seq& s, const std::string& outcome) {
+  if (s.id >= 0) {
+    engine_.release_sequence(s.id);
+    s.id = -1;
+  }
+  s.done = true;
+  RequestHandle& r = *s.req;
+  bool last;
+  {
+    std::lock_guard<std::mutex> lk(r.mu_);
+    // The request's outcome for metrics: the first sequence's, unless one went wrong.
+    if (r.outcome_.empty() || outcome == "cancelled" || outcome == "error" || outcome == "timeout")
+      r.outcome_ = outcome;
+    last = ++r.ended_ == r.n_seqs_;
+    if (outcome == "cancelled") r.open_--;  // no final event for a cancelled sequence
+  }
+  if (last && metrics_)
+    metrics_->request_finished(r.outcome_, seconds_between(r.arrival_, Clock::now()));
+}
+
+void Scheduler::finish(Seq& s, const std::string& reason, const std::string& outcome) {
+  std::string tail;
+  if (!s.stop.stopped()) {
+    tail = s.stop.push(s.decoder.finish());
+    tail += s.stop.flush();
+  }
+  if (s.generated > 1 && metrics_)
+    metrics_->observe_tpot(seconds_between(s.first_token, s.last_token) / (s.generated - 1));
+  end_sequence(s, outcome.empty() ? reason : outcome);
+  Event e;
+  e.kind = Event::Kind::Finished;
+  e.index = s.index;
+  e.text = std::move(tail);
+  e.finish_reason = reason;
+  e.completion_tokens = s.generated;
+  s.req->push(std::move(e));
+}
+
+void Scheduler::fail(Seq& s, int status, const std::string& message, const std::string& outcome) {
+  end_sequence(s, outcome);
+  Event e;
+  e.kind = Event::Kind::Error;
+  e.index = s.index;
+  e.status = status;
+  e.error = message;
+  s.req->push(std::move(e));
+}
+
+void Scheduler::reap_running() {
+  const auto now = Clock::now();
+  for (size_t i = 0; i < running_.size();) {
+    Seq& s = *running_[i];
+    if (s.req->cancelled()) {
+      end_sequence(s, "cancelled");
+    } else if (s.req->has_deadline_ && now >= s.req->deadline_) {
+      // Out of time: end it like a length limit, with what was generated so far.
+      finish(s, "length", "timeout");
+    } else {
+      ++i;
+      continue;
+    }
+    running_.erase(running_.begin() + (long)i);
+  }
+}
+
+void Scheduler::admit() {
+  while ((int)running_.size() < opts_.max_batch) {
+    std::unique_ptr<Seq> s;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (waiting_.empty()) return;
+      s = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    s->id = engine_.create_sequence();
+    s->kv = engine_.match_prefix(s->id, s->tokens);
+    const int pending = (int)s->tokens.size() - s->kv;
+    const int chunk = std::min(pending, opts_.prefill_chunk - s->kv % opts_.prefill_chunk);
+    // Keep one block per running sequence in reserve for their next tokens.
+    const int reserve = (int)running_.size();
+    const int need = engine_.blocks_needed(s->id, chunk);
+    if (need + reserve > engine_.free_blocks() && !running_.empty()) {
+      engine_.release_sequence(s->id);
+      s->id = -1;
+      s->kv = 0;
+      std::lock_guard<std::mutex> lk(mu_);
+      waiting_.push_front(std::move(s));
+      return;
+    }
+    if (!s->admitted_once) {
+      s->admitted_once = true;
+      if (metrics_) {
+        metrics_->add_prompt_tokens(s->n_prompt);
+        metrics_->add_prefix_cache_hit_tokens(s->kv);
+      }
+    }
+    s->order = next_order_++;
+    running_.push_back(std::move(s));
+  }
+}
+
+void Scheduler::preempt(size_t i) {
+  std::unique_ptr<Seq> s = std::move(running_[i]);
+  running_.erase(running_.begin() + (long)i);
+  engine_.release_sequence(s->id);
+  s->id = -1;
+  s->kv = 0;
+  if (metrics_) metrics_->add_preemption();
+  std::lock_guard<std::mutex> lk(mu_);
+  waiting_.push_front(std::move(s));
+}
+
+bool Scheduler::plan_and_step(std::vector<float>& logits) {
+  struct Planned {
+    Seq* s;
+    int n;
+  };
+  std::vector<Planned> plan;
+  // Blocks: preempt the newest sequences until the step fits.
+  while (true) {
+    plan.clear();
+    int budget = opts_.max_step_tokens;
+    for (auto& s : running_) {  // decoding sequences first: one token each
+      if ((int)s->tokens.size() - s->kv == 1) {
+        plan.push_back({s.get(), 1});
+        budget -= 1;
+      }
+    }
+    for (auto& s : running_) {  // then prompt chunks, oldest first, while the budget lasts
+      const int pending = (int)s->tokens.size() - s->kv;
+      if (pending <= 1) continue;
+      const int n = std::min(pending, opts_.prefill_chunk - s->kv % opts_.prefill_chunk);
+      if (n > budget) continue;
+      plan.push_back({s.get(), n});
+      budget -= n;
+    }
+    auto blocks = [&] {
+      int need = 0;
+      for (const auto& p : plan) need += engine_.blocks_needed(p.s->id, p.n);
+      return need;
+    };
+    int need = blocks();
+    // Defer prompt chunks first (newest first): they can wait a step.
+    while (need > engine_.free_blocks() && plan.size() > 1 &&
+           (int)plan.back().s->tokens.size() - plan.back().s->kv > 1) {
+      plan.pop_back();
+      need = blocks();
+    }
+    if (need <= engine_.free_blocks()) break;
+    if (running_.size() == 1) {
+      // A single sequence that outgrew the whole KV cache: it ends as if it hit a length limit.
+      finish(*running_[0], "length");
+      running_.clear();
+      return false;
+    }
+    size_t victim = 0;
+    for (size_t i = 1; i < running_.size(); ++i)
+      if (running_[i]->order > running_[victim]->order) victim = i;
+    preempt(victim);
+  }
+  if (plan.empty()) return false;
+
+  std::vector<Engine::StepItem> items;
+  items.reserve(plan.size());
+  int n_tokens = 0;
+  for (const auto& p : plan) {
+    Engine::StepItem it;
+    it.seq = p.s->id;
+    it.tokens.assign(p.s->tokens.begin() + p.s->kv, p.s->tokens.begin() + p.s->kv + p.n);
+    it.want_logits = p.s->kv + p.n == (int)p.s->tokens.size();
+    items.push_back(std::move(it));
+    n_tokens += p.n;
+  }
+  try {
+    engine_.step(items, logits);
+  } catch (const std::exception& e) {
+    // The engine refused the step: fail the sequences in it rather than the server.
+    for (const auto& p : plan) fail(*p.s, 500, std::string("engine error: ") + e.what());
+    running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                  [](const std::unique_ptr<Seq>& s) { return s->done; }),
+                   running_.end());
+    return true;
+  }
+  if (metrics_) metrics_->add_step(n_tokens);
+  size_t row = 0;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    Seq& s = *plan[k].s;
+    s.kv += plan[k].n;
+    if (!items[k].want_logits) continue;
+    on_logits(s, logits.data() + row * (size_t)vocab_);
+    ++row;
+  }
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const std::unique_ptr<Seq>& s) { return s->done; }),
+                 running_.end());
+  return true;
+}
+
+void Scheduler::on_logits(Seq& s, float* row) {
+  Event e;
+  e.kind = Event::Kind::Token;
+  e.index = s.index;
+  std::vector<float> raw;
+  if (s.spec.logprobs >= 0) raw.assign(row, row + vocab_);
+  const int32_t tok = s.sampler.sample(row, vocab_);
+  s.sampler.accept(tok);
+  const auto now = Clock::now();
+  if (s.generated == 0 && s.first_token == Clock::time_point()) {
+    s.first_token = now;
+    if (metrics_) metrics_->observe_ttft(seconds_between(s.req->arrival_, now));
+  }
+  s.last_token = now;
+  if (!s.spec.ignore_eos && is_eos(tok)) {
+    finish(s, "stop");
+    return;
+  }
+  s.generated++;
+  s.tokens.push_back(tok);
+  if (metrics_) metrics_->add_generation_tokens(1);
+  e.token.id = tok;
+  if (s.spec.logprobs >= 0) {
+    e.token.logprob = token_logprob(raw.data(), vocab_, tok);
+    if (s.spec.logprobs > 0) e.token.top = top_logprobs(raw.data(), vocab_, s.spec.logprobs);
+  }
+  e.text = s.stop.push(s.decoder.push(tok));
+  const bool stopped = s.stop.stopped();
+  s.req->push(std::move(e));
+  if (stopped) {
+    finish(s, "stop");
+  } else if (s.generated >= s.spec.max_tokens || (int)s.tokens.size() >= engine_.ctx()) {
+    finish(s, "length");
+  }
+}
+
+}  // namespace perfx::server

@@ -1,0 +1,165 @@
+// The serving scheduler: iteration-level continuous batching over one Engine.
+//
+// One thread owns the Engine. Each iteration it (1) drops cancelled and timed-out sequences,
+// (2) admits waiting sequences into the running batch (attaching cached prompt blocks through
+// Engine::match_prefix), (3) plans one step — every decoding sequence contributes its one pending
+// token, prefilling sequences contribute a chunk of their prompt — (4) preempts the most recently
+// admitted sequences (freeing their KV blocks; they are recomputed later from their tokens) when
+// the step needs more blocks than are free, (5) runs Engine::step once for the whole batch and
+// (6) samples, detokenizes and applies stop strings per sequence, handing the results to the
+// request's handle. Requests therefore join and leave the batch between steps.
+//
+// Numerics: a sequence's prefill chunks end on multiples of prefill_chunk (as Engine::generate
+// chunks), whatever else is in the batch, and the engine computes each sequence independently, so
+// greedy output does not depend on what else is being served.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "perfx/engine.h"
+#include "perfx/sampling.h"
+#include "perfx/status.h"
+#include "server/metrics.h"
+
+namespace perfx::server {
+
+struct SchedulerOptions {
+  int max_batch = 64;            // sequences in the running batch
+  int max_queue = 256;           // sequences waiting to join it; more are refused (QueueFull)
+  int prefill_chunk = 512;       // prompt tokens per sequence per step
+  int max_step_tokens = 0;       // tokens per step over all sequences; 0: max_batch + prefill_chunk
+  double request_timeout_s = 0;  // a request still running after this long is ended; 0: never
+};
+
+/// What to generate for one sequence (one choice of a request).
+struct SequenceSpec {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;  // >= 1
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  bool ignore_eos = false;
+  int logprobs = -1;  // -1: none; 0: the chosen token's; k > 0: also the k most likely
+};
+
+/// A generated token with its log-probability (filled when logprobs were asked for).
+struct TokenOut {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<TokenLogprob> top;
+};
+
+/// Something that happened to one sequence of a request.
+struct Event {
+  enum class Kind { Token, Finished, Error };
+  Kind kind = Kind::Token;
+  int index = 0;              // which sequence of the request
+  std::string text;           // Token / Finished: text released now (may be empty)
+  TokenOut token;             // Token
+  std::string finish_reason;  // Finished: "stop" | "length"
+  int completion_tokens = 0;  // Finished: tokens generated for this sequence
+  int status = 500;           // Error: HTTP status to report
+  std::string error;          // Error: message
+};
+
+/// Thrown by Scheduler::submit when the waiting queue is full.
+class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The HTTP side's view of a submitted request: a stream of events, and cancellation.
+class RequestHandle {
+ public:
+  /// Waits up to `timeout` for events and returns those that arrived (possibly none).
+  std::vector<Event> wait(std::chrono::milliseconds timeout);
+  /// Asks the scheduler to drop the request; its sequences leave the batch (and their KV blocks
+  /// are freed) before the next step.
+  void cancel();
+  bool cancelled() const { return cancelled_; }
+  /// True once every sequence finished or failed (the last events may still be unread).
+  bool finished() const;
+  /// Number of sequences.
+  int size() const { return n_seqs_; }
+
+ private:
+  friend class Scheduler;
+  void push(Event e);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  int n_seqs_ = 0;
+  int open_ = 0;   // sequences whose final event has not been pushed
+  int ended_ = 0;  // sequences the scheduler is done with
+  std::atomic<bool> cancelled_{false};
+  std::chrono::steady_clock::time_point arrival_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool has_deadline_ = false;
+  std::string outcome_;  // what the request ended with, for metrics
+};
+
+class Scheduler {
+ public:
+  /// `metrics` may be null. The engine must outlive the scheduler.
+  Scheduler(Engine& engine, SchedulerOptions opts, Metrics* metrics);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  /// Starts the scheduling thread.
+  void start();
+  /// Stops it; requests still queued or running get an Error event (503).
+  void stop();
+
+  /// Queues the sequences of one request. Throws QueueFull when they do not fit in the waiting
+  /// queue, perfx::Error for a sequence the engine can never serve (empty prompt, prompt too long
+  /// for the context or the whole KV cache, max_tokens < 1).
+  std::shared_ptr<RequestHandle> submit(std::vector<SequenceSpec> seqs);
+
+  const SchedulerOptions& options() const { return opts_; }
+  /// Sequences waiting / running now.
+  int waiting() const;
+  int running() const { return n_running_; }
+
+ private:
+  struct Seq;
+  void loop();
+  void reap_running();
+  void admit();
+  bool plan_and_step(std::vector<float>& logits);
+  void on_logits(Seq& s, float* row);
+  // Ends a sequence with a Finished event; `outcome` (for metrics) defaults to the reason.
+  void finish(Seq& s, const std::string& reason, const std::string& outcome = "");
+  // Ends a sequence with an Error event.
+  void fail(Seq& s, int status, const std::string& message, const std::string& outcome = "error");
+  void preempt(size_t running_index);
+  void end_sequence(Seq& s, const std::string& outcome);
+  void update_gauges();
+  bool is_eos(int32_t id) const;
+
+  Engine& engine_;
+  SchedulerOptions opts_;
+  Metrics* metrics_;
+  std::vector<int32_t> eos_;
+  int vocab_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Seq>> waiting_;   // guarded by mu_
+  bool stopping_ = false;                      // guarded by mu_
+  std::vector<std::unique_ptr<Seq>> running_;  // scheduler thread only
+  std::atomic<int> n_running_{0};
+  uint64_t next_order_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace perfx::server

@@ -1,0 +1,392 @@
+// The HTTP server end to end over loopback (FakeEngine behind it): the OpenAI routes plain and
+// streamed, usage and finish reasons, errors in OpenAI's shape with the right status, auth, body
+// limit, queue limit, client disconnects, /metrics, /tokenize and the chat page.
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fake_engine.h"
+#include "server/httplib_config.h"
+#include "support/test_support.h"
+
+namespace perfx::server {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::ordered_json;
+
+struct TestServer {
+  test::FakeEngine engine;
+  Metrics metrics;
+  Scheduler scheduler;
+  CompletionService service;
+  HttpServer http;
+  int port = 0;
+  std::thread thread;
+
+  explicit TestServer(test::FakeEngineOptions eo = {}, SchedulerOptions so = {},
+                      HttpOptions ho = {})
+      : engine(eo),
+        scheduler(engine, so, &metrics),
+        service(engine, scheduler, std::make_unique<ChatTemplate>(builtin_chat_template("chatml")),
+                "fake-model"),
+        http(service, scheduler, metrics, ho) {
+    port = http.bind("127.0.0.1", 0);
+    scheduler.start();
+    thread = std::thread([this] { http.run(); });
+    for (int i = 0; i < 500; ++i) {  // until it answers
+      auto r = client().Get("/health");
+      if (r && r->status == 200) break;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  ~TestServer() {
+    http.stop();
+    thread.join();
+    scheduler.stop();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    c.set_write_timeout(60, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const std::string& body,
+                       const httplib::Headers& h = {}) const {
+    return client().Post(path.c_str(), h, body, "application/json");
+  }
+};
+
+json body_of(const httplib::Result& r) {
+  return json::parse(r->body);
+}
+
+// The "data: " payloads of an SSE body.
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  size_t k = 0;
+  while (true) {
+    size_t e = body.find("\n\n", k);
+    if (e == std::string::npos) break;
+    std::string ev = body.substr(k, e - k);
+    if (ev.rfind("data: ", 0) == 0) out.push_back(ev.substr(6));
+    k = e + 2;
+  }
+  return out;
+}
+
+void expect_error(const httplib::Result& r, int status, const std::string& param = "") {
+  ASSERT_TRUE(r) << "no response";
+  EXPECT_EQ(r->status, status) << r->body;
+  json j = json::parse(r->body);
+  ASSERT_TRUE(j.contains("error")) << r->body;
+  EXPECT_TRUE(j["error"]["message"].is_string());
+  EXPECT_TRUE(j["error"]["type"].is_string());
+  EXPECT_TRUE(j["error"].contains("param"));
+  EXPECT_TRUE(j["error"].contains("code"));
+  if (!param.empty()) {
+    EXPECT_EQ(j["error"]["param"], param) << r->body;
+  }
+}
+
+TEST(Http, HealthModelsMetricsAndChatPage) {
+  TestServer s;
+  auto c = s.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(body_of(h)["status"], "ok");
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  json mj = body_of(m);
+  EXPECT_EQ(mj["object"], "list");
+  EXPECT_EQ(mj["data"][0]["id"], "fake-model");
+  EXPECT_EQ(body_of(c.Get("/v1/models/fake-model"))["id"], "fake-model");
+  expect_error(c.Get("/v1/models/other"), 404, "model");
+  auto met = c.Get("/metrics");
+  ASSERT_TRUE(met);
+  EXPECT_NE(met->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+  for (const char* name :
+       {"perfx_http_requests_total", "perfx_prompt_tokens_total", "perfx_generation_tokens_total",
+        "perfx_time_to_first_token_seconds_bucket", "perfx_time_per_output_token_seconds_bucket",
+        "perfx_queue_depth", "perfx_kv_blocks_used", "perfx_kv_blocks_total"})
+    EXPECT_NE(met->body.find(name), std::string::npos) << name;
+  auto page = c.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("<title>PerfXLLM chat</title>"), std::string::npos);
+  EXPECT_EQ(page->body.find("http://"), std::string::npos) << "the page must not load anything";
+}
+
+TEST(Http, CompletionPlainWithUsageAndFinishReason) {
+  TestServer s;
+  auto r =
+      s.post("/v1/completions",
+             R"({"model": "fake-model", "prompt": "Hello", "max_tokens": 7, "temperature": 0})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = body_of(r);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "fake-model");
+  auto prompt = s.engine.tokenizer().encode("Hello", true, true);
+  auto ids = s.engine.solo(prompt, 7);
+  EXPECT_EQ(j["choices"][0]["text"], s.engine.tokenizer().decode(ids, true));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 6);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(j["usage"]["total_tokens"], 13);
+  // Token-id prompts, several prompts, and n.
+  r = s.post("/v1/completions",
+             R"({"prompt": [[0, 9, 10], [0, 11]], "max_tokens": 3, "n": 2, "temperature": 0})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = body_of(r);
+  ASSERT_EQ(j["choices"].size(), 4u);
+  EXPECT_EQ(j["choices"][0]["text"], j["choices"][1]["text"]);
+  EXPECT_EQ(j["choices"][2]["text"], s.engine.tokenizer().decode(s.engine.solo({0, 11}, 3), true));
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+}
+
+TEST(Http, ChatPlainAndStreamedAgree) {
+  TestServer s;
+  const std::string req =
+      R"({"model": "fake-model", "messages": [{"role": "system", "content": "Be brief."},
+          {"role": "user", "content": "Hi"}], "max_tokens": 12, "temperature": 0)";
+  auto plain = s.post("/v1/chat/completions", req + "}");
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  json pj = body_of(plain);
+  EXPECT_EQ(pj["object"], "chat.completion");
+  EXPECT_EQ(pj["choices"][0]["message"]["role"], "assistant");
+  const std::string text = pj["choices"][0]["message"]["content"];
+  // The prompt is the ChatML rendering, tokenized with BOS.
+  std::string rendered =
+      "<|im_start|>system\nBe "
+      "brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  auto prompt = s.engine.tokenizer().encode(rendered, true, true);
+  EXPECT_EQ(pj["usage"]["prompt_tokens"], (int)prompt.size());
+  EXPECT_EQ(text, s.engine.tokenizer().decode(s.engine.solo(prompt, 12), true));
+
+  auto streamed = s.post("/v1/chat/completions",
+                         req + R"(, "stream": true, "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  EXPECT_NE(streamed->get_header_value("Content-Type").find("text/event-stream"),
+            std::string::npos);
+  auto data = sse_data(streamed->body);
+  ASSERT_GE(data.size(), 4u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string joined, finish;
+  json usage;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    json c = json::parse(data[i]);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    EXPECT_EQ(c["id"], json::parse(data[0])["id"]);
+    if (!c["usage"].is_null()) {
+      usage = c["usage"];
+      EXPECT_TRUE(c["choices"].empty());
+      continue;
+    }
+    const auto& ch = c["choices"][0];
+    if (i == 0) {
+      EXPECT_EQ(ch["delta"]["role"], "assistant");
+    }
+    if (ch["delta"].contains("content")) joined += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["completion_tokens"], 12);
+  EXPECT_EQ(usage["prompt_tokens"], pj["usage"]["prompt_tokens"]);
+}
+
+TEST(Http, CompletionStreamStopStringsAndLogprobs) {
+  TestServer s;
+  auto prompt = s.engine.tokenizer().encode("abc", true, true);
+  std::string full = s.engine.tokenizer().decode(s.engine.solo(prompt, 20), true);
+  const std::string stop = full.substr(6, 2);
+  json req = {{"prompt", "abc"},
+              {"max_tokens", 20},
+              {"temperature", 0},
+              {"stream", true},
+              {"stop", json::array({stop, "never-there"})}};
+  auto r = s.post("/v1/completions", req.dump());
+  ASSERT_EQ(r->status, 200);
+  auto data = sse_data(r->body);
+  ASSERT_EQ(data.back(), "[DONE]");
+  std::string joined, finish;
+  for (size_t i = 0; i + 1 < data.size(); ++i) {
+    json c = json::parse(data[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    joined += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(joined, full.substr(0, full.find(stop)));
+  EXPECT_EQ(finish, "stop");
+
+  auto lp = s.post("/v1/completions",
+                   R"({"prompt": "abc", "max_tokens": 3, "temperature": 0, "logprobs": 2})");
+  ASSERT_EQ(lp->status, 200) << lp->body;
+  json l = body_of(lp)["choices"][0]["logprobs"];
+  ASSERT_EQ(l["tokens"].size(), 3u);
+  EXPECT_EQ(l["token_logprobs"].size(), 3u);
+  EXPECT_EQ(l["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(l["text_offset"][1], 1);
+  auto clp = s.post(
+      "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, "temperature": 0, "logprobs": true, "top_logprobs": 3})");
+  ASSERT_EQ(clp->status, 200) << clp->body;
+  json cl = body_of(clp)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(cl.size(), 2u);
+  EXPECT_TRUE(cl[0]["token"].is_string());
+  EXPECT_TRUE(cl[0]["bytes"].is_array());
+  EXPECT_EQ(cl[0]["top_logprobs"].size(), 3u);
+}
+
+TEST(Http, MalformedRequestsGetOpenAIErrorsAndTheServerKeepsServing) {
+  TestServer s;
+  expect_error(s.post("/v1/completions", "{not json"), 400);
+  expect_error(s.post("/v1/completions", "[1, 2]"), 400);
+  expect_error(s.post("/v1/completions", R"({"prompt": 5})"), 400, "prompt");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "max_tokens": -1})"), 400,
+               "max_tokens");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})"), 400,
+               "max_tokens");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "temperature": 3})"), 400,
+               "temperature");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop");
+  expect_error(s.post("/v1/completions", R"({"max_tokens": 3})"), 400, "prompt");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "n": 0})"), 400, "n");
+  expect_error(s.post("/v1/completions", R"({"prompt": [0, 99999]})"), 400, "prompt");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "max_tokens": 100000})"), 400,
+               "prompt");
+  expect_error(s.post("/v1/chat/completions", R"({"messages": "hi"})"), 400, "messages");
+  expect_error(
+      s.post("/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})"), 400,
+      "messages[0].role");
+  expect_error(s.post("/v1/chat/completions", R"({"messages": []})"), 400, "messages");
+  expect_error(s.post("/v1/chat/completions",
+                      R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})"),
+               404, "model");
+  expect_error(s.client().Get("/v1/nothing"), 404);
+  expect_error(s.client().Get("/v1/chat/completions"), 405);
+  std::string big(10 * 1024 * 1024, ' ');
+  big[0] = '{';
+  big.back() = '}';
+  expect_error(s.post("/v1/completions", big), 413);
+  auto ok = s.post("/v1/completions", R"({"prompt": "still alive", "max_tokens": 2})");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto met = s.client().Get("/metrics");
+  EXPECT_NE(met->body.find("perfx_http_requests_total{route=\"/v1/completions\",code=\"400\"}"),
+            std::string::npos);
+  EXPECT_NE(met->body.find("code=\"413\""), std::string::npos);
+}
+
+TEST(Http, ApiKey) {
+  HttpOptions ho;
+  ho.api_key = "sekrit";
+  TestServer s({}, {}, ho);
+  const std::string req = R"({"prompt": "x", "max_tokens": 1})";
+  expect_error(s.post("/v1/completions", req), 401);
+  expect_error(s.post("/v1/completions", req, {{"Authorization", "Bearer wrong"}}), 401);
+  expect_error(s.client().Get("/v1/models"), 401);
+  auto ok = s.post("/v1/completions", req, {{"Authorization", "Bearer sekrit"}});
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
+TEST(Http, QueueFullIs429) {
+  test::FakeEngineOptions eo;
+  eo.step_sleep_us = 2000;
+  eo.ctx = 4096;
+  SchedulerOptions so;
+  so.max_batch = 1;
+  so.max_queue = 1;
+  TestServer s(eo, so);
+  std::thread busy([&] { s.post("/v1/completions", R"({"prompt": "a", "max_tokens": 300})"); });
+  ASSERT_TRUE([&] {
+    for (int i = 0; i < 500 && s.scheduler.running() == 0; ++i) std::this_thread::sleep_for(2ms);
+    return s.scheduler.running() == 1;
+  }());
+  std::thread waiting([&] { s.post("/v1/completions", R"({"prompt": "b", "max_tokens": 1})"); });
+  for (int i = 0; i < 500 && s.scheduler.waiting() == 0; ++i) std::this_thread::sleep_for(2ms);
+  expect_error(s.post("/v1/completions", R"({"prompt": "c", "max_tokens": 1})"), 429);
+  busy.join();
+  waiting.join();
+}
+
+int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(Http, ClientDisconnectCancelsTheRequest) {
+  test::FakeEngineOptions eo;
+  eo.step_sleep_us = 2000;
+  eo.ctx = 8192;
+  for (bool stream : {true, false}) {
+    TestServer s(eo);
+    int fd = connect_to(s.port);
+    ASSERT_GE(fd, 0);
+    std::string body = std::string(R"({"prompt": "go", "max_tokens": 5000, "stream": )") +
+                       (stream ? "true" : "false") + "}";
+    std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(send(fd, req.data(), req.size(), 0), (ssize_t)req.size());
+    for (int i = 0; i < 1000 && s.metrics.generation_tokens() < 5; ++i)
+      std::this_thread::sleep_for(2ms);
+    ASSERT_GE(s.metrics.generation_tokens(), 5);
+    if (stream) {
+      char buf[256];
+      ASSERT_GT(recv(fd, buf, sizeof buf, 0), 0);  // the stream has started
+    }
+    close(fd);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (s.scheduler.running() > 0 && std::chrono::steady_clock::now() - t0 < 5s)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(s.scheduler.running(), 0) << "stream=" << stream;
+    EXPECT_LT(s.metrics.generation_tokens(), 1000);
+    EXPECT_EQ(s.engine.live_sequences(), 0);
+    std::string m = s.client().Get("/metrics")->body;
+    EXPECT_NE(m.find("perfx_requests_total{finish_reason=\"cancelled\"} 1"), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("perfx_kv_blocks_used 0"), std::string::npos);
+  }
+}
+
+TEST(Http, TokenizeAndDetokenize) {
+  TestServer s;
+  auto t = s.post("/tokenize", R"({"prompt": "abc"})");
+  ASSERT_EQ(t->status, 200) << t->body;
+  json tj = body_of(t);
+  EXPECT_EQ(tj["tokens"], json::array({0, 2, 3, 4}));
+  EXPECT_EQ(tj["count"], 4);
+  EXPECT_EQ(body_of(s.post("/tokenize", R"({"content": "abc", "with_pieces": true})"))["pieces"],
+            json::array({"a", "b", "c"}));
+  auto d = s.post("/detokenize", R"({"tokens": [2, 3, 4]})");
+  ASSERT_EQ(d->status, 200);
+  EXPECT_EQ(body_of(d)["prompt"], "abc");
+  expect_error(s.post("/detokenize", R"({"tokens": [-1]})"), 400, "tokens");
+  auto chat = s.post("/tokenize", R"({"messages": [{"role": "user", "content": "Hi"}]})");
+  ASSERT_EQ(chat->status, 200);
+  EXPECT_GT(body_of(chat)["count"].get<int>(), 20);
+}
+
+}  // namespace
+}  // namespace perfx::server

@@ -1,0 +1,338 @@
+// Scheduler: continuous batching results equal solo results, chunked prefill, prefix caching,
+// preemption by recompute, cancellation, bounded queue, timeouts, stop strings, EOS, logprobs and
+// engine failures — against the deterministic FakeEngine.
+#include "server/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fake_engine.h"
+#include "support/test_support.h"
+
+namespace perfx::server {
+namespace {
+
+using namespace std::chrono_literals;
+using test::FakeEngine;
+using test::FakeEngineOptions;
+
+struct Result {
+  std::vector<int32_t> ids;
+  std::string text;
+  std::string finish_reason;
+  int completion_tokens = 0;
+  std::string error;
+  std::vector<TokenOut> tokens;
+};
+
+// Collects every event of a one-sequence request.
+Result run_to_end(RequestHandle& h, std::chrono::seconds limit = 30s) {
+  Result r;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (auto& e : h.wait(20ms)) {
+      if (e.kind == Event::Kind::Token) {
+        r.ids.push_back(e.token.id);
+        r.text += e.text;
+        r.tokens.push_back(e.token);
+      } else if (e.kind == Event::Kind::Finished) {
+        r.text += e.text;
+        r.finish_reason = e.finish_reason;
+        r.completion_tokens = e.completion_tokens;
+        return r;
+      } else {
+        r.error = e.error;
+        return r;
+      }
+    }
+  }
+  r.error = "timed out waiting";
+  return r;
+}
+
+SequenceSpec greedy(std::vector<int32_t> prompt, int max_tokens) {
+  SequenceSpec s;
+  s.prompt = std::move(prompt);
+  s.max_tokens = max_tokens;
+  s.sampling.temperature = 0;
+  return s;
+}
+
+std::vector<int32_t> prompt_of(const FakeEngine& e, const std::string& text) {
+  return e.tokenizer().encode(text, true, true);
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit = 5000ms) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return pred();
+}
+
+TEST(Scheduler, SingleGreedyRequestMatchesTheModel) {
+  FakeEngine engine;
+  Metrics metrics;
+  Scheduler s(engine, {}, &metrics);
+  s.start();
+  auto prompt = prompt_of(engine, "Hello world");
+  auto h = s.submit({greedy(prompt, 20)});
+  Result r = run_to_end(*h);
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.ids, engine.solo(prompt, 20));
+  EXPECT_EQ(r.text, engine.tokenizer().decode(r.ids, true));
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.completion_tokens, 20);
+  EXPECT_TRUE(wait_until([&] { return engine.live_sequences() == 0; }));
+  EXPECT_EQ(metrics.generation_tokens(), 20);
+}
+
+TEST(Scheduler, ConcurrentRequestsEqualTheirSoloResultsAndShareSteps) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 200;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.max_batch = 8;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 40; ++i) {
+    prompts.push_back(prompt_of(engine, "request number " + std::to_string(i) + " says hi"));
+    handles.push_back(s.submit({greedy(prompts.back(), 10 + i % 7)}));
+  }
+  for (int i = 0; i < 40; ++i) {
+    Result r = run_to_end(*handles[(size_t)i]);
+    ASSERT_EQ(r.error, "") << i;
+    EXPECT_EQ(r.ids, engine.solo(prompts[(size_t)i], 10 + i % 7)) << "request " << i;
+  }
+  size_t max_items = 0;
+  for (const auto& st : engine.steps()) max_items = std::max(max_items, st.tokens_per_item.size());
+  EXPECT_EQ(max_items, 8u) << "requests should run together, up to --max-batch";
+  EXPECT_TRUE(wait_until([&] { return engine.live_sequences() == 0; }));
+  EXPECT_EQ(engine.free_blocks(), engine.total_blocks());
+}
+
+TEST(Scheduler, ChunkedPrefillRunsBesideDecodes) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 300;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.prefill_chunk = 16;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  auto short_prompt = prompt_of(engine, "hi");
+  auto h1 = s.submit({greedy(short_prompt, 40)});
+  ASSERT_TRUE(wait_until([&] { return engine.steps().size() >= 3; }));
+  std::string long_text(49, 'x');  // 50 tokens with BOS
+  auto long_prompt = prompt_of(engine, long_text);
+  auto h2 = s.submit({greedy(long_prompt, 5)});
+  Result r2 = run_to_end(*h2);
+  Result r1 = run_to_end(*h1);
+  EXPECT_EQ(r1.ids, engine.solo(short_prompt, 40));
+  EXPECT_EQ(r2.ids, engine.solo(long_prompt, 5));
+  // The long prompt went in as 16 + 16 + 16 + 2 tokens, each chunk in a step with a decode.
+  std::vector<int> chunks;
+  int mixed = 0;
+  auto steps = engine.steps();
+  for (size_t k = 1; k < steps.size(); ++k) {  // step 0 was the short prompt
+    const auto& st = steps[k];
+    for (int n : st.tokens_per_item)
+      if (n > 1) chunks.push_back(n);
+    if (st.tokens_per_item.size() == 2 && st.tokens_per_item[1] > 1) ++mixed;
+  }
+  EXPECT_EQ(chunks, (std::vector<int>{16, 16, 16, 2}));
+  EXPECT_EQ(mixed, 4);
+}
+
+TEST(Scheduler, PrefixCachingReusesPromptBlocks) {
+  FakeEngine engine;
+  Metrics metrics;
+  Scheduler s(engine, {}, &metrics);
+  s.start();
+  auto prompt = prompt_of(engine, std::string(39, 'q'));  // 40 tokens: 2 full blocks of 16
+  Result a = run_to_end(*s.submit({greedy(prompt, 4)}));
+  Result b = run_to_end(*s.submit({greedy(prompt, 4)}));
+  EXPECT_EQ(a.ids, b.ids);
+  EXPECT_EQ(a.ids, engine.solo(prompt, 4));
+  EXPECT_NE(metrics.render().find("perfx_prefix_cache_hit_tokens_total 32"), std::string::npos)
+      << metrics.render();
+  // The second request only computed the 8 tokens after the cached blocks.
+  auto steps = engine.steps();
+  bool saw_8 = false;
+  for (const auto& st : steps)
+    for (int n : st.tokens_per_item) saw_8 = saw_8 || n == 8;
+  EXPECT_TRUE(saw_8);
+}
+
+TEST(Scheduler, PreemptsByRecomputeWhenBlocksRunOutAndNeverFails) {
+  FakeEngineOptions o;
+  o.kv_tokens = 48;  // 12 blocks of 4
+  o.block_size = 4;
+  o.ctx = 48;
+  FakeEngine engine(o);
+  Metrics metrics;
+  SchedulerOptions so;
+  so.max_batch = 4;
+  Scheduler s(engine, so, &metrics);
+  s.start();
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(prompt_of(engine, "p" + std::to_string(i)));
+    hs.push_back(s.submit({greedy(prompts.back(), 24)}));
+  }
+  for (int i = 0; i < 4; ++i) {
+    Result r = run_to_end(*hs[(size_t)i]);
+    ASSERT_EQ(r.error, "") << i;
+    EXPECT_EQ(r.ids, engine.solo(prompts[(size_t)i], 24)) << i;
+    EXPECT_EQ(r.finish_reason, "length");
+  }
+  EXPECT_GT(metrics.preemptions(), 0);
+  EXPECT_TRUE(wait_until([&] { return engine.free_blocks() == engine.total_blocks(); }));
+}
+
+TEST(Scheduler, CancellationFreesTheSlotWithinAStep) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 2000;
+  o.ctx = 4096;
+  FakeEngine engine(o);
+  Metrics metrics;
+  Scheduler s(engine, {}, &metrics);
+  s.start();
+  auto h = s.submit({greedy(prompt_of(engine, "long"), 3000)});
+  ASSERT_TRUE(wait_until([&] { return metrics.generation_tokens() >= 3; }));
+  const size_t steps_at_cancel = engine.steps().size();
+  h->cancel();
+  ASSERT_TRUE(wait_until([&] { return engine.live_sequences() == 0; }));
+  EXPECT_LE(engine.steps().size(), steps_at_cancel + 2);  // the step in flight, at most
+  EXPECT_TRUE(wait_until([&] { return s.running() == 0 && metrics.kv_blocks_used() == 0; }));
+  EXPECT_NE(metrics.render().find("perfx_requests_total{finish_reason=\"cancelled\"} 1"),
+            std::string::npos);
+}
+
+TEST(Scheduler, BoundedQueueRefusesWhenFull) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 1000;
+  o.ctx = 4096;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.max_batch = 1;
+  so.max_queue = 2;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  auto a = s.submit({greedy(prompt_of(engine, "a"), 2000)});
+  ASSERT_TRUE(wait_until([&] { return s.running() == 1; }));
+  auto b = s.submit({greedy(prompt_of(engine, "b"), 5)});
+  auto c = s.submit({greedy(prompt_of(engine, "c"), 5)});
+  EXPECT_THROW(s.submit({greedy(prompt_of(engine, "d"), 5)}), QueueFull);
+  a->cancel();
+  EXPECT_EQ(run_to_end(*b).finish_reason, "length");
+  EXPECT_EQ(run_to_end(*c).finish_reason, "length");
+}
+
+TEST(Scheduler, RequestTimeoutEndsAGeneration) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 2000;
+  o.ctx = 4096;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.request_timeout_s = 0.1;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  auto t0 = std::chrono::steady_clock::now();
+  Result r = run_to_end(*s.submit({greedy(prompt_of(engine, "x"), 3000)}));
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_LT(r.completion_tokens, 3000);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+}
+
+TEST(Scheduler, StopStringsAndEos) {
+  FakeEngine engine;
+  Scheduler s(engine, {}, nullptr);
+  s.start();
+  auto prompt = prompt_of(engine, "stop test");
+  std::string full = engine.tokenizer().decode(engine.solo(prompt, 30), true);
+  ASSERT_GE(full.size(), 12u);
+  SequenceSpec sp = greedy(prompt, 30);
+  sp.stop = {full.substr(8, 3)};
+  Result r = run_to_end(*s.submit({sp}));
+  EXPECT_EQ(r.finish_reason, "stop");
+  EXPECT_EQ(r.text, full.substr(0, full.find(sp.stop[0])));
+
+  FakeEngineOptions o;
+  o.eos_after = 12;
+  FakeEngine eos_engine(o);
+  Scheduler s2(eos_engine, {}, nullptr);
+  s2.start();
+  auto p2 = prompt_of(eos_engine, "abcde");  // 6 tokens: EOS after 6 generated
+  Result e = run_to_end(*s2.submit({greedy(p2, 50)}));
+  EXPECT_EQ(e.finish_reason, "stop");
+  EXPECT_EQ(e.completion_tokens, 6);
+  SequenceSpec ig = greedy(p2, 9);
+  ig.ignore_eos = true;
+  Result f = run_to_end(*s2.submit({ig}));
+  EXPECT_EQ(f.finish_reason, "length");
+  EXPECT_EQ(f.completion_tokens, 9);
+}
+
+TEST(Scheduler, LogprobsAndSeveralSequencesPerRequest) {
+  FakeEngine engine;
+  Scheduler s(engine, {}, nullptr);
+  s.start();
+  auto prompt = prompt_of(engine, "lp");
+  SequenceSpec a = greedy(prompt, 5);
+  a.logprobs = 2;
+  auto h = s.submit({a, a});
+  std::vector<Result> res(2);
+  int done = 0;
+  while (done < 2) {
+    for (auto& e : h->wait(20ms)) {
+      if (e.kind == Event::Kind::Token) res[(size_t)e.index].tokens.push_back(e.token);
+      if (e.kind == Event::Kind::Finished) ++done;
+      ASSERT_NE(e.kind, Event::Kind::Error) << e.error;
+    }
+  }
+  for (const auto& r : res) {
+    ASSERT_EQ(r.tokens.size(), 5u);
+    for (const auto& t : r.tokens) {
+      EXPECT_LT(t.logprob, 0.0f);
+      EXPECT_GT(t.logprob, -0.01f);  // the fake model is very sure
+      ASSERT_EQ(t.top.size(), 2u);
+      EXPECT_EQ(t.top[0].id, t.id);
+      EXPECT_EQ(t.top[1].id, (t.id + 1) % engine.tokenizer().vocab_size());
+    }
+  }
+}
+
+TEST(Scheduler, EngineFailureFailsOnlyThatStep) {
+  FakeEngine engine;
+  Scheduler s(engine, {}, nullptr);
+  s.start();
+  engine.fail_next_steps(1);
+  Result bad = run_to_end(*s.submit({greedy(prompt_of(engine, "boom"), 5)}));
+  EXPECT_NE(bad.error.find("injected step failure"), std::string::npos) << bad.error;
+  Result good = run_to_end(*s.submit({greedy(prompt_of(engine, "fine"), 5)}));
+  EXPECT_EQ(good.error, "");
+  EXPECT_EQ(good.completion_tokens, 5);
+  EXPECT_TRUE(wait_until([&] { return engine.live_sequences() == 0; }));
+}
+
+TEST(Scheduler, RejectsWhatCanNeverBeServed) {
+  FakeEngineOptions o;
+  o.ctx = 64;
+  o.kv_tokens = 32;
+  FakeEngine engine(o);
+  Scheduler s(engine, {}, nullptr);
+  EXPECT_THROW(s.submit({greedy({}, 5)}), Error);
+  EXPECT_THROW(s.submit({greedy(std::vector<int32_t>(64, 5), 5)}), Error);  // >= ctx
+  EXPECT_THROW(s.submit({greedy(std::vector<int32_t>(40, 5), 5)}), Error);  // > KV cache
+  EXPECT_THROW(s.submit({greedy({0, 5}, 0)}), Error);
+  EXPECT_THROW(s.submit({greedy({0, 999}, 5)}), Error);  // outside the vocabulary
+}
+
+}  // namespace
+}  // namespace perfx::server
