@@ -2,7 +2,18 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PERFX_PAUSE() _mm_pause()
+#else
+#define PERFX_PAUSE() std::this_thread::yield()
+#endif
+
 namespace perfx {
+
+namespace {
+constexpr int kSpinIters = 2000;  // ~tens of microseconds of pause before a worker sleeps
+}
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = (int)std::max(1u, std::thread::hardware_concurrency());
@@ -12,7 +23,7 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
@@ -35,38 +46,52 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     std::lock_guard<std::mutex> lk(mu_);
     fn_ = &fn;
     n_ = n;
-    pending_ = (int)workers_.size();
-    ++generation_;
+    pending_.store((int)workers_.size(), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  cv_start_.notify_all();
+  if (sleeping_.load() > 0) cv_start_.notify_all();
   int64_t b, e;
   chunk(n, parts, 0, &b, &e);
   if (b < e) fn(b, e);
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [this] { return pending_ == 0; });
-  fn_ = nullptr;
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    if (i < kSpinIters)
+      PERFX_PAUSE();
+    else
+      std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker_loop(int idx) {
   uint64_t seen = 0;
   for (;;) {
+    // Spin for the next generation, then sleep.
+    bool ready = false;
+    for (int i = 0; i < kSpinIters; ++i) {
+      if (generation_.load(std::memory_order_acquire) != seen || stop_.load()) {
+        ready = true;
+        break;
+      }
+      PERFX_PAUSE();
+    }
+    if (!ready) {
+      std::unique_lock<std::mutex> lk(mu_);
+      sleeping_.fetch_add(1);
+      cv_start_.wait(lk, [&] { return stop_.load() || generation_.load() != seen; });
+      sleeping_.fetch_sub(1);
+    }
+    if (stop_.load()) return;
     const std::function<void(int64_t, int64_t)>* fn;
     int64_t n;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      std::lock_guard<std::mutex> lk(mu_);
+      seen = generation_.load();
       fn = fn_;
       n = n_;
     }
     int64_t b, e;
     chunk(n, size(), idx, &b, &e);
     if (b < e) (*fn)(b, e);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

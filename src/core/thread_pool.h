@@ -1,6 +1,7 @@
 // A fixed pool of worker threads for data-parallel loops.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -12,6 +13,7 @@ namespace perfx {
 
 /// Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread, and waits.
 /// The calling thread takes part. Not re-entrant: do not call parallel_for from inside fn.
+/// Workers spin briefly for the next loop before sleeping, since decode issues many short loops.
 class ThreadPool {
  public:
   /// n_threads <= 0 means std::thread::hardware_concurrency().
@@ -28,12 +30,13 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable cv_start_, cv_done_;
+  std::condition_variable cv_start_;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleeping_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace perfx

@@ -208,35 +208,45 @@ class CpuBackend : public Backend {
     const auto& w = as_cpu(wt);
     check(x.cols == w.in && y.cols == w.out && x.rows == y.rows, "linear: shape mismatch");
     const int T = (int)x.rows;
-    for (const Part& p : w.parts) {
-      float* yp = y.f32() + p.row0;
-      if (p.w4) {
-        // Split output rows over threads in multiples of 8 (the int4 packing width).
-        const int64_t units = (p.rows + 7) / 8;
-        pool_.parallel_for(units, [&](int64_t u0, int64_t u1) {
-          w4a16_linear(x.f32(), T, x.stride, *p.w4, u0 * 8, std::min(p.rows, u1 * 8), yp, y.stride);
-        });
-        continue;
-      }
-      pool_.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
-        thread_local std::vector<float> row;
-        if ((int64_t)row.size() < w.in) row.resize((size_t)w.in);
-        for (int64_t r = r0; r < r1; ++r) {
-          const float* wr;
-          if (p.dtype == DType::F32 && ((uintptr_t)(p.data + r * p.row_bytes) % 4) == 0) {
-            wr = reinterpret_cast<const float*>(p.data + r * p.row_bytes);
-          } else {
-            dequantize_row_fast(p.dtype, p.data + r * p.row_bytes, row.data(), w.in);
-            wr = row.data();
-          }
-          for (int t = 0; t < T; ++t) yp[t * y.stride + r] = dot(x.f32() + t * x.stride, wr, w.in);
+    // One parallel loop over all output rows of all parts, in units of 8 rows (the int4 packing
+    // width), so a fused QKV or gate|up is a single fork/join.
+    const int64_t units = (w.out + 7) / 8;
+    pool_.parallel_for(units, [&](int64_t u0, int64_t u1) {
+      const int64_t r_begin = u0 * 8, r_end = std::min(w.out, u1 * 8);
+      for (const Part& p : w.parts) {
+        const int64_t r0 = std::max(r_begin, p.row0), r1 = std::min(r_end, p.row0 + p.rows);
+        if (r0 >= r1) continue;
+        float* yp = y.f32() + p.row0;
+        if (p.w4) {
+          w4a16_linear(x.f32(), T, x.stride, *p.w4, r0 - p.row0, r1 - p.row0, yp, y.stride);
+        } else {
+          dense_rows(x, T, w.in, p, r0 - p.row0, r1 - p.row0, yp, y.stride);
         }
-      });
-    }
+      }
+    });
     if (bias) {
       const float* bv = as_cpu(*bias).vec.data();
       for (int t = 0; t < T; ++t)
         for (int64_t r = 0; r < w.out; ++r) y.f32()[t * y.stride + r] += bv[r];
+    }
+  }
+
+  // Rows [r0, r1) of a dense part: y[t, r] = x[t] · W[r] for every token t.
+  static void dense_rows(const Tensor& x, int T, int64_t in, const Part& p, int64_t r0, int64_t r1, float* yp,
+                         int64_t ldy) {
+    thread_local std::vector<float> row;
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* src = p.data + r * p.row_bytes;
+      if (T == 1 && dot_half(x.f32(), src, p.dtype, in, &yp[r])) continue;  // decode: convert on the fly
+      const float* wr;
+      if (p.dtype == DType::F32 && ((uintptr_t)src % 4) == 0) {
+        wr = reinterpret_cast<const float*>(src);
+      } else {
+        if ((int64_t)row.size() < in) row.resize((size_t)in);
+        dequantize_row_fast(p.dtype, src, row.data(), in);
+        wr = row.data();
+      }
+      for (int t = 0; t < T; ++t) yp[t * ldy + r] = dot(x.f32() + t * x.stride, wr, in);
     }
   }
 

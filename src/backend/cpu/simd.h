@@ -14,6 +14,9 @@ float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 /// dequantize_row with F16C/AVX2 for F16/BF16 rows; falls back to the reference for other types.
 void dequantize_row_fast(DType t, const void* src, float* dst, int64_t n);
+/// *out = Σ x[i]·w[i] for a F16/BF16 row w converted on the fly. Returns false (and does nothing)
+/// when no fast path exists for `t` on this CPU.
+bool dot_half(const float* x, const void* w, DType t, int64_t n, float* out);
 /// True when the AVX2+FMA path is in use.
 bool have_avx2();
 
