@@ -106,3 +106,19 @@ TEST(CpuKernels, RmsNormAndRope) {
   EXPECT_FLOAT_EQ(g[1], 1);
   EXPECT_FLOAT_EQ(g[2], 2);
 }
+
+TEST(CpuKernels, DotHalfMatchesDequantizeThenDot) {
+  for (DType t : {DType::F16, DType::BF16}) {
+    for (int n : {8, 13, 64, 259}) {
+      auto x = randv(n, 11), f = randv(n, 12);
+      std::vector<uint16_t> h(n);
+      for (int i = 0; i < n; ++i) h[i] = t == DType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
+      std::vector<float> w(n);
+      dequantize_row(t, h.data(), w.data(), n);
+      const float want = dot_ref(x.data(), w.data(), n);
+      float got = 0;
+      if (!dot_half(x.data(), h.data(), t, n, &got)) GTEST_SKIP() << "no fast path on this CPU";
+      EXPECT_NEAR(got, want, 1e-4f * std::sqrt((float)n)) << dtype_name(t) << " " << n;
+    }
+  }
+}
