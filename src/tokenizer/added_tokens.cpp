@@ -16,6 +16,7 @@ int32_t AddedTokenMatcher::child(int32_t node, uint8_t b) const {
 
 void AddedTokenMatcher::add(const AddedToken& t) {
   if (t.content.empty()) return;
+  first_byte_[static_cast<uint8_t>(t.content[0])] = true;
   int32_t node = 0;
   for (char c : t.content) {
     const uint8_t b = static_cast<uint8_t>(c);
@@ -62,6 +63,10 @@ void AddedTokenMatcher::split(std::string_view text, bool parse_special,
   size_t text_begin = 0;  // start of the pending text segment
   size_t pos = 0;
   while (pos < text.size()) {
+    if (!first_byte_[static_cast<uint8_t>(text[pos])]) {
+      ++pos;  // a continuation byte never starts a token, so byte steps are safe here
+      continue;
+    }
     // Walk the trie from pos, remembering every acceptable match (longest last).
     int32_t node = 0;
     int32_t best = -1;

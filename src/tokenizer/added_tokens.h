@@ -43,6 +43,7 @@ class AddedTokenMatcher {
   int32_t child(int32_t node, uint8_t b) const;
   std::vector<AddedToken> tokens_;
   std::vector<Node> nodes_{1};
+  bool first_byte_[256] = {};  // bytes that start some token (fast skip)
 };
 
 }  // namespace perfx::tok

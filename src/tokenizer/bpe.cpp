@@ -85,6 +85,28 @@ void BpeModel::add_merge(std::string_view a, std::string_view b) {
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
+  if (word.size() > kCacheMaxWordBytes) {
+    encode_uncached(word, out);
+    return;
+  }
+  const size_t h = StringHash{}(word);
+  CacheShard& shard = cache_[h % kCacheShards];
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    auto it = shard.map.find(word);
+    if (it != shard.map.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const size_t first = out.size();
+  encode_uncached(word, out);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  if (shard.map.size() >= kCacheShardEntries) shard.map.clear();
+  shard.map.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+}
+
+void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>& out) const {
   if (opts_.ignore_merges) {
     const int32_t id = vocab_->find(word);
     if (id >= 0) {

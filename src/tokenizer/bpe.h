@@ -2,10 +2,13 @@
 // byte fallback to <0xXX>, unk with optional fusing, ignore_merges, subword prefix/suffix.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/vocab.h"
@@ -32,9 +35,22 @@ class BpeModel : public Model {
   void add_merge(std::string_view a, std::string_view b);
   size_t merge_count() const { return n_merges_; }
 
+  /// Appends the ids of `word`. Results for short words are cached (thread-safe; the cache is
+  /// bounded and simply cleared when full).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const override;
 
  private:
+  void encode_uncached(std::string_view word, std::vector<int32_t>& out) const;
+
+  static constexpr size_t kCacheShards = 16;
+  static constexpr size_t kCacheShardEntries = 8192;
+  static constexpr size_t kCacheMaxWordBytes = 48;
+  struct CacheShard {
+    std::mutex mu;
+    std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+  };
+  mutable std::array<CacheShard, kCacheShards> cache_;
+
   struct Slot {
     uint64_t key = 0;  // 0 = empty
     int32_t rank = 0;

@@ -101,15 +101,27 @@ const std::vector<uint32_t>& composition_seconds() {
   return v;
 }
 
-// True when `cp` might be changed by NFC or might change its neighbour.
-bool nfc_sensitive(uint32_t cp) {
+// True when `cp` might be changed by NFC or might change its neighbour (full table check).
+bool nfc_sensitive_slow(uint32_t cp) {
   if (cp < 0x300) return false;  // all of Latin-1 and Latin Extended-A/B are stable starters
-  if (cp >= kSBase && cp < kSBase + kSCount) return false;  // precomposed Hangul stays (mostly)
+  if (cp >= kSBase && cp < kSBase + kSCount) return false;  // precomposed Hangul syllables
   if ((cp >= kVBase && cp < kVBase + kVCount) || (cp > kTBase && cp < kTBase + kTCount))
     return true;  // Hangul jamo V/T compose with what precedes
   if (ccc_of(cp) != 0 || decomp_of(cp)) return true;
   const auto& sec = composition_seconds();
   return std::binary_search(sec.begin(), sec.end(), cp);
+}
+
+// nfc_sensitive_slow for the whole BMP as a bitmap (8 KiB), built on first use.
+bool nfc_sensitive(uint32_t cp) {
+  static const std::vector<uint64_t> bmp = [] {
+    std::vector<uint64_t> bits(0x10000 / 64, 0);
+    for (uint32_t c = 0x300; c < 0x10000; ++c)
+      if (nfc_sensitive_slow(c)) bits[c >> 6] |= uint64_t{1} << (c & 63);
+    return bits;
+  }();
+  if (cp < 0x10000) return (bmp[cp >> 6] >> (cp & 63)) & 1;
+  return nfc_sensitive_slow(cp);
 }
 
 std::string encode(const std::vector<uint32_t>& cps) {
