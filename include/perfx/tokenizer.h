@@ -1,6 +1,8 @@
 // Text <-> token ids for Llama-family models (FORMATS.md §6): tokenizer.json BPE
 // (SentencePiece-style with byte fallback, and byte-level with regex pre-tokenizers) and the
-// SentencePiece vocab in GGUF.
+// vocabularies embedded in GGUF ("llama" SentencePiece, "gpt2" byte-level). Implementation and
+// the exact list of supported components: src/tokenizer/README.md. All methods are const and
+// safe to call from several threads at once.
 #pragma once
 
 #include <cstdint>

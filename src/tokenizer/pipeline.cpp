@@ -17,7 +17,14 @@ void PipelineTokenizer::finalize() {
     id_text_[t.id] = t.content;
     if (t.special) special_[t.id] = true;
     added_ids_.emplace(t.content, t.id);
-    (t.normalized ? norm_matcher_ : raw_matcher_).add(t);
+    if (t.normalized && !normalizer.empty()) {
+      // Like HF, a normalized token is looked for in its normalized form.
+      AddedToken n = t;
+      n.content = normalizer.apply(t.content);
+      norm_matcher_.add(n);
+    } else {
+      (t.normalized ? norm_matcher_ : raw_matcher_).add(t);
+    }
   }
   for (int32_t id : extra_special)
     if (id >= 0 && id < n) special_[id] = true;

@@ -1,6 +1,10 @@
 // tokenizer.json tokenizers against reference ids (llama.cpp's vocab test strings).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "perfx/status.h"
 #include "tok_test_util.h"
 
@@ -174,6 +178,26 @@ TEST(TokenizerLlama3, LoadAndEncodeSpeed) {
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(load_s, 5.0);  // ~0.3-0.6 s on the 2-core dev box; generous for loaded CI
 #endif
+}
+
+TEST(TokenizerQwen3, ConcurrentEncodeIsConsistent) {
+  PERFX_REQUIRE_SHARED("tokenizers/qwen3/tokenizer.json");
+  const Tokenizer& tok = hf_tokenizer("tokenizers/qwen3");
+  const auto vecs = read_vectors("tokenizers/qwen3/ggml-vocab-qwen2.gguf.inp",
+                                 "tokenizers/qwen3/ggml-vocab-qwen2.gguf.out");
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep)
+        for (size_t i = 0; i < vecs.size(); ++i) {
+          const auto& v = vecs[(i + t * 7) % vecs.size()];
+          if (tok.encode(v.text, false) != v.ids) ++mismatches;
+        }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(TokenizerErrors, MissingFileMalformedAndUnsupported) {

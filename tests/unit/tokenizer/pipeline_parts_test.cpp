@@ -156,6 +156,15 @@ TEST(TokParts, MetaspacePrependSchemes) {
   EXPECT_EQ(never->encode("ab b", false), (Ids{6, 5}));
   EXPECT_EQ(never->decode({6, 5}), "ab b");
   EXPECT_EQ(never->decode({5, 6}), " bab");
+  // Streaming reproduces the first-token rule of the Metaspace decoder.
+  for (const Tokenizer* t : {first.get(), never.get()}) {
+    const Ids ids = {7, 5, 4, 3, 0, 0, 6};
+    StreamDecoder sd(*t, /*skip_special=*/false);
+    std::string s;
+    for (int32_t id : ids) s += sd.push(id);
+    s += sd.finish();
+    EXPECT_EQ(s, t->decode(ids));
+  }
 }
 
 TEST(TokParts, BpeUnknownsAndSubwordPrefix) {
@@ -172,6 +181,18 @@ TEST(TokParts, BpeUnknownsAndSubwordPrefix) {
       "vocab": {"a": 0, "##b": 1, "ab": 2, "b": 3}, "merges": ["a ##b"]},
       "pre_tokenizer": {"type": "WhitespaceSplit"}})";
   EXPECT_EQ(Tokenizer::from_hf_json(prefixed, "")->encode("ab b", false), (Ids{2, 3}));
+}
+
+TEST(TokParts, NormalizedAddedTokensMatchNormalizedText) {
+  auto t = Tokenizer::from_hf_json(R"({"normalizer": {"type": "Lowercase"},
+      "added_tokens": [{"id": 3, "content": "<X>", "normalized": true, "special": false},
+                       {"id": 4, "content": "<Y>", "normalized": false, "special": true}],
+      "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "y": 2}, "merges": []}})",
+                                   "");
+  EXPECT_EQ(t->encode("A<X>b<x>", false), (Ids{0, 3, 1, 3}));
+  EXPECT_EQ(t->encode("A<Y>b<y>", false).at(1), 4);  // raw match, case-sensitive
+  EXPECT_EQ(t->encode("a<y>", false).size(), 2u);    // "<", ">" unknown: dropped
+  EXPECT_EQ(t->decode({0, 3, 4, 1}), "a <X> <Y> b");
 }
 
 TEST(TokParts, ConfigTokensAndTemplates) {
