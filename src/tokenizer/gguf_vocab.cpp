@@ -172,11 +172,20 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
   t->finalize();
 
   t->bos = id_or_none(f, "tokenizer.ggml.bos_token_id", n);
-  // End of generation: EOS, plus the end-of-turn / end-of-message ids when the file names them.
+  // End of generation: EOS, plus the end-of-turn / end-of-message ids the file names.
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
                           "tokenizer.ggml.eom_token_id"}) {
     const int32_t id = id_or_none(f, key, n);
     if (id >= 0 && std::find(t->eos.begin(), t->eos.end(), id) == t->eos.end())
+      t->eos.push_back(id);
+  }
+  // GGUF has no generation_config.json: like llama.cpp, also stop on the end-of-turn control
+  // tokens of the common chat formats when the vocab has them.
+  for (const char* text :
+       {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"}) {
+    const int32_t id = t->token_to_id(text);
+    if (id >= 0 && types[id] == kTypeControl &&
+        std::find(t->eos.begin(), t->eos.end(), id) == t->eos.end())
       t->eos.push_back(id);
   }
   t->template_text = f.get_string("tokenizer.chat_template", "");

@@ -209,6 +209,8 @@ TEST(TokenizerGguf, Gpt2LlamaBpeMatchesLlama3Vectors) {
   EXPECT_EQ(tok->encode("<|begin_of_text|>Hello", false), (std::vector<int32_t>{128000, 9906}));
   EXPECT_EQ(tok->encode("Hello", true), (std::vector<int32_t>{128000, 9906}));
   EXPECT_TRUE(tok->add_bos_by_default());
+  // eos and eot (named by the file; <|eot_id|> would also be found by its text). This early
+  // Llama-3 vocab has no <|eom_id|> (128008 is a reserved token here).
   EXPECT_EQ(tok->eos_ids(), (std::vector<int32_t>{128001, 128009}));
   EXPECT_TRUE(tok->is_special(128009));
   EXPECT_EQ(tok->chat_template(), "{{ messages }}");
@@ -226,6 +228,7 @@ TEST(TokenizerGguf, Gpt2Qwen2MatchesQwenVectors) {
   EXPECT_EQ(tok->encode("<|im_start|>user", false), (std::vector<int32_t>{151644, 872}));
   EXPECT_EQ(tok->encode("<think>", false, false), (std::vector<int32_t>{151667}));  // user-defined
   EXPECT_FALSE(tok->add_bos_by_default());
+  EXPECT_EQ(tok->eos_ids(), (std::vector<int32_t>{151645, 151643}));
 }
 
 TEST(TokenizerGguf, UnsupportedModelOrPreIsAnError) {
