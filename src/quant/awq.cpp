@@ -268,16 +268,16 @@ void awq_layer(DecoderLayerF32& L, LayerInputs& X, BlockRunner& runner, const Aw
   // Group 1: input_layernorm -> q, k, v; inspected block: self_attn.
   if (quantizable({&L.q, &L.k, &L.v})) {
     Matrix ref, out;
-    runner.attention(L, ref);
+    runner.attention(L, L.q, L.k, L.v, ref);
     const std::vector<float> xm = activation_mean(X.attn);
     const std::vector<float> wm = wmean({&L.q, &L.k, &L.v}, xm.size());
-    DecoderLayerF32 T = L;
+    LinearF32 tq = L.q, tk = L.k, tv = L.v;
     auto loss = [&](const std::vector<float>& s) {
-      T.q.w = L.q.w;
-      T.k.w = L.k.w;
-      T.v.w = L.v.w;
-      for (LinearF32* l : {&T.q, &T.k, &T.v}) fake_quantize_scaled(*l, s, o);
-      runner.attention(T, out);
+      tq.w = L.q.w;
+      tk.w = L.k.w;
+      tv.w = L.v.w;
+      for (LinearF32* l : {&tq, &tk, &tv}) fake_quantize_scaled(*l, s, o);
+      runner.attention(L, tq, tk, tv, out);
       return mse(ref, out);
     };
     s1 = search_scales(xm, wm, o, loss, &rep.best_ratio[0], &rep.best_loss[0]);
@@ -302,15 +302,15 @@ void awq_layer(DecoderLayerF32& L, LayerInputs& X, BlockRunner& runner, const Aw
   // Group 3: post_attention_layernorm -> gate, up; inspected block: mlp.
   if (quantizable({&L.gate, &L.up})) {
     Matrix ref, out;
-    runner.mlp(L, ref);
+    runner.mlp(L, L.gate, L.up, ref);
     const std::vector<float> xm = activation_mean(X.mlp);
     const std::vector<float> wm = wmean({&L.gate, &L.up}, xm.size());
-    DecoderLayerF32 T = L;
+    LinearF32 tg = L.gate, tu = L.up;
     auto loss = [&](const std::vector<float>& s) {
-      T.gate.w = L.gate.w;
-      T.up.w = L.up.w;
-      for (LinearF32* l : {&T.gate, &T.up}) fake_quantize_scaled(*l, s, o);
-      runner.mlp(T, out);
+      tg.w = L.gate.w;
+      tu.w = L.up.w;
+      for (LinearF32* l : {&tg, &tu}) fake_quantize_scaled(*l, s, o);
+      runner.mlp(L, tg, tu, out);
       return mse(ref, out);
     };
     s3 = search_scales(xm, wm, o, loss, &rep.best_ratio[2], &rep.best_loss[2]);

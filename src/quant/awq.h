@@ -59,11 +59,15 @@ struct LayerInputs {
 class BlockRunner {
  public:
   virtual ~BlockRunner() = default;
-  /// out [N, hidden] = self_attn(inputs.attn) with L's q/k/v (+ biases, q/k norms), RoPE at the
-  /// calibration positions, causal attention within each calibration block, and L's o_proj.
-  virtual void attention(const DecoderLayerF32& L, Matrix& out) = 0;
-  /// out [N, hidden] = mlp(inputs.mlp) = down(silu(gate(x)) · up(x)) with L's weights.
-  virtual void mlp(const DecoderLayerF32& L, Matrix& out) = 0;
+  /// out [N, hidden] = self_attn(inputs.attn) with the given q/k/v weights (biases, q/k norms,
+  /// o_proj and everything else from L), RoPE at the calibration positions and causal attention
+  /// within each calibration block.
+  virtual void attention(const DecoderLayerF32& L, const LinearF32& q, const LinearF32& k,
+                         const LinearF32& v, Matrix& out) = 0;
+  /// out [N, hidden] = mlp(inputs.mlp) = down(silu(gate(x)) · up(x)) with the given gate/up
+  /// weights (down_proj from L).
+  virtual void mlp(const DecoderLayerF32& L, const LinearF32& gate, const LinearF32& up,
+                   Matrix& out) = 0;
 };
 
 struct AwqOptions {

@@ -50,7 +50,8 @@ void fake_quantize(float* w, int64_t out, int64_t in, int group_size, int bits) 
   check_shape(out, in, group_size, bits);
   for (int64_t i = 0; i < out * in; i += group_size) {
     for (int j = 0; j < group_size; ++j)
-      check(!std::isnan(w[i + j]), "quantize: NaN weight at row " + std::to_string(i / in));
+      if (std::isnan(w[i + j]))
+        throw Error("quantize: NaN weight at row " + std::to_string(i / in));
     fake_quantize_group(w + i, group_size, bits);
   }
 }
@@ -76,10 +77,11 @@ QuantizedMatrix quantize_fp16(const float* w, int64_t out, int64_t in, int group
       const float* src = w + r * in + gi * group_size;
       float mx = -INFINITY, mn = INFINITY;
       for (int i = 0; i < group_size; ++i) {
-        check(!std::isnan(src[i]), "quantize: NaN weight at row " + std::to_string(r));
+        if (std::isnan(src[i])) throw Error("quantize: NaN weight at row " + std::to_string(r));
         g[i] = h(src[i]);
-        check(std::isfinite(g[i]), "quantize: weight " + std::to_string(src[i]) + " at row " +
-                                       std::to_string(r) + " overflows fp16");
+        if (!std::isfinite(g[i]))
+          throw Error("quantize: weight " + std::to_string(src[i]) + " at row " +
+                      std::to_string(r) + " overflows fp16");
         mx = std::max(mx, g[i]);
         mn = std::min(mn, g[i]);
       }

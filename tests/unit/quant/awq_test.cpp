@@ -53,11 +53,14 @@ struct HostLayerRunner : BlockRunner {
   const LayerInputs* X = nullptr;
   int n_heads = 4, n_kv = 2, head_dim = 16, block = 32;  // tokens per calibration block
 
-  void attention(const DecoderLayerF32& L, Matrix& out) override {
+  void attention(const DecoderLayerF32& L, Matrix& out) { attention(L, L.q, L.k, L.v, out); }
+  void mlp(const DecoderLayerF32& L, Matrix& out) { mlp(L, L.gate, L.up, out); }
+  void attention(const DecoderLayerF32& L, const LinearF32& wq, const LinearF32& wk,
+                 const LinearF32& wv, Matrix& out) override {
     Matrix q, k, v;
-    matmul_wt(X->attn, L.q, q);
-    matmul_wt(X->attn, L.k, k);
-    matmul_wt(X->attn, L.v, v);
+    matmul_wt(X->attn, wq, q);
+    matmul_wt(X->attn, wk, k);
+    matmul_wt(X->attn, wv, v);
     rope(q, n_heads);
     rope(k, n_kv);
     Matrix a(X->attn.rows, n_heads * head_dim);
@@ -85,10 +88,11 @@ struct HostLayerRunner : BlockRunner {
     }
     matmul_wt(a, L.o, out);
   }
-  void mlp(const DecoderLayerF32& L, Matrix& out) override {
+  void mlp(const DecoderLayerF32& L, const LinearF32& wg, const LinearF32& wu,
+           Matrix& out) override {
     Matrix g, u;
-    matmul_wt(X->mlp, L.gate, g);
-    matmul_wt(X->mlp, L.up, u);
+    matmul_wt(X->mlp, wg, g);
+    matmul_wt(X->mlp, wu, u);
     for (size_t i = 0; i < g.data.size(); ++i)
       g.data[i] = g.data[i] / (1 + std::exp(-g.data[i])) * u.data[i];
     matmul_wt(g, L.down, out);

@@ -1,0 +1,77 @@
+// perfx perplexity: llama.cpp's perplexity (non-overlapping windows of -c tokens, second half of
+// each scored) of a model on a text file. Progress on stderr; the last line on stdout is
+// "PPL = X.XXXX +/- Y.YYYY".
+#include "quant/perplexity.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "common.h"
+#include "core/mmap.h"
+#include "perfx/status.h"
+#include "subcommand.h"
+
+namespace perfx::cli {
+namespace {
+
+struct PplArgs {
+  std::string model, file, device = "cpu";
+  int ctx = 512, threads = 0, chunks = 0;
+};
+
+void run_perplexity(const PplArgs& a) {
+  check(!a.file.empty(), "-f TEXT is required");
+  check(a.ctx >= 4, "-c must be at least 4, got " + std::to_string(a.ctx));
+  check(a.threads >= 0, "-t must be >= 0");
+  check(a.chunks >= 0, "--chunks must be >= 0");
+  const std::string text = read_text_file(a.file);
+  EngineOptions eo;
+  eo.model_path = a.model.empty() ? default_model_path() : a.model;
+  eo.device = a.device;
+  eo.n_threads = a.threads;
+  eo.ctx = a.ctx;
+  eo.kv_cache_tokens = a.ctx;
+  auto engine = Engine::load(eo);
+  const Tokenizer& tok = engine->tokenizer();
+  const bool add_bos = tok.add_bos_by_default() && tok.bos_id() >= 0;
+  const std::vector<int32_t> ids = tok.encode(text, add_bos);
+  std::fprintf(stderr, "perplexity: %s: %zu tokens, ctx %d, %zu windows, weights %s\n",
+               eo.model_path.c_str(), ids.size(), a.ctx, ids.size() / static_cast<size_t>(a.ctx),
+               human_bytes(engine->weight_bytes()).c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  const quant::PerplexityResult r = quant::evaluate_perplexity(
+      *engine, ids, a.ctx, add_bos ? tok.bos_id() : -1, a.chunks,
+      [&](int i, int n, const quant::PerplexityResult& run) {
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "perplexity: [%d/%d] PPL %.4f  (%.1f s, %.0f tokens/s)\n", i, n,
+                     run.ppl, s, static_cast<double>(i) * a.ctx / s);
+      });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr,
+               "perplexity: %d windows, %lld tokens scored, mean NLL %.5f, %.1f s, peak RSS %s\n",
+               r.n_chunks, static_cast<long long>(r.n_scored), r.mean_nll, s,
+               human_bytes(peak_rss_bytes()).c_str());
+  std::printf("PPL = %.4f +/- %.4f\n", r.ppl, r.ppl_error);
+  std::fflush(stdout);
+}
+
+Register reg("perplexity", 40, [](CLI::App& app) {
+  auto a = std::make_shared<PplArgs>();
+  auto* sub = app.add_subcommand(
+      "perplexity",
+      "Perplexity on a text file (llama.cpp definition: windows of -c tokens, second half scored)");
+  sub->add_option("-m,--model", a->model,
+                  "HF checkpoint folder or .gguf file (default: models/default)");
+  sub->add_option("-f,--file", a->file, "Text file to evaluate");
+  sub->add_option("-c,--ctx-size", a->ctx, "Window (context) size in tokens")
+      ->capture_default_str();
+  sub->add_option("--chunks", a->chunks, "Evaluate at most this many windows (0 = all)")
+      ->capture_default_str();
+  sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu")->capture_default_str();
+  sub->callback([a] { run_perplexity(*a); });
+});
+
+}  // namespace
+}  // namespace perfx::cli
