@@ -248,10 +248,8 @@ void CompletionService::stream(Call& c, const std::function<bool(const std::stri
   int done = 0;
   while (done < n) {
     std::vector<Event> evs = c.handle->wait(kPoll);
-    if (evs.empty()) {
-      if (!alive()) return gone();
-      continue;
-    }
+    if (!alive()) return gone();  // checked every wake-up: a step is the longest we wait
+    if (evs.empty()) continue;
     for (size_t k = 0; k < evs.size();) {
       Event& e = evs[k];
       if (e.kind == Event::Kind::Token) {

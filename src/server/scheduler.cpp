@@ -203,6 +203,7 @@ void Scheduler::loop() {
     }
     reap_running();
     admit();
+    update_gauges();
     if (!running_.empty()) {
       if (!plan_and_step(logits)) {
         // Nothing could be scheduled (should not happen: admit() guarantees room for one).

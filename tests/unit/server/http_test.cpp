@@ -13,56 +13,15 @@
 #include <thread>
 
 #include "fake_engine.h"
-#include "server/httplib_config.h"
 #include "support/test_support.h"
+#include "test_server.h"
 
 namespace perfx::server {
 namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::ordered_json;
-
-struct TestServer {
-  test::FakeEngine engine;
-  Metrics metrics;
-  Scheduler scheduler;
-  CompletionService service;
-  HttpServer http;
-  int port = 0;
-  std::thread thread;
-
-  explicit TestServer(test::FakeEngineOptions eo = {}, SchedulerOptions so = {},
-                      HttpOptions ho = {})
-      : engine(eo),
-        scheduler(engine, so, &metrics),
-        service(engine, scheduler, std::make_unique<ChatTemplate>(builtin_chat_template("chatml")),
-                "fake-model"),
-        http(service, scheduler, metrics, ho) {
-    port = http.bind("127.0.0.1", 0);
-    scheduler.start();
-    thread = std::thread([this] { http.run(); });
-    for (int i = 0; i < 500; ++i) {  // until it answers
-      auto r = client().Get("/health");
-      if (r && r->status == 200) break;
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-  ~TestServer() {
-    http.stop();
-    thread.join();
-    scheduler.stop();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(60, 0);
-    c.set_write_timeout(60, 0);
-    return c;
-  }
-  httplib::Result post(const std::string& path, const std::string& body,
-                       const httplib::Headers& h = {}) const {
-    return client().Post(path.c_str(), h, body, "application/json");
-  }
-};
+using test::TestServer;
 
 json body_of(const httplib::Result& r) {
   return json::parse(r->body);

@@ -1,0 +1,273 @@
+// `perfx serve` end to end on models/default: 64 concurrent greedy streams equal their solo results
+// at >= 3x a single client's throughput with no KV blocks left in use; malformed requests; client
+// disconnects; flags; and the node tests (official OpenAI client, chat page in headless Chromium).
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "e2e/cli_util.h"
+#include "e2e/server_util.h"
+#include "support/test_support.h"
+
+namespace perfx::test {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string default_model() {
+  return source_dir() + "/models/default";
+}
+
+#define REQUIRE_DEFAULT_MODEL()                                                \
+  do {                                                                         \
+    if (!path_exists_for_test(default_model() + "/config.json"))               \
+      GTEST_SKIP() << "models/default is missing (" << default_model() << ")"; \
+  } while (0)
+
+// The value of an unlabelled metric line "name value".
+double metric(const std::string& text, const std::string& name) {
+  size_t k = text.find("\n" + name + " ");
+  if (k == std::string::npos) return -1;
+  return std::atof(text.c_str() + k + name.size() + 2);
+}
+
+struct StreamResult {
+  std::string text;
+  int completion_tokens = 0;
+  bool done = false;
+};
+
+StreamResult stream_completion(int port, const std::string& prompt, int max_tokens) {
+  json req = {{"prompt", prompt},
+              {"max_tokens", max_tokens},
+              {"temperature", 0},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}}};
+  HttpResponse r = http_request(port, "POST", "/v1/completions", req.dump());
+  StreamResult s;
+  if (r.status != 200) return s;
+  for (const auto& d : sse_payloads(r.body)) {
+    if (d == "[DONE]") {
+      s.done = true;
+      continue;
+    }
+    json c = json::parse(d);
+    if (!c["usage"].is_null()) s.completion_tokens = c["usage"]["completion_tokens"];
+    for (const auto& ch : c["choices"]) s.text += ch["text"].get<std::string>();
+  }
+  return s;
+}
+
+TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
+  REQUIRE_DEFAULT_MODEL();
+  ServerProcess srv("-m " + sh_quote(default_model()) + " --max-batch 64");
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  const int n = 64, max_tokens = 48;
+  std::vector<std::string> prompts;
+  for (int i = 0; i < n; ++i)
+    prompts.push_back("And it came to pass on the " + std::to_string(i + 1) + " day, that");
+
+  // One client, one request at a time.
+  std::vector<StreamResult> solo((size_t)n);
+  int solo_tokens = 0;
+  auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    solo[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens);
+    ASSERT_TRUE(solo[(size_t)i].done) << "request " << i << "\n" << srv.log();
+    solo_tokens += solo[(size_t)i].completion_tokens;
+  }
+  const double solo_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // 64 clients at once.
+  std::vector<StreamResult> conc((size_t)n);
+  std::vector<std::thread> threads;
+  t0 = Clock::now();
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      conc[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens);
+    });
+  for (auto& t : threads) t.join();
+  const double conc_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  int conc_tokens = 0;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(conc[(size_t)i].done) << i;
+    EXPECT_EQ(conc[(size_t)i].text, solo[(size_t)i].text) << "request " << i;
+    conc_tokens += conc[(size_t)i].completion_tokens;
+  }
+  EXPECT_EQ(conc_tokens, solo_tokens);
+  const double solo_tps = solo_tokens / solo_s, conc_tps = conc_tokens / conc_s;
+  std::printf(
+      "[ perfx ] single client: %d tokens in %.2f s = %.1f tok/s; 64 clients: %d tokens in "
+      "%.2f s = %.1f tok/s; ratio %.2f\n",
+      solo_tokens, solo_s, solo_tps, conc_tokens, conc_s, conc_tps, conc_tps / solo_tps);
+  EXPECT_GE(conc_tps, 3.0 * solo_tps);
+
+  // Nothing left in the KV cache once everything finished.
+  std::string m;
+  for (int i = 0; i < 100; ++i) {
+    m = http_request(srv.port(), "GET", "/metrics").body;
+    if (metric(m, "perfx_kv_blocks_used") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(metric(m, "perfx_kv_blocks_used"), 0) << m;
+  EXPECT_EQ(metric(m, "perfx_running_sequences"), 0);
+  EXPECT_EQ(metric(m, "perfx_queue_depth"), 0);
+  EXPECT_GT(metric(m, "perfx_kv_blocks_total"), 0);
+  EXPECT_EQ(metric(m, "perfx_generation_tokens_total"), solo_tokens + conc_tokens);
+}
+
+TEST(ServeE2E, MalformedRequestsGetTheRightErrorAndTheServerKeepsServing) {
+  REQUIRE_DEFAULT_MODEL();
+  ServerProcess srv("-m " + sh_quote(default_model()));
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  struct Case {
+    std::string path, body;
+    int status;
+  };
+  std::string big(10 * 1024 * 1024, 'x');
+  big = "{\"prompt\": \"" + big + "\"}";
+  const std::vector<Case> cases = {
+      {"/v1/completions", "{\"prompt\": ", 400},
+      {"/v1/completions", R"({"prompt": "a", "max_tokens": "many"})", 400},
+      {"/v1/completions", R"({"prompt": "a", "max_tokens": -5})", 400},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": 7}]})", 400},
+      {"/v1/chat/completions",
+       R"({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})", 404},
+      {"/v1/completions", big, 413},
+      {"/v1/embeddings", R"({"input": "x"})", 404},
+  };
+  for (const auto& c : cases) {
+    HttpResponse r = http_request(srv.port(), "POST", c.path, c.body);
+    EXPECT_EQ(r.status, c.status) << c.path << " " << c.body.substr(0, 80) << "\n" << r.body;
+    json j = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.body;
+    EXPECT_TRUE(j["error"]["message"].is_string()) << r.body;
+    EXPECT_TRUE(j["error"]["type"].is_string()) << r.body;
+  }
+  HttpResponse ok = http_request(srv.port(), "POST", "/v1/completions",
+                                 R"({"prompt": "In the beginning", "max_tokens": 4})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+TEST(ServeE2E, DisconnectMidStreamFreesTheSlot) {
+  REQUIRE_DEFAULT_MODEL();
+  ServerProcess srv("-m " + sh_quote(default_model()));
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  int fd = connect_loopback(srv.port());
+  ASSERT_GE(fd, 0);
+  const std::string body =
+      R"({"prompt": "In the beginning", "max_tokens": 400, "ignore_eos": true, "stream": true})";
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(fd, req.data(), req.size(), 0), (ssize_t)req.size());
+  std::string got;
+  char buf[4096];
+  while (got.find("\"text\"") == std::string::npos) {  // the stream is running
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0);
+    got.append(buf, (size_t)n);
+  }
+  close(fd);
+  const auto t0 = Clock::now();
+  std::string m;
+  while (Clock::now() - t0 < std::chrono::seconds(5)) {
+    m = http_request(srv.port(), "GET", "/metrics").body;
+    if (metric(m, "perfx_running_sequences") == 0 &&
+        m.find("perfx_requests_total{finish_reason=\"cancelled\"} 1") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const double freed_after = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("[ perfx ] slot freed %.3f s after the client closed; %g tokens generated\n",
+              freed_after, metric(m, "perfx_generation_tokens_total"));
+  EXPECT_EQ(metric(m, "perfx_running_sequences"), 0) << m;
+  EXPECT_EQ(metric(m, "perfx_kv_blocks_used"), 0);
+  EXPECT_LT(metric(m, "perfx_generation_tokens_total"), 400);
+  EXPECT_NE(m.find("perfx_requests_total{finish_reason=\"cancelled\"} 1"), std::string::npos) << m;
+}
+
+TEST(ServeE2E, ApiKeyAndBadFlags) {
+  REQUIRE_DEFAULT_MODEL();
+  {
+    ServerProcess srv("-m " + sh_quote(default_model()) + " --api-key s3cret");
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    const std::string body = R"({"prompt": "a", "max_tokens": 1})";
+    EXPECT_EQ(http_request(srv.port(), "POST", "/v1/completions", body).status, 401);
+    EXPECT_EQ(
+        http_request(srv.port(), "POST", "/v1/completions", body, {"Authorization: Bearer s3cret"})
+            .status,
+        200);
+    EXPECT_EQ(http_request(srv.port(), "GET", "/health").status, 200);
+    EXPECT_EQ(srv.stop(), 0) << "SIGTERM shuts the server down cleanly\n" << srv.log();
+  }
+  CmdResult r = run_perfx("serve -m " + sh_quote(default_model()) + " --max-batch 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--max-batch"), std::string::npos) << r.err;
+  r = run_perfx("serve -m " + sh_quote(default_model()) + " --chat-template /nonexistent.jinja");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent.jinja"), std::string::npos) << r.err;
+  r = run_perfx("serve -m /nonexistent/model");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model"), std::string::npos) << r.err;
+}
+
+// Node tests: skipped with a message when node, the npm packages or chromium are missing.
+std::string node_dir() {
+  return source_dir() + "/tests/e2e/node";
+}
+
+bool have_command(const std::string& c) {
+  return std::system(("command -v " + c + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+void run_node(const std::string& script, const std::string& url, const std::string& env) {
+  const std::string out = make_temp_dir("node") + "/out";
+  const std::string cmd = "cd " + sh_quote(node_dir()) + " && PERFX_URL=" + url + " " + env +
+                          " timeout 300 node " + script + " >" + out + " 2>&1";
+  const int st = std::system(cmd.c_str());
+  const std::string log = read_file(out);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(st, 0) << log;
+}
+
+TEST(ServeE2E, OfficialOpenAIClient) {
+  REQUIRE_DEFAULT_MODEL();
+  if (!have_command("node"))
+    GTEST_SKIP() << "node is not installed (run scripts/install-e2e-deps.sh)";
+  if (!path_exists_for_test(node_dir() + "/node_modules/openai/package.json"))
+    GTEST_SKIP()
+        << "npm package 'openai' missing in tests/e2e/node (run scripts/install-e2e-deps.sh)";
+  ServerProcess srv("-m " + sh_quote(default_model()));
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  run_node("openai_client.test.mjs", srv.url(), "");
+}
+
+TEST(ServeE2E, ChatPageInHeadlessChromium) {
+  REQUIRE_DEFAULT_MODEL();
+  const char* env_chromium = std::getenv("CHROMIUM");
+  const std::string chromium = env_chromium && *env_chromium ? env_chromium : "/usr/bin/chromium";
+  if (!have_command("node"))
+    GTEST_SKIP() << "node is not installed (run scripts/install-e2e-deps.sh)";
+  if (!path_exists_for_test(chromium))
+    GTEST_SKIP() << chromium
+                 << " is missing (apt-get install chromium, or scripts/install-e2e-deps.sh)";
+  if (!path_exists_for_test(node_dir() + "/node_modules/playwright-core/package.json"))
+    GTEST_SKIP() << "npm package 'playwright-core' missing in tests/e2e/node (run "
+                    "scripts/install-e2e-deps.sh)";
+  ServerProcess srv("-m " + sh_quote(default_model()));
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  const std::string shot = std::string(PERFX_BINARY_DIR) + "/chat_page.png";
+  run_node("chat_page.test.mjs", srv.url(),
+           "CHROMIUM=" + sh_quote(chromium) + " SCREENSHOT=" + sh_quote(shot));
+}
+
+}  // namespace
+}  // namespace perfx::test

@@ -1,0 +1,82 @@
+// The load generator against a FakeEngine-backed server: every request completes with the asked
+// output length, the statistics are filled, and the URL / percentile helpers behave.
+#include "server/load_generator.h"
+
+#include <gtest/gtest.h>
+
+#include "perfx/status.h"
+#include "test_server.h"
+
+namespace perfx::server {
+namespace {
+
+TEST(LoadGenerator, RunsBoundedLoadAndReports) {
+  test::FakeEngineOptions eo;
+  eo.step_sleep_us = 500;
+  test::TestServer s(eo);
+  LoadOptions o;
+  o.port = s.port;
+  o.clients = 4;
+  o.requests = 12;
+  o.prompt_tokens = 20;
+  o.max_tokens = 10;
+  LoadReport r = run_load(o);
+  EXPECT_EQ(r.completed, 12) << r.first_error;
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.mean_output_tokens, 10);
+  EXPECT_NEAR(r.mean_prompt_tokens, 21, 4);  // + BOS; calibrated with /tokenize
+  EXPECT_GT(r.requests_per_s, 0);
+  EXPECT_GT(r.output_tokens_per_s, 0);
+  EXPECT_GT(r.ttft_p50, 0);
+  EXPECT_GE(r.ttft_p99, r.ttft_p50);
+  EXPECT_GT(r.tpot_p50, 0);
+  EXPECT_GE(r.latency_p99, r.latency_p50);
+  EXPECT_NE(r.to_text().find("12 completed"), std::string::npos);
+  EXPECT_EQ(r.to_json()["completed"], 12);
+  // Chat endpoint, bounded by time instead of count.
+  o.chat = true;
+  o.requests = 0;
+  o.duration_s = 0.3;
+  r = run_load(o);
+  EXPECT_GT(r.completed, 0) << r.first_error;
+  EXPECT_EQ(r.failed, 0) << r.first_error;
+}
+
+TEST(LoadGenerator, ReportsFailuresAndUnreachableServers) {
+  test::TestServer s;
+  LoadOptions o;
+  o.port = s.port;
+  o.clients = 1;
+  o.requests = 2;
+  o.max_tokens = 100000;  // beyond the context: every request fails with 400
+  o.warmup = 0;
+  LoadReport r = run_load(o);
+  EXPECT_EQ(r.completed, 0);
+  EXPECT_EQ(r.failed, 2);
+  EXPECT_NE(r.first_error.find("HTTP 400"), std::string::npos) << r.first_error;
+  LoadOptions dead;
+  dead.port = 1;  // nothing listens there
+  EXPECT_THROW(run_load(dead), Error);
+}
+
+TEST(LoadGenerator, UrlAndPercentiles) {
+  std::string host;
+  int port = 0;
+  parse_server_url("http://127.0.0.1:8081/", host, port);
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 8081);
+  parse_server_url("http://localhost", host, port);
+  EXPECT_EQ(port, 80);
+  EXPECT_THROW(parse_server_url("https://x:1", host, port), Error);
+  EXPECT_THROW(parse_server_url("http://x:1/v1", host, port), Error);
+  EXPECT_THROW(parse_server_url("http://x:99999", host, port), Error);
+  std::vector<double> v = {5, 1, 4, 2, 3};
+  EXPECT_EQ(percentile(v, 50), 3);
+  EXPECT_EQ(percentile(v, 99), 5);
+  EXPECT_EQ(percentile(v, 0), 1);
+  std::vector<double> empty;
+  EXPECT_EQ(percentile(empty, 50), 0);
+}
+
+}  // namespace
+}  // namespace perfx::server
