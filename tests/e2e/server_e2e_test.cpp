@@ -122,6 +122,34 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
   EXPECT_EQ(metric(m, "perfx_generation_tokens_total"), solo_tokens + conc_tokens);
 }
 
+TEST(ServeE2E, PreemptionByRecomputeWhenKvBlocksRunOut) {
+  REQUIRE_DEFAULT_MODEL();
+  // 32 blocks of 16 tokens for 16 sequences that each grow to ~60 tokens (4 blocks).
+  ServerProcess srv("-m " + sh_quote(default_model()) + " --kv-cache-tokens 512 --max-batch 16");
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  const int n = 16, max_tokens = 48;
+  std::vector<std::string> prompts;
+  for (int i = 0; i < n; ++i)
+    prompts.push_back("The " + std::to_string(i + 1) + " son of Jacob was");
+  std::vector<StreamResult> solo((size_t)n), conc((size_t)n);
+  for (int i = 0; i < n; ++i)
+    solo[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      conc[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens);
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(solo[(size_t)i].done && conc[(size_t)i].done) << "request " << i << "\n"
+                                                              << srv.log();
+    EXPECT_EQ(conc[(size_t)i].text, solo[(size_t)i].text) << "request " << i;
+  }
+  const std::string m = http_request(srv.port(), "GET", "/metrics").body;
+  EXPECT_GT(metric(m, "perfx_preemptions_total"), 0) << m;
+  EXPECT_EQ(m.find("finish_reason=\"error\""), std::string::npos) << m;
+}
+
 TEST(ServeE2E, MalformedRequestsGetTheRightErrorAndTheServerKeepsServing) {
   REQUIRE_DEFAULT_MODEL();
   ServerProcess srv("-m " + sh_quote(default_model()));
