@@ -29,7 +29,9 @@ struct W4A16Matrix {
 /// layout. qweight/qzeros: I32; scales: F16 (or BF16, converted exactly when in fp16 range).
 /// src.group_size <= 0 means one group per row (AutoAWQ's −1). Tensors may be unaligned.
 /// Throws perfx::Error for wrong shapes/dtypes (naming the tensor), in % group_size != 0,
-/// group_size % 8 != 0 or an unknown version.
+/// group_size % 8 != 0 or an unknown version. Afterwards the pages wholly inside the source
+/// tensors are advised out (MADV_PAGEOUT; non-destructive) so a mmapped checkpoint does not stay
+/// resident next to its repacked copy.
 W4A16Matrix repack_awq(const LinearSource& src);
 
 /// For output rows r in [r0, r1) and tokens t < T: y[t*ldy + r] = Σ_k x[t*ldx + k] · W[r, k]
