@@ -54,6 +54,14 @@ void run_quantize(const QuantizeArgs& a) {
         std::fprintf(stderr, " %.3f", r.best_loss[g] / r.rtn_loss[g]);
     std::fprintf(stderr, "\n");
   }
+  bool has_tokenizer = false;
+  for (const std::string& f : s.files)
+    has_tokenizer |= f == "tokenizer.json" || f == "tokenizer.model";
+  if (!has_tokenizer)
+    std::fprintf(stderr,
+                 "quantize: note: no tokenizer files were written (GGUF input or none in the "
+                 "input folder); copy the model's tokenizer.json / tokenizer_config.json into %s\n",
+                 o.output.c_str());
   std::fprintf(stderr,
                "quantize: %s w%d g%d: %lld linears int4, %zu kept fp16; wrote %s of tensors to %s "
                "in %.1f s (peak RSS %s)\n",

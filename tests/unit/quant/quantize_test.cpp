@@ -391,3 +391,38 @@ TEST(Calibration, BlocksFromText) {
   EXPECT_THROW(make_calib_blocks("short\n", *tok, 10, 64), Error);
   EXPECT_THROW(make_calib_blocks(text, *tok, 0, 64), Error);
 }
+
+// A GGUF input (llama arch: q/k rows permuted for interleaved RoPE, FORMATS.md §4.3) quantizes to
+// the same AutoAWQ tensors as the HF checkpoint of the same weights.
+TEST(Quantize, GgufInputMatchesHfInput) {
+  const std::string gguf = test::shared_path("models/stories260K/stories260K.gguf");
+  const std::string hf = test::shared_path("models/stories260K-hf");
+  if (!test::path_exists_for_test(gguf) || !test::path_exists_for_test(hf + "/config.json"))
+    GTEST_SKIP() << "shared stories260K missing";
+  QuantizeOptions o;
+  o.method = "rtn";
+  o.group_size = 32;  // hidden 64: q/k/v/o quantized; gate/up (out 172) and down (in 172) kept
+  o.progress = false;
+  o.input = gguf;
+  o.output = temp_dir("rtn-stories-gguf");
+  const QuantizeSummary a = quantize_model(o);
+  o.input = hf;
+  o.output = temp_dir("rtn-stories-hf");
+  const QuantizeSummary b = quantize_model(o);
+  EXPECT_EQ(a.n_linears_quantized, 20);
+  EXPECT_EQ(a.not_converted, b.not_converted);
+  const std::string out_gguf = std::string(PERFX_BINARY_DIR) + "/test_tmp/quant/rtn-stories-gguf";
+  Checkpoint ca = open_checkpoint(out_gguf);
+  Checkpoint cb = open_checkpoint(o.output);
+  EXPECT_EQ(ca.config.hidden_size, cb.config.hidden_size);
+  for (const std::string& name : cb.source->names()) {
+    const TensorView* x = ca.source->find(name);
+    const TensorView* y = cb.source->find(name);
+    ASSERT_NE(x, nullptr) << name;
+    ASSERT_EQ(x->shape, y->shape) << name;
+    ASSERT_EQ(x->dtype, y->dtype) << name;
+    EXPECT_EQ(std::memcmp(x->data, y->data, x->nbytes), 0) << name;
+  }
+  const std::vector<int32_t> ids = random_ids(20, 512, 11);
+  EXPECT_LT(max_abs_diff(logits_of(o.output, ids), logits_of(out_gguf, ids)), 1e-4f);
+}
