@@ -141,6 +141,8 @@ std::unique_ptr<CompletionService::Call> CompletionService::start(const std::str
     call->handle = scheduler_.submit(std::move(specs));
   } catch (const QueueFull& e) {
     throw ApiError(429, e.what(), "server_busy", "", "queue_full");
+  } catch (const ShuttingDown& e) {
+    throw ApiError(503, e.what(), "server_error", "", "shutting_down");
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "invalid_request_error", prompt_param);
   }

@@ -159,8 +159,10 @@ std::shared_ptr<RequestHandle> Scheduler::submit(std::vector<SequenceSpec> specs
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (stopping_) throw QueueFull("the server is shutting down");
-    if ((int)(waiting_.size() + specs.size()) > opts_.max_queue) {
+    if (stopping_) throw ShuttingDown("the server is shutting down");
+    // Free batch slots count as room too: --max-queue bounds what waits beyond the batch.
+    const int room = opts_.max_queue + std::max(0, opts_.max_batch - n_running_.load());
+    if ((int)(waiting_.size() + specs.size()) > room) {
       if (metrics_) metrics_->add_rejected();
       throw QueueFull("the server is busy: " + std::to_string(waiting_.size()) +
                       " sequences are already waiting (limit " + std::to_string(opts_.max_queue) +

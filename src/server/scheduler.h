@@ -76,6 +76,12 @@ class QueueFull : public Error {
   using Error::Error;
 };
 
+/// Thrown by Scheduler::submit once the scheduler is stopping.
+class ShuttingDown : public Error {
+ public:
+  using Error::Error;
+};
+
 /// The HTTP side's view of a submitted request: a stream of events, and cancellation.
 class RequestHandle {
  public:
@@ -121,8 +127,9 @@ class Scheduler {
   void stop();
 
   /// Queues the sequences of one request. Throws QueueFull when they do not fit in the waiting
-  /// queue, perfx::Error for a sequence the engine can never serve (empty prompt, prompt too long
-  /// for the context or the whole KV cache, max_tokens < 1).
+  /// queue (max_queue plus the free batch slots), ShuttingDown after stop(), perfx::Error for a
+  /// sequence the engine can never serve (empty prompt, prompt too long for the context or the
+  /// whole KV cache, max_tokens < 1).
   std::shared_ptr<RequestHandle> submit(std::vector<SequenceSpec> seqs);
 
   const SchedulerOptions& options() const { return opts_; }

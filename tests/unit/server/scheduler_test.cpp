@@ -234,6 +234,25 @@ TEST(Scheduler, BoundedQueueRefusesWhenFull) {
   EXPECT_EQ(run_to_end(*c).finish_reason, "length");
 }
 
+TEST(Scheduler, FreeBatchSlotsCountAsQueueRoom) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 1000;
+  o.ctx = 4096;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.max_batch = 2;
+  so.max_queue = 0;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  auto a = s.submit({greedy(prompt_of(engine, "a"), 2000)});
+  auto b = s.submit({greedy(prompt_of(engine, "b"), 2000)});
+  EXPECT_THROW(s.submit({greedy(prompt_of(engine, "c"), 5)}), QueueFull);
+  a->cancel();
+  b->cancel();
+  s.stop();
+  EXPECT_THROW(s.submit({greedy(prompt_of(engine, "d"), 5)}), ShuttingDown);
+}
+
 TEST(Scheduler, RequestTimeoutEndsAGeneration) {
   FakeEngineOptions o;
   o.step_sleep_us = 2000;
