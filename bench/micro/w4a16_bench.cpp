@@ -1,6 +1,7 @@
-// W4A16 CPU linear: reference vs AVX2 kernel, one thread, Llama-2-7B shapes (q_proj 4096→4096,
-// down_proj 11008→4096) at T = 1 (decode GEMV) and larger T (prefill GEMM).
-// Counters: weight GB/s (int4 nibbles + fp16 scales + u8 zeros read once per call) and GFLOP/s.
+// W4A16 CPU linear: reference vs AVX2 kernel (fp32 and int8 activations), one thread, Llama-2-7B
+// shapes (q_proj 4096→4096, down_proj 11008→4096) at T = 1 (decode GEMV) and larger T (prefill
+// GEMM). Counters: weight GB/s (int4 nibbles + fp16 scales + u8 zeros read once per call) and
+// GFLOP/s.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -28,11 +29,13 @@ W4A16Matrix random_matrix(int64_t out, int64_t in) {
   return m;
 }
 
-template <bool kAvx2>
+enum Kernel { kRef, kAvx2, kAvx2Q8 };
+
+template <Kernel kKernel>
 void BM_W4A16(benchmark::State& state) {
   const int64_t in = state.range(0), out = state.range(1);
   const int T = static_cast<int>(state.range(2));
-  if (kAvx2 && !perfx::cpu::w4a16_have_avx2()) {
+  if (kKernel != kRef && !perfx::cpu::w4a16_have_avx2()) {
     state.SkipWithError("no AVX2");
     return;
   }
@@ -42,8 +45,10 @@ void BM_W4A16(benchmark::State& state) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (auto& v : x) v = u(rng);
   for (auto _ : state) {
-    if (kAvx2)
+    if (kKernel == kAvx2)
       perfx::cpu::w4a16_linear_avx2(x.data(), T, in, m, 0, out, y.data(), out);
+    else if (kKernel == kAvx2Q8)
+      perfx::cpu::w4a16_linear_avx2_q8(x.data(), T, in, m, 0, out, y.data(), out);
     else
       perfx::cpu::w4a16_linear_ref(x.data(), T, in, m, 0, out, y.data(), out);
     benchmark::DoNotOptimize(y.data());
@@ -66,7 +71,10 @@ void shapes(benchmark::internal::Benchmark* b, const std::vector<int64_t>& ts) {
 
 }  // namespace
 
-BENCHMARK(BM_W4A16<false>)->Name("W4A16_ref")->Apply([](auto* b) { shapes(b, {1, 16}); });
-BENCHMARK(BM_W4A16<true>)->Name("W4A16_avx2")->Apply([](auto* b) {
+BENCHMARK(BM_W4A16<kRef>)->Name("W4A16_ref")->Apply([](auto* b) { shapes(b, {1, 16}); });
+BENCHMARK(BM_W4A16<kAvx2>)->Name("W4A16_avx2")->Apply([](auto* b) {
   shapes(b, {1, 2, 3, 4, 16, 64, 256});
+});
+BENCHMARK(BM_W4A16<kAvx2Q8>)->Name("W4A16_avx2_q8")->Apply([](auto* b) {
+  shapes(b, {1, 4, 16, 256});
 });

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -266,4 +268,62 @@ TEST(W4A16, DispatchMatchesReference) {
   std::vector<float> y(3 * 16, kSentinel);
   w4a16_linear(x.data(), 3, 256, m, 0, 16, y.data(), 16);
   expect_matches_dense(c, x, 3, 256, y, 16, 0, 16, 2e-6f);
+}
+
+// int8 activations: within the rounding bound Σ_k |W[r,k]| · d_g(k) / 2 (d_g = max|x_g| / 127),
+// and invariant to how tokens are grouped into calls.
+TEST(W4A16, Q8ActivationsWithinRoundingBound) {
+  if (!w4a16_have_avx2()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+  struct Shape {
+    int64_t out, in;
+    int g;
+  };
+  uint32_t seed = 300;
+  for (const Shape& sh : {Shape{8, 128, 128}, Shape{40, 384, 128}, Shape{72, 1280, 128},
+                          Shape{24, 640, 64}, Shape{13 * 8, 896, 128}}) {
+    AwqCase c = make_values(sh.out, sh.in, sh.g, seed++);
+    pack_gemm(c);
+    const W4A16Matrix m = repack_awq(c.source("gemm", sh.g));
+    for (int T : {1, 2, 3, 5, 17}) {
+      const int64_t ldx = sh.in + 3, ldy = sh.out + 1;
+      auto x = random_x(T, ldx, seed++);
+      if (T > 1) x[ldx + 5] = 40.0f;  // an outlier coarsens its group's step
+      std::vector<float> yq(T * ldy, kSentinel), yr(T * ldy, kSentinel);
+      w4a16_linear_avx2_q8(x.data(), T, ldx, m, 1, sh.out, yq.data(), ldy);
+      w4a16_linear_ref(x.data(), T, ldx, m, 1, sh.out, yr.data(), ldy);
+      for (int t = 0; t < T; ++t) {
+        std::vector<float> d(sh.in / sh.g);
+        for (size_t g = 0; g < d.size(); ++g) {
+          float amax = 0;
+          for (int k = 0; k < sh.g; ++k)
+            amax = std::max(amax, std::fabs(x[t * ldx + g * sh.g + k]));
+          d[g] = amax / 127.0f;
+        }
+        for (int64_t n = 0; n < ldy; ++n) {
+          if (n < 1 || n >= sh.out) {
+            ASSERT_EQ(yq[t * ldy + n], kSentinel);
+            continue;
+          }
+          double bound = 0, mag = 0;
+          for (int64_t k = 0; k < sh.in; ++k) {
+            bound += std::fabs(c.w(n, k)) * d[k / sh.g] / 2;
+            mag += std::fabs(x[t * ldx + k] * c.w(n, k));
+          }
+          ASSERT_NEAR(yq[t * ldy + n], yr[t * ldy + n], bound * 1.001 + 2e-6 * mag + 1e-6)
+              << "in=" << sh.in << " T=" << T << " t=" << t << " n=" << n;
+        }
+      }
+      // Token by token gives bit-identical rows (batch invariance).
+      for (int t = 0; t < T; ++t) {
+        std::vector<float> y1(ldy, kSentinel);
+        w4a16_linear_avx2_q8(x.data() + t * ldx, 1, ldx, m, 1, sh.out, y1.data(), ldy);
+        for (int64_t n = 1; n < sh.out; ++n) ASSERT_EQ(y1[n], yq[t * ldy + n]) << t << " " << n;
+      }
+    }
+  }
+}
+
+TEST(W4A16, Q8PolicyDefaultIsOff) {
+  if (std::getenv("PERFX_W4A16_Q8")) GTEST_SKIP() << "PERFX_W4A16_Q8 is set";
+  EXPECT_EQ(w4a16_q8_max_tokens(), 0);
 }
