@@ -13,7 +13,7 @@ namespace perfx::quant {
 namespace {
 
 constexpr int kKvBlock = 16;
-constexpr int64_t kTokensPerForward = 4096;  // bounds the model's scratch memory
+constexpr int64_t kTokensPerForward = 512;  // bounds the model's scratch memory
 
 /// Tensors served from host memory (names as in a HF checkpoint).
 class MemorySource : public TensorSource {
