@@ -52,13 +52,25 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (sleeping_.load() > 0) cv_start_.notify_all();
   int64_t b, e;
   chunk(n, parts, 0, &b, &e);
-  if (b < e) fn(b, e);
+  std::exception_ptr mine;
+  try {
+    if (b < e) fn(b, e);
+  } catch (...) {
+    mine = std::current_exception();
+  }
   for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
     if (i < kSpinIters)
       PERFX_PAUSE();
     else
       std::this_thread::yield();
   }
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    err = mine ? mine : error_;
+    error_ = nullptr;
+  }
+  if (err) std::rethrow_exception(err);
 }
 
 void ThreadPool::worker_loop(int idx) {
@@ -90,7 +102,12 @@ void ThreadPool::worker_loop(int idx) {
     }
     int64_t b, e;
     chunk(n, size(), idx, &b, &e);
-    if (b < e) (*fn)(b, e);
+    try {
+      if (b < e) (*fn)(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

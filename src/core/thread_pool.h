@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -13,6 +14,7 @@ namespace perfx {
 
 /// Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread, and waits.
 /// The calling thread takes part. Not re-entrant: do not call parallel_for from inside fn.
+/// If fn throws on any thread, parallel_for still waits for every chunk, then rethrows the first.
 /// Workers spin briefly for the next loop before sleeping, since decode issues many short loops.
 class ThreadPool {
  public:
@@ -37,6 +39,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
+  std::exception_ptr error_;  // first exception of the current loop (guarded by mu_)
 };
 
 }  // namespace perfx

@@ -28,7 +28,7 @@ class EngineImpl : public Engine {
   explicit EngineImpl(const EngineOptions& o) {
     check(o.n_threads >= 0 && o.n_threads <= 1024, "thread count " + std::to_string(o.n_threads) +
                                                         " is out of range (0..1024)");
-    check(o.ctx >= 0 && o.ctx <= kMaxCtx, "context size " + std::to_string(o.ctx) + " is out of range (1.." +
+    check(o.ctx >= 0 && o.ctx <= kMaxCtx, "context size " + std::to_string(o.ctx) + " is out of range (0 = model default, or 1.." +
                                               std::to_string(kMaxCtx) + ")");
     check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= 64 * kMaxCtx,
           "KV cache size " + std::to_string(o.kv_cache_tokens) + " tokens is out of range");
@@ -85,6 +85,9 @@ class EngineImpl : public Engine {
     BatchLayout b;
     b.n_seqs = (int)items.size();
     int need = 0;
+    for (size_t i = 0; i < items.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        check(items[i].seq != items[j].seq, "step: sequence " + std::to_string(items[i].seq) + " appears twice");
     for (const auto& it : items) {
       check(!it.tokens.empty(), "step: a sequence with no new tokens");
       check(blocks_->has_sequence(it.seq), "step: unknown sequence " + std::to_string(it.seq));
@@ -119,6 +122,7 @@ class EngineImpl : public Engine {
       std::copy(bt.begin(), bt.end(), b.block_tables.begin() + (size_t)i * b.max_blocks);
     }
     model_->forward(b, *kv_, logits);
+    for (const auto& it : items) blocks_->commit(it.seq);  // K/V written: blocks may be shared now
   }
 
   GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,

@@ -1,11 +1,18 @@
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
+
 #include "perfx/status.h"
 
 namespace perfx {
 
 BlockManager::BlockManager(int n_blocks, int block_size)
-    : n_blocks_(n_blocks), block_size_(block_size), refs_(n_blocks, 0), block_hash_(n_blocks, 0) {
+    : n_blocks_(n_blocks),
+      block_size_(block_size),
+      refs_(n_blocks, 0),
+      block_hash_(n_blocks, 0),
+      block_tokens_(n_blocks),
+      block_parent_(n_blocks, -1) {
   check(n_blocks > 0 && block_size > 0, "KV cache needs at least one block of at least one token");
   free_.reserve(n_blocks);
   for (int b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out low ids first
@@ -30,17 +37,21 @@ void BlockManager::add_sequence(int64_t seq) {
   seqs_[seq] = Seq{};
 }
 
-int BlockManager::seq_len(int64_t seq) const {
+BlockManager::Seq& BlockManager::find_seq(int64_t seq) {
   auto it = seqs_.find(seq);
   check(it != seqs_.end(), "unknown sequence " + std::to_string(seq));
-  return it->second.n_tokens;
+  return it->second;
 }
 
-const std::vector<int32_t>& BlockManager::block_table(int64_t seq) const {
+const BlockManager::Seq& BlockManager::find_seq(int64_t seq) const {
   auto it = seqs_.find(seq);
   check(it != seqs_.end(), "unknown sequence " + std::to_string(seq));
-  return it->second.blocks;
+  return it->second;
 }
+
+int BlockManager::seq_len(int64_t seq) const { return find_seq(seq).n_tokens; }
+
+const std::vector<int32_t>& BlockManager::block_table(int64_t seq) const { return find_seq(seq).blocks; }
 
 int32_t BlockManager::take_block() {
   int32_t b;
@@ -54,6 +65,8 @@ int32_t BlockManager::take_block() {
     evictable_pos_.erase(b);
     cached_.erase(block_hash_[b]);
     block_hash_[b] = 0;
+    block_tokens_[b].clear();
+    block_parent_[b] = -1;
   }
   refs_[b] = 1;
   return b;
@@ -72,12 +85,14 @@ void BlockManager::release_block(int32_t b) {
 void BlockManager::remove_sequence(int64_t seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
-  for (int32_t b : it->second.blocks) release_block(b);
+  // Last block first: the LRU list then evicts the tails of cached prefixes before their roots.
+  const auto& blocks = it->second.blocks;
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) release_block(*b);
   seqs_.erase(it);
 }
 
 int BlockManager::match_prefix(int64_t seq, const std::vector<int32_t>& tokens) {
-  Seq& s = seqs_.at(seq);
+  Seq& s = find_seq(seq);
   check(s.n_tokens == 0, "match_prefix on a non-empty sequence");
   const int max_blocks = tokens.empty() ? 0 : ((int)tokens.size() - 1) / block_size_;
   uint64_t h = 0;
@@ -87,6 +102,12 @@ int BlockManager::match_prefix(int64_t seq, const std::vector<int32_t>& tokens) 
     auto c = cached_.find(nh);
     if (c == cached_.end()) break;
     const int32_t b = c->second;
+    // Verify: same tokens and same parent block (a hash match alone could be a collision).
+    const int32_t parent = s.blocks.empty() ? -1 : s.blocks.back();
+    if (block_parent_[b] != parent ||
+        !std::equal(block_tokens_[b].begin(), block_tokens_[b].end(), tokens.begin() + i * block_size_) ||
+        (int)block_tokens_[b].size() != block_size_)
+      break;
     if (refs_[b] == 0) {
       evictable_.erase(evictable_pos_.at(b));
       evictable_pos_.erase(b);
@@ -98,19 +119,20 @@ int BlockManager::match_prefix(int64_t seq, const std::vector<int32_t>& tokens) 
   }
   s.tokens.assign(tokens.begin(), tokens.begin() + n);
   s.n_tokens = n;
+  s.n_committed = n / block_size_;
   s.last_hash = h;
   return n;
 }
 
 int BlockManager::blocks_needed(int64_t seq, int n_tokens) const {
-  const Seq& s = seqs_.at(seq);
+  const Seq& s = find_seq(seq);
   const int have = (int)s.blocks.size() * block_size_;
   const int need = s.n_tokens + n_tokens - have;
   return need <= 0 ? 0 : (need + block_size_ - 1) / block_size_;
 }
 
 std::vector<int32_t> BlockManager::append(int64_t seq, const std::vector<int32_t>& tokens) {
-  Seq& s = seqs_.at(seq);
+  Seq& s = find_seq(seq);
   check(blocks_needed(seq, (int)tokens.size()) <= free_blocks(),
         "KV cache is full: " + std::to_string(blocks_needed(seq, (int)tokens.size())) + " blocks needed, " +
             std::to_string(free_blocks()) + " free");
@@ -122,18 +144,24 @@ std::vector<int32_t> BlockManager::append(int64_t seq, const std::vector<int32_t
     slots.push_back(s.blocks[pos / block_size_] * block_size_ + pos % block_size_);
     s.tokens.push_back(tok);
     s.n_tokens++;
-    if (s.n_tokens % block_size_ == 0) {  // a block just filled: make it shareable
-      const int bi = s.n_tokens / block_size_ - 1;
-      const uint64_t h = hash_block(s.last_hash, s.tokens.data() + bi * block_size_, block_size_);
-      s.last_hash = h;
-      const int32_t b = s.blocks[bi];
-      if (!cached_.count(h) && block_hash_[b] == 0) {
-        cached_[h] = b;
-        block_hash_[b] = h;
-      }
-    }
   }
   return slots;
+}
+
+void BlockManager::commit(int64_t seq) {
+  Seq& s = find_seq(seq);
+  for (int bi = s.n_committed; bi < s.n_tokens / block_size_; ++bi) {
+    const uint64_t h = hash_block(s.last_hash, s.tokens.data() + bi * block_size_, block_size_);
+    s.last_hash = h;
+    const int32_t b = s.blocks[bi];
+    if (!cached_.count(h) && block_hash_[b] == 0) {
+      cached_[h] = b;
+      block_hash_[b] = h;
+      block_tokens_[b].assign(s.tokens.begin() + bi * block_size_, s.tokens.begin() + (bi + 1) * block_size_);
+      block_parent_[b] = bi == 0 ? -1 : s.blocks[bi - 1];
+    }
+  }
+  s.n_committed = s.n_tokens / block_size_;
 }
 
 }  // namespace perfx

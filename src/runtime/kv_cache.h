@@ -39,12 +39,17 @@ class BlockManager {
   /// Appends tokens: allocates blocks as needed and returns each token's slot. Throws perfx::Error
   /// if not enough blocks are free (the caller checks blocks_needed first).
   std::vector<int32_t> append(int64_t seq, const std::vector<int32_t>& tokens);
+  /// Makes the sequence's newly filled blocks available to prefix matching. Call only after the
+  /// forward pass that wrote their K/V has completed (a block whose K/V were never written must
+  /// never be shared).
+  void commit(int64_t seq);
 
  private:
   struct Seq {
     std::vector<int32_t> blocks;
     std::vector<int32_t> tokens;  // all tokens, for hashing full blocks
-    uint64_t last_hash = 0;       // hash chain up to the last full block
+    uint64_t last_hash = 0;       // hash chain up to the last committed full block
+    int n_committed = 0;          // full blocks already offered to the prefix cache
     int n_tokens = 0;
   };
   int32_t take_block();
@@ -54,7 +59,12 @@ class BlockManager {
   int n_blocks_, block_size_;
   std::vector<int32_t> free_;
   std::vector<int> refs_;
+  Seq& find_seq(int64_t seq);
+  const Seq& find_seq(int64_t seq) const;
+
   std::vector<uint64_t> block_hash_;               // 0 = not a cached full block
+  std::vector<std::vector<int32_t>> block_tokens_;  // tokens of a cached block (hits are verified)
+  std::vector<int32_t> block_parent_;              // previous block of a cached block (-1: first)
   std::unordered_map<uint64_t, int32_t> cached_;   // hash -> block
   std::list<int32_t> evictable_;                   // cached blocks with ref 0, LRU order
   std::unordered_map<int32_t, std::list<int32_t>::iterator> evictable_pos_;

@@ -53,14 +53,31 @@ int32_t Sampler::sample(float* logits, int n_vocab) {
     return best;
   }
   // 3. top-k (sorted candidates, descending)
+  int k = (p_.top_k > 0 && p_.top_k < n_vocab) ? p_.top_k : n_vocab;
+  if (k == n_vocab && p_.top_p >= 1.0f && p_.min_p <= 0.0f) {
+    // No truncation at all: draw from softmax(logits / T) in O(vocab), without sorting.
+    float mx = logits[0];
+    for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+    double total = 0;
+    for (int i = 0; i < n_vocab; ++i) total += std::exp((double)(logits[i] - mx) / p_.temperature);
+    double r = uniform() * total;
+    for (int i = 0; i < n_vocab; ++i) {
+      r -= std::exp((double)(logits[i] - mx) / p_.temperature);
+      if (r < 0) return i;
+    }
+    return n_vocab - 1;
+  }
   auto& c = scratch_;
   c.resize(n_vocab);
   for (int i = 0; i < n_vocab; ++i) c[i] = {logits[i], i};
-  int k = (p_.top_k > 0 && p_.top_k < n_vocab) ? p_.top_k : n_vocab;
   auto cmp = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  std::partial_sort(c.begin(), c.begin() + k, c.end(), cmp);
+  if (k == n_vocab) {
+    std::sort(c.begin(), c.end(), cmp);  // partial_sort degrades to a heap sort here
+  } else {
+    std::partial_sort(c.begin(), c.begin() + k, c.end(), cmp);
+  }
   c.resize(k);
   // 4. temperature + softmax
   const float mx = c[0].first;

@@ -112,11 +112,11 @@ std::unique_ptr<CompletionService::Call> CompletionService::start(const std::str
       throw ApiError(400, "The prompt is empty (and this model adds no BOS token).",
                      "invalid_request_error", prompt_param, "invalid_value");
     const int max = req.max_tokens > 0 ? req.max_tokens : ctx - len;
-    if (len >= ctx || len + max > ctx)
+    if (len >= ctx || (int64_t)len + max > ctx)  // int64: max_tokens may be near INT32_MAX
       throw ApiError(400,
                      "This model's maximum context length is " + std::to_string(ctx) +
                          " tokens. However, you requested " +
-                         std::to_string(len + std::max(max, 0)) + " tokens (" +
+                         std::to_string((int64_t)len + std::max(max, 0)) + " tokens (" +
                          std::to_string(len) + " in the " + prompt_param + ", " +
                          std::to_string(std::max(max, 0)) +
                          " in the completion). Please reduce the length of the " + prompt_param +

@@ -23,6 +23,11 @@ bool path_exists_for_test(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
+bool fixtures_required() {
+  const char* e = std::getenv("PERFX_REQUIRE_FIXTURES");
+  return e && std::string(e) == "1";
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error("cannot open " + path);

@@ -24,13 +24,20 @@ std::vector<int> parse_ints(const std::string& line);
 }  // namespace perfx::test
 
 /// Skips the current test with a clear message when the shared fixture `rel` is missing.
+/// With PERFX_REQUIRE_FIXTURES=1 (CI) a missing fixture fails the test instead.
 #define PERFX_REQUIRE_SHARED(rel)                                                        \
   do {                                                                                   \
-    if (!::perfx::test::path_exists_for_test(::perfx::test::shared_path(rel)))           \
+    if (!::perfx::test::path_exists_for_test(::perfx::test::shared_path(rel))) {         \
+      if (::perfx::test::fixtures_required())                                            \
+        GTEST_FAIL() << "shared fixture missing: " << ::perfx::test::shared_path(rel)    \
+                     << " (PERFX_REQUIRE_FIXTURES=1)";                                   \
       GTEST_SKIP() << "shared fixture missing: " << ::perfx::test::shared_path(rel)      \
                    << " (set PERFX_SHARED_DIR)";                                         \
+    }                                                                                    \
   } while (0)
 
 namespace perfx::test {
 bool path_exists_for_test(const std::string& p);
+/// True when the environment sets PERFX_REQUIRE_FIXTURES=1.
+bool fixtures_required();
 }

@@ -24,8 +24,10 @@ class CpuBuffer : public Buffer {
  public:
   explicit CpuBuffer(size_t bytes) : size_(bytes) {
     if (bytes == 0) return;
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+    // MAP_NORESERVE: a large KV pool is fine as long as the blocks actually used fit in memory.
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      throw Error("out of memory allocating " + std::to_string(bytes >> 20) + " MiB (lower -c / --kv-cache-tokens?)");
     data_ = p;
   }
   ~CpuBuffer() override {

@@ -87,34 +87,6 @@ __attribute__((target("avx2,fma,f16c"))) static float dot_half_avx2(const float*
 static const bool kAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                           __builtin_cpu_supports("f16c");
 #else
-// Dot of fp32 x with a 16-bit-float row converted on the fly (no scratch round trip).
-__attribute__((target("avx2,fma,f16c"))) static float dot_half_avx2(const float* x, const uint16_t* w,
-                                                                   int64_t n, bool bf16) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-  int64_t i = 0;
-#define load8(k)                                                                                \
-  (bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(                                                \
-              _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (k)))), 16)) \
-        : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (k)))))
-  for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load8(i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), load8(i + 8), s1);
-  }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load8(i), s0);
-#undef load8
-  __m256 s = _mm256_add_ps(s0, s1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-  float r = _mm_cvtss_f32(h);
-  for (; i < n; ++i) {
-    uint16_t v;
-    std::memcpy(&v, w + i, 2);
-    r += x[i] * (bf16 ? bf16_to_fp32(v) : fp16_to_fp32(v));
-  }
-  return r;
-}
-
 static const bool kAvx2 = false;
 #endif
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <vector>
 
 using namespace perfx;
@@ -20,4 +21,20 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
       for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 50) << threads << " " << n << " " << i;
     }
   }
+}
+
+TEST(ThreadPool, ExceptionsAreRethrownAfterAllChunksFinish) {
+  ThreadPool pool(3);
+  for (int thrower : {0, 1, 2}) {
+    std::atomic<int> done{0};
+    EXPECT_THROW(pool.parallel_for(3, [&](int64_t b, int64_t) {
+      if (b == thrower) throw std::runtime_error("boom");
+      done++;
+    }), std::runtime_error);
+    EXPECT_EQ(done.load(), 2);
+  }
+  // the pool still works afterwards
+  std::atomic<int> sum{0};
+  pool.parallel_for(10, [&](int64_t b, int64_t e) { sum += (int)(e - b); });
+  EXPECT_EQ(sum.load(), 10);
 }

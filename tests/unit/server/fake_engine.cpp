@@ -159,6 +159,7 @@ void FakeEngine::step(const std::vector<StepItem>& items, std::vector<float>& lo
     row[(size_t)((next + 1) % V)] = 1.0f;  // a runner-up for logprob tests
     logits.insert(logits.end(), row.begin(), row.end());
   }
+  for (const auto& it : items) blocks_.commit(it.seq);  // as Engine::step does after forward
   steps_.push_back(std::move(rec));
 }
 
