@@ -8,20 +8,6 @@
 #include "perfx/status.h"
 
 namespace perfx::test {
-namespace {
-
-// BlockManager::commit (offer a step's newly filled blocks to the prefix cache once their K/V are
-// written) is being added to the runtime; call it when this BlockManager has it, as Engine::step
-// does.
-template <typename BM>
-auto commit_blocks(BM& b, int64_t seq, int) -> decltype(b.commit(seq), void()) {
-  b.commit(seq);
-}
-template <typename BM>
-void commit_blocks(BM&, int64_t, long) {}
-
-}  // namespace
-
 std::vector<int32_t> FakeTokenizer::encode(std::string_view text, bool add_bos, bool) const {
   std::vector<int32_t> ids;
   if (add_bos) ids.push_back(0);
@@ -165,7 +151,6 @@ void FakeEngine::step(const std::vector<StepItem>& items, std::vector<float>& lo
     auto& h = history_[it.seq];
     h.insert(h.end(), it.tokens.begin(), it.tokens.end());
     rec.tokens_per_item.push_back((int)it.tokens.size());
-    commit_blocks(blocks_, it.seq, 0);
     if (!it.want_logits) continue;
     std::vector<float> row((size_t)V, 0.0f);
     const int32_t next = next_token(h, o_.eos_after);
