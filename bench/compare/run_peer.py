@@ -4,15 +4,21 @@
 Normally started through run_peer.sh (which compiles membw.cpp first). python3 standard library only.
 
 For every case (one model, seen by perfx as PERFX_MODEL and by llama.cpp as a GGUF):
-  * prompt: words of a text file, trimmed until BOTH tokenizers give exactly --np tokens (BOS included);
+  * prompt: a prefix of a text file cut so that BOTH tokenizers give exactly --np tokens (BOS included),
+    and the two id lists are compared;
   * perfx:  `perfx run -m PERFX_MODEL -p PROMPT -n NG --temp 0 -t T --ignore-eos` under /usr/bin/time -v
-            (--reps runs; median of its own prefill/decode tokens/s, median wall, max peak RSS);
-  * llama.cpp, same shape: `llama-completion -m GGUF -p PROMPT -n NG --temp 0 -t T -tb T --ignore-eos
-            -no-cnv --no-warmup` under /usr/bin/time -v (median of llama_perf's prompt eval / eval tokens/s);
-  * llama.cpp, steady state: `llama-bench -m GGUF -p NP -n NG -t T -r R` (pp NP, tg NG at depth 0) and
-            `llama-bench -p 0 -n NG -d NP` (tg NG at depth NP = the context perfx decodes at);
+            (its own prefill / decode tokens/s, wall clock, peak RSS);
+  * llama.cpp, same command shape: `llama-completion -m GGUF -p PROMPT -n NG --temp 0 -t T -tb T --ignore-eos
+            -no-cnv --no-warmup` under /usr/bin/time -v (wall clock, peak RSS, and llama_perf's prompt eval /
+            eval tokens/s when it printed them), alternated with the perfx runs so both see the same load;
+  * llama.cpp's benchmark: `llama-bench -m GGUF -p NP -n NG -t T -r R` (pp NP, tg NG at depth 0) and
+            `llama-bench -p 0 -n NG -d NP -t T -r R` (tg NG at depth NP: the context perfx decodes at);
   * decode roofline: weight bytes read per token / read bandwidth from membw, both at a DRAM-sized buffer
             and at a buffer the size of the weights (cache-resident when they fit in the LLC).
+--sched fifo runs every timed command (perfx, llama.cpp, membw) under `chrt -f 10` so that other users'
+processes on a shared machine cannot preempt it (needs root or CAP_SYS_NICE; the kernel's RT throttling still
+leaves them 5%). Under fifo llama-completion usually loses its own log lines (its logger thread is starved and
+never drained at exit), so only its wall clock / RSS are used there.
 Prints a Markdown report on stdout; --json writes every raw number.
 """
 import argparse
@@ -35,7 +41,13 @@ def log(msg):
     print("[run_peer] " + msg, file=sys.stderr, flush=True)
 
 
-def run(cmd, timeout=900, stdin=subprocess.DEVNULL):
+SCHED_PREFIX = []  # ["chrt", "-f", "10"] under --sched fifo
+
+
+def run(cmd, timeout=900, stdin=subprocess.DEVNULL, bench=False):
+    """bench=True: a timed command, prefixed with SCHED_PREFIX."""
+    if bench:
+        cmd = SCHED_PREFIX + cmd
     log("$ " + " ".join(shlex.quote(c) for c in cmd))
     p = subprocess.run(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     out = p.stdout.decode("utf-8", "replace")
@@ -52,7 +64,7 @@ def timed(cmd, timeout=900):
     os.close(fd)
     try:
         t0 = time.perf_counter()
-        out, err = run(["/usr/bin/time", "-v", "-o", tpath] + cmd, timeout=timeout)
+        out, err = run(["/usr/bin/time", "-v", "-o", tpath] + cmd, timeout=timeout, bench=True)
         wall = time.perf_counter() - t0
         with open(tpath) as f:
             tv = f.read()
@@ -93,7 +105,8 @@ def gguf_summary(path):
             return rstr()
         if t == 9:
             et, n = rd("I"), rd("Q")
-            return [rval(et) for _ in range(n)] if n <= 16 or et == 8 else ("<array %d>" % n, [rval(et) for _ in range(n)])[0]
+            vals = [rval(et) for _ in range(n)]
+            return vals if n <= 16 else "<array of %d>" % n
         return rd(scal[t])
 
     magic, ver, n_t, n_kv = rd("I"), rd("I"), rd("Q"), rd("Q")
@@ -121,7 +134,6 @@ def gguf_summary(path):
             "arch": kv.get("general.architecture"), "kv": kv}
 
 
-# ---------------------------------------------------------------------------------------------------------
 def perfx_tokenize(perfx, model, text):
     out, _ = run([perfx, "tokenize", "-m", model, "-p", text])
     return [int(x) for x in out.split()]
@@ -190,7 +202,8 @@ def run_perfx_once(args, model, prompt):
 
 def run_llama_completion_once(args, gguf, prompt):
     exe = os.path.join(args.llama_bin, "llama-completion")
-    for _ in range(8):
+    tries = 1 if args.sched == "fifo" else 8
+    for _ in range(tries):
         out, err, wall, rss = timed([exe, "-m", gguf, "-p", prompt, "-n", str(args.ng), "--temp", "0",
                                      "-t", str(args.threads), "-tb", str(args.threads), "--ignore-eos", "-no-cnv",
                                      "--no-warmup", "--no-display-prompt", "--no-escape", "-c",
@@ -200,11 +213,13 @@ def run_llama_completion_once(args, gguf, prompt):
             return {"prompt_tokens": int(mp.group(2)), "prefill_s": float(mp.group(1)) / 1e3,
                     "pp_tps": float(mp.group(3)), "gen_runs": int(me.group(2)), "decode_s": float(me.group(1)) / 1e3,
                     "tg_tps": float(me.group(3)), "wall_s": wall, "rss": rss, "text": out}
-        # Seen on a loaded machine: exit status 0 but the last piece of text and the perf lines are missing
-        # (llama.cpp's common logger is intentionally leaked, so its async queue is not drained at exit).
-        log("llama-completion exited without its perf lines (truncated output); running it again")
+        # Exit status 0 but the end of the text and the perf lines are missing: llama.cpp's common logger is
+        # intentionally leaked, so its asynchronous queue is not drained at exit (seen on a loaded machine, and
+        # nearly always under --sched fifo, where the logger thread gets no CPU).
         args.truncated_runs += 1
-    raise RuntimeError("llama-completion kept exiting without its timings")
+        if args.sched != "fifo":
+            log("llama-completion exited without its perf lines (truncated output); running it again")
+    return {"pp_tps": None, "tg_tps": None, "wall_s": wall, "rss": rss, "text": None}
 
 
 def run_pair(args, pmodel, gguf, prompt):
@@ -218,24 +233,24 @@ def run_pair(args, pmodel, gguf, prompt):
 
 def run_llama_bench(args, gguf):
     exe = os.path.join(args.llama_bin, "llama-bench")
-    out, _ = run([exe, "-m", gguf, "-p", str(args.np), "-n", str(args.ng), "-t", str(args.threads),
-                  "-r", str(args.reps), "-o", "json"])
-    r1 = json.loads(out)
-    out, _ = run([exe, "-m", gguf, "-p", "0", "-n", str(args.ng), "-d", str(args.np), "-t", str(args.threads),
-                  "-r", str(args.reps), "-o", "json"])
-    r2 = json.loads(out)
+    rows = []
+    for extra in (["-p", str(args.np), "-n", str(args.ng)], ["-p", "0", "-n", str(args.ng), "-d", str(args.np)]):
+        out, _ = run([exe, "-m", gguf, "-t", str(args.threads), "-r", str(args.reps), "-o", "json"] + extra,
+                     bench=True)
+        rows += json.loads(out)
     res = {}
-    for r in r1 + r2:
+    for r in rows:
         key = ("pp%d" % r["n_prompt"]) if r["n_prompt"] else ("tg%d" % r["n_gen"])
         if r.get("n_depth"):
             key += "@d%d" % r["n_depth"]
-        res[key] = {"avg_ts": r["avg_ts"], "stddev_ts": r["stddev_ts"], "build": r.get("build_commit"),
-                    "cpu": r.get("cpu_info"), "type": r.get("model_type")}
+        res[key] = {"avg_ts": r["avg_ts"], "stddev_ts": r["stddev_ts"], "samples_ts": r.get("samples_ts"),
+                    "type": r.get("model_type")}
     return res
 
 
 def membw(args, nbytes, reps):
-    out, _ = run([args.membw, "--threads", str(args.threads), "--bytes", str(int(nbytes)), "--reps", str(reps)])
+    out, _ = run([args.membw, "--threads", str(args.threads), "--bytes", str(int(nbytes)), "--reps", str(reps)],
+                 bench=True)
     r = {}
     for line in out.splitlines():
         m = re.match(r"membw (\w+) threads=\d+ bytes=\d+ gbps=([\d.]+)", line)
@@ -297,6 +312,8 @@ def main():
     ap.add_argument("--np", type=int, default=128, help="prompt tokens (BOS included)")
     ap.add_argument("--ng", type=int, default=64, help="generated tokens")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sched", choices=["normal", "fifo"], default="normal",
+                    help="fifo: run timed commands under chrt -f 10 (shared, oversubscribed machines)")
     ap.add_argument("--dram-bytes", type=int, default=512 << 20, help="membw buffer for the DRAM figure")
     ap.add_argument("--prompt-file", default=os.path.join(REPO, "models", "default", "heldout.txt"))
     ap.add_argument("--llama-commit", default=os.environ.get("LLAMA_CPP_COMMIT", ""))
@@ -311,10 +328,13 @@ def main():
             ap.error("%s not found in %s" % (exe, args.llama_bin))
     if not os.access(args.perfx, os.X_OK):
         ap.error("perfx binary not found: %s" % args.perfx)
+    if args.sched == "fifo":
+        SCHED_PREFIX[:] = ["chrt", "-f", "10"]
+        run(["true"], bench=True)  # fails early without the privilege
 
     args.truncated_runs = 0
     report = {"machine": machine_info(), "load_before": loadavg(), "threads": args.threads, "np": args.np,
-              "ng": args.ng, "reps": args.reps, "cases": []}
+              "ng": args.ng, "reps": args.reps, "sched": args.sched, "cases": []}
     if os.path.isfile(os.path.join(args.perfx_src, "COMMIT")):
         with open(os.path.join(args.perfx_src, "COMMIT")) as f:
             report["perfx_commit"], report["perfx_dirty"] = f.read().strip() + " (clean export)", []
@@ -334,98 +354,108 @@ def main():
         lb = run_llama_bench(args, gguf)
         pw = px[0]["weight_bytes"] or g["tensor_bytes"]
         lw = g["tensor_bytes"]
-        bw_px = membw(args, pw, 20)
-        bw_lc = membw(args, lw, 20)
-        c = {"label": label, "perfx_model": pmodel, "gguf": gguf, "gguf_types": g["types"], "prompt_ids_equal": same_ids,
-             "prompt_chars": len(prompt), "prompt": prompt, "perfx": px, "llama_completion": lc, "llama_bench": lb,
-             "perfx_weight_bytes": pw, "llama_weight_bytes": lw, "membw_at_perfx_weights": bw_px,
-             "membw_at_llama_weights": bw_lc,
-             "same_text": px[0]["text"].strip() == lc[0]["text"].strip()}
+        lc_text = next((r["text"] for r in lc if r["text"] is not None), None)
+        c = {"label": label, "perfx_model": pmodel, "gguf": gguf, "gguf_types": g["types"],
+             "prompt_ids_equal": same_ids, "prompt_chars": len(prompt), "prompt": prompt, "perfx": px,
+             "llama_completion": lc, "llama_bench": lb, "perfx_weight_bytes": pw, "llama_weight_bytes": lw,
+             "membw_at_perfx_weights": membw(args, pw, 20), "membw_at_llama_weights": membw(args, lw, 20),
+             "same_text": None if lc_text is None else px[0]["text"].strip() == lc_text.strip()}
+        tgd = lb.get("tg%d@d%d" % (args.ng, args.np), {}).get("avg_ts", float("nan"))
+        pp = lb.get("pp%d" % args.np, {}).get("avg_ts", float("nan"))
+        lc_pp = [r["pp_tps"] for r in lc if r["pp_tps"] is not None]
+        lc_tg = [r["tg_tps"] for r in lc if r["tg_tps"] is not None]
+        c["summary"] = {
+            "perfx_pp": med([r["pp_tps"] for r in px]), "perfx_tg": med([r["tg_tps"] for r in px]),
+            "perfx_wall": med([r["wall_s"] for r in px]), "perfx_rss": max(r["rss"] for r in px),
+            "bench_pp": pp, "bench_tg_d": tgd,
+            "bench_tg_0": lb.get("tg%d" % args.ng, {}).get("avg_ts", float("nan")),
+            "lc_pp": med(lc_pp) if lc_pp else None, "lc_tg": med(lc_tg) if lc_tg else None,
+            "lc_wall": med([r["wall_s"] for r in lc]), "lc_rss": max(r["rss"] for r in lc)}
         report["cases"].append(c)
     report["load_after"] = loadavg()
     report["llama_completion_truncated_runs"] = args.truncated_runs
 
     # ------------------------------------------------------------------ report
     p = print
-    p("## perfx vs llama.cpp: %d threads, prompt %d tokens, %d generated tokens, %d reps (median)"
-      % (args.threads, args.np, args.ng, args.reps))
-    p("")
     mi = report["machine"]
     p("- machine: %s, %s CPUs (%s thread/core), L2 %s, L3 %s, %s GiB RAM, %s"
       % (mi.get("Model name"), mi.get("CPU(s)"), mi.get("Thread(s) per core"), mi.get("L2 cache"), mi.get("L3 cache"),
          mi.get("mem_gib"), mi.get("simd")))
-    p("- perfx commit %s%s; llama.cpp %s" % (report["perfx_commit"],
-                                             " (working tree also had uncommitted changes in: %s)"
-                                             % ", ".join(report["perfx_dirty"]) if report["perfx_dirty"] else "",
-                                             args.llama_commit or "(commit unknown)"))
+    p("- perfx %s%s; llama.cpp %s" % (report["perfx_commit"],
+                                       " (working tree also had uncommitted changes in: %s)"
+                                       % ", ".join(report["perfx_dirty"]) if report["perfx_dirty"] else "",
+                                       args.llama_commit or "(commit unknown)"))
+    p("- %d threads, prompt %d tokens (BOS included), %d generated tokens, %d reps (medians; llama-bench: mean ± sd); "
+      "scheduling: %s" % (args.threads, args.np, args.ng, args.reps,
+                          "SCHED_FIFO (chrt -f 10) for every timed command" if args.sched == "fifo" else "normal"))
     p("- load average (1/5/15 min) before / after: %s / %s" % (report["load_before"], report["load_after"]))
     if args.truncated_runs:
-        p("- llama-completion runs that exited without their perf lines and were repeated: %d" % args.truncated_runs)
-    p("- membw (%d threads, %d MiB buffer, DRAM): read %s GB/s, copy %s GB/s"
+        p("- llama-completion runs that exited without their perf lines: %d%s" % (
+            args.truncated_runs, " (expected under SCHED_FIFO; their wall clock and RSS are still used)"
+            if args.sched == "fifo" else " (repeated)"))
+    p("- membw (%d threads, %d MiB buffer = DRAM): read %s GB/s, copy %s GB/s"
       % (args.threads, args.dram_bytes >> 20, fmt(bw_dram.get("read"), 2), fmt(bw_dram.get("copy"), 2)))
     p("")
-    p("| model | engine | prefill tok/s | decode tok/s | wall s | peak RSS MiB | decode / llama.cpp |")
-    p("|---|---|---:|---:|---:|---:|---:|")
-    for c in report["cases"]:
-        px, lc, lb = c["perfx"], c["llama_completion"], c["llama_bench"]
-        px_pp, px_tg = med([r["pp_tps"] for r in px]), med([r["tg_tps"] for r in px])
-        lc_pp, lc_tg = med([r["pp_tps"] for r in lc]), med([r["tg_tps"] for r in lc])
-        c["summary"] = {"perfx_pp": px_pp, "perfx_tg": px_tg, "lc_pp": lc_pp, "lc_tg": lc_tg}
-        p("| %s | perfx run | %s | %s | %s | %s | %s |" % (
-            c["label"], fmt(px_pp), fmt(px_tg), fmt(med([r["wall_s"] for r in px]), 3),
-            fmt(max(r["rss"] for r in px) / 2**20), fmt(px_tg / lc_tg, 2)))
-        p("| %s | llama-completion | %s | %s | %s | %s | 1.00 |" % (
-            c["label"], fmt(lc_pp), fmt(lc_tg), fmt(med([r["wall_s"] for r in lc]), 3),
-            fmt(max(r["rss"] for r in lc) / 2**20)))
-        pp = lb.get("pp%d" % args.np, {})
-        tg0 = lb.get("tg%d" % args.ng, {})
-        tgd = lb.get("tg%d@d%d" % (args.ng, args.np), {})
-        p("| %s | llama-bench pp%d / tg%d@d0 | %s ± %s | %s ± %s | | | |" % (
-            c["label"], args.np, args.ng, fmt(pp.get("avg_ts")), fmt(pp.get("stddev_ts")), fmt(tg0.get("avg_ts")),
-            fmt(tg0.get("stddev_ts"))))
-        p("| %s | llama-bench tg%d@d%d | | %s ± %s | | | |" % (
-            c["label"], args.ng, args.np, fmt(tgd.get("avg_ts")), fmt(tgd.get("stddev_ts"))))
+    p("Throughput (tokens/s). perfx: its own prefill / decode timings of `perfx run`. llama.cpp: llama-bench "
+      "pp%d and tg%d at depth %d (decode at the same context as perfx), and tg%d at depth 0 for reference."
+      % (args.np, args.ng, args.np, args.ng))
     p("")
-    p("Ratios perfx / llama.cpp (> 1 means perfx is faster):")
-    p("")
-    p("| model | prefill vs completion | decode vs completion | prefill vs bench pp%d | decode vs bench tg%d@d%d | "
-      "wall vs completion |" % (args.np, args.ng, args.np))
-    p("|---|---:|---:|---:|---:|---:|")
+    p("| model | perfx prefill | llama.cpp pp%d | ratio | perfx decode | llama.cpp tg%d@d%d | ratio | "
+      "llama.cpp tg%d@d0 |" % (args.np, args.ng, args.np, args.ng))
+    p("|---|---:|---:|---:|---:|---:|---:|---:|")
     for c in report["cases"]:
         s, lb = c["summary"], c["llama_bench"]
-        pp = lb.get("pp%d" % args.np, {}).get("avg_ts", float("nan"))
-        tgd = lb.get("tg%d@d%d" % (args.ng, args.np), {}).get("avg_ts", float("nan"))
-        wpx = med([r["wall_s"] for r in c["perfx"]])
-        wlc = med([r["wall_s"] for r in c["llama_completion"]])
-        p("| %s | %s | %s | %s | %s | %s |" % (c["label"], fmt(s["perfx_pp"] / s["lc_pp"], 2),
-                                               fmt(s["perfx_tg"] / s["lc_tg"], 2), fmt(s["perfx_pp"] / pp, 2),
-                                               fmt(s["perfx_tg"] / tgd, 2), fmt(wlc / wpx, 2)))
+        pp = lb.get("pp%d" % args.np, {})
+        tgd = lb.get("tg%d@d%d" % (args.ng, args.np), {})
+        tg0 = lb.get("tg%d" % args.ng, {})
+        p("| %s | %s | %s ± %s | %s | %s | %s ± %s | %s | %s ± %s |" % (
+            c["label"], fmt(s["perfx_pp"]), fmt(pp.get("avg_ts")), fmt(pp.get("stddev_ts")),
+            fmt(s["perfx_pp"] / s["bench_pp"], 2), fmt(s["perfx_tg"]), fmt(tgd.get("avg_ts")),
+            fmt(tgd.get("stddev_ts")), fmt(s["perfx_tg"] / s["bench_tg_d"], 2), fmt(tg0.get("avg_ts")),
+            fmt(tg0.get("stddev_ts"))))
     p("")
-    p("Decode roofline: limit tok/s = read bandwidth / weight bytes read per token (all weights once; the tied "
-      "embedding is read whole as the output projection). KV-cache reads are not counted.")
+    p("Whole process, same command shape (`perfx run` vs `llama-completion`, load + %d-token prompt + %d tokens, "
+      "alternating runs):" % (args.np, args.ng))
     p("")
-    p("| model | engine | weight bytes/token | limit @DRAM tok/s | fraction | read GB/s @weights size | "
-      "limit @that tok/s | fraction |")
-    p("|---|---|---:|---:|---:|---:|---:|---:|")
+    p("| model | perfx wall s | llama-completion wall s | wall ratio (llama/perfx) | perfx peak RSS MiB | "
+      "llama-completion peak RSS MiB | llama-completion prefill / decode tok/s (own timings) |")
+    p("|---|---:|---:|---:|---:|---:|---|")
+    for c in report["cases"]:
+        s = c["summary"]
+        own = "%s / %s" % (fmt(s["lc_pp"]), fmt(s["lc_tg"])) if s["lc_tg"] is not None else "not printed"
+        p("| %s | %s | %s | %s | %s | %s | %s |" % (
+            c["label"], fmt(s["perfx_wall"], 3), fmt(s["lc_wall"], 3), fmt(s["lc_wall"] / s["perfx_wall"], 2),
+            fmt(s["perfx_rss"] / 2**20), fmt(s["lc_rss"] / 2**20), own))
+    p("")
+    p("Decode roofline: limit tok/s = read bandwidth / weight bytes read per token (every weight once; a tied "
+      "embedding is read whole as the output projection; KV-cache reads not counted). @DRAM uses the %d MiB "
+      "membw figure; @LLC uses membw on a buffer of exactly the weight bytes (cache-resident if it fits)."
+      % (args.dram_bytes >> 20))
+    p("")
+    p("| model | engine | weight bytes/token | decode tok/s | limit @DRAM | fraction | read GB/s @weights | "
+      "limit @LLC | fraction |")
+    p("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for c in report["cases"]:
         s = c["summary"]
         for name, wb, tg, bw in (("perfx", c["perfx_weight_bytes"], s["perfx_tg"], c["membw_at_perfx_weights"]),
-                                 ("llama.cpp (completion)", c["llama_weight_bytes"], s["lc_tg"],
+                                 ("llama.cpp (bench tg@d%d)" % args.np, c["llama_weight_bytes"], s["bench_tg_d"],
                                   c["membw_at_llama_weights"])):
             lim_d = bw_dram["read"] * 1e9 / wb
             lim_c = bw["read"] * 1e9 / wb
-            p("| %s | %s | %d (%.2f MiB) | %s | %.1f%% | %s | %s | %.1f%% |" % (
-                c["label"], name, wb, wb / 2**20, fmt(lim_d), 100 * tg / lim_d, fmt(bw["read"], 2), fmt(lim_c),
+            p("| %s | %s | %.2f MiB | %s | %s | %.1f%% | %s | %s | %.1f%% |" % (
+                c["label"], name, wb / 2**20, fmt(tg), fmt(lim_d), 100 * tg / lim_d, fmt(bw["read"], 2), fmt(lim_c),
                 100 * tg / lim_c))
     p("")
     for c in report["cases"]:
-        p("- %s: prompt = first %d characters of %s (whitespace runs collapsed); token ids identical in both engines: "
-          "%s; greedy continuation text identical: %s" % (c["label"], c["prompt_chars"], os.path.relpath(args.prompt_file, REPO),
-                                  c["prompt_ids_equal"], c["same_text"]))
+        p("- %s: prompt = first %d characters of %s (whitespace runs collapsed); prompt token ids identical in "
+          "both engines: %s; greedy continuation text identical: %s" % (
+              c["label"], c["prompt_chars"], os.path.relpath(args.prompt_file, REPO), c["prompt_ids_equal"],
+              "not checked (llama-completion printed nothing)" if c["same_text"] is None else c["same_text"]))
     if args.json:
         for c in report["cases"]:
             for r in c["perfx"] + c["llama_completion"]:
-                r["text"] = r["text"][:400]
+                if r.get("text"):
+                    r["text"] = r["text"][:400]
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
         log("wrote " + args.json)

@@ -17,6 +17,8 @@
 #   STORIES_GGUF   second model, loaded by both engines (default: $PERFX_SHARED_DIR/models/stories260K/stories260K.gguf,
 #                  PERFX_SHARED_DIR defaulting to ../shared next to the repo); set to "" to skip
 #   THREADS NP NG REPS   (default 2 128 64 3)
+#   SCHED                normal (default) or fifo: timed commands under `chrt -f 10` (root / CAP_SYS_NICE), for
+#                        a shared machine whose other processes would otherwise preempt the benchmark
 #   LLAMA_CPP_COMMIT     recorded in the report (default: contents of LLAMA_CPP_BIN/../../COMMIT if present)
 #   JSON_OUT             also write raw numbers as JSON here
 set -euo pipefail
@@ -25,7 +27,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
 if [[ $# -lt 2 ]]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
   exit 2
 fi
 llama_bin="$(cd "$1" && pwd)"
@@ -56,5 +58,5 @@ if [[ -n "$stories" && -f "$stories" ]]; then
 fi
 
 python3 "$here/run_peer.py" --llama-bin "$llama_bin" --perfx "$perfx" --membw "$work/membw" \
-  --threads "${THREADS:-2}" --np "${NP:-128}" --ng "${NG:-64}" --reps "${REPS:-3}" \
+  --threads "${THREADS:-2}" --np "${NP:-128}" --ng "${NG:-64}" --reps "${REPS:-3}" --sched "${SCHED:-normal}" \
   --llama-commit "$commit" --perfx-src "${PERFX_SRC:-$repo}" ${JSON_OUT:+--json "$JSON_OUT"} "${cases[@]}" "$@"
