@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Unknown flags, bad values, missing options: the same one-line contract as every other error.
+    std::fprintf(stderr, "perfx: error: %s (see perfx --help)\n", e.what());
+    return 1;
   } catch (const perfx::Error& e) {
     std::fprintf(stderr, "perfx: error: %s\n", e.what());
     return 1;

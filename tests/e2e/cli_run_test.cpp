@@ -143,8 +143,9 @@ TEST(CliErrors, AbsurdFlags) {
   expect_error("run -p hi -t 100000", "thread");
   expect_error("run -p hi --device tpu", "unknown device");
   expect_error("run -p hi --top-p 0", "--top-p");
-  auto r = run_perfx("run -p hi -n notanumber");
-  EXPECT_NE(r.exit_code, 0);
+  expect_error("run -p hi -n notanumber", "notanumber");
+  expect_error("run -p hi --temperature 0.5", "--temperature");
+  expect_error("tokenize", "--prompt");
   auto p = run_perfx("run -p 'In the beginning God created the heaven and the earth' -c 4");
   EXPECT_EQ(p.exit_code, 1);
   EXPECT_NE(p.err.find("context size"), std::string::npos) << p.err;
