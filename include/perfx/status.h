@@ -13,9 +13,20 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
-/// Throws perfx::Error(msg) when cond is false.
+/// Throws perfx::Error(msg) when cond is false. The message is built before the call: in code that
+/// runs per token or per step, use PERFX_CHECK (or a literal message) so nothing is allocated when
+/// the check passes.
 inline void check(bool cond, const std::string& msg) {
   if (!cond) throw Error(msg);
 }
+inline void check(bool cond, const char* msg) {
+  if (!cond) throw Error(msg);
+}
+
+/// check() with a lazily built message: `msg` is evaluated only when `cond` is false.
+#define PERFX_CHECK(cond, msg)                       \
+  do {                                               \
+    if (!(cond)) throw ::perfx::Error(msg);          \
+  } while (0)
 
 }  // namespace perfx

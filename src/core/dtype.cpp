@@ -46,7 +46,7 @@ size_t dtype_block_bytes(DType t) {
 
 size_t dtype_row_bytes(DType t, int64_t n) {
   const int be = dtype_block_elems(t);
-  check(n >= 0 && n % be == 0, std::string("row of ") + std::to_string(n) + " elements is not a multiple of the " +
+  PERFX_CHECK(n >= 0 && n % be == 0, std::string("row of ") + std::to_string(n) + " elements is not a multiple of the " +
                                    dtype_name(t) + " block size " + std::to_string(be));
   return (size_t)(n / be) * dtype_block_bytes(t);
 }

@@ -87,20 +87,20 @@ class EngineImpl : public Engine {
     int need = 0;
     for (size_t i = 0; i < items.size(); ++i)
       for (size_t j = 0; j < i; ++j)
-        check(items[i].seq != items[j].seq, "step: sequence " + std::to_string(items[i].seq) + " appears twice");
+        PERFX_CHECK(items[i].seq != items[j].seq, "step: sequence " + std::to_string(items[i].seq) + " appears twice");
     for (const auto& it : items) {
-      check(!it.tokens.empty(), "step: a sequence with no new tokens");
-      check(blocks_->has_sequence(it.seq), "step: unknown sequence " + std::to_string(it.seq));
+      PERFX_CHECK(!it.tokens.empty(), "step: a sequence with no new tokens");
+      PERFX_CHECK(blocks_->has_sequence(it.seq), "step: unknown sequence " + std::to_string(it.seq));
       const int len = blocks_->seq_len(it.seq);
-      check(len + (int)it.tokens.size() <= ctx_,
+      PERFX_CHECK(len + (int)it.tokens.size() <= ctx_,
             "sequence would have " + std::to_string(len + it.tokens.size()) + " tokens, more than the context size " +
                 std::to_string(ctx_));
       for (int32_t t : it.tokens)
-        check(t >= 0 && t < config().vocab_size,
+        PERFX_CHECK(t >= 0 && t < config().vocab_size,
               "token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(config().vocab_size) + ")");
       need += blocks_->blocks_needed(it.seq, (int)it.tokens.size());
     }
-    check(need <= blocks_->free_blocks(), "KV cache is full: " + std::to_string(need) + " blocks needed, " +
+    PERFX_CHECK(need <= blocks_->free_blocks(), "KV cache is full: " + std::to_string(need) + " blocks needed, " +
                                               std::to_string(blocks_->free_blocks()) + " free");
     for (int i = 0; i < b.n_seqs; ++i) {
       const auto& it = items[i];

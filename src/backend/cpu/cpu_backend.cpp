@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/attention.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/reference.h"
 #include "backend/cpu/simd.h"
 #include "backend/cpu/w4a16.h"
@@ -71,6 +73,29 @@ class CpuKv : public KvStorage {
     return static_cast<float*>(buf->data()) + layer * layer_stride + slot * n_kv_heads * head_dim;
   }
   float* v(int layer, int64_t slot) const { return k(layer, slot) + kv_offset; }
+};
+
+/// A dense part (F32/F16/BF16/GGUF block types) as fp32 panels for gemm_nt. Column offsets k0 are
+/// multiples of kGemmKBlock (256), hence of every GGUF block size (32).
+class DensePanels final : public PanelSource {
+ public:
+  explicit DensePanels(const Part& p) : p_(p) {}
+  void fill(int64_t r, int nr, int64_t k0, int64_t kn, float* buf) const override {
+    const size_t col_bytes = dtype_row_bytes(p_.dtype, k0);
+    for (int i = 0; i < nr; ++i)
+      dequantize_row_fast(p_.dtype, p_.data + (r + i) * p_.row_bytes + col_bytes,
+                          buf + i * kGemmKBlock, kn);
+  }
+  void prefetch(int64_t r, int nr, int64_t k0, int64_t kn) const override {
+    const size_t col_bytes = dtype_row_bytes(p_.dtype, k0), n = dtype_row_bytes(p_.dtype, kn);
+    for (int i = 0; i < nr; ++i) {
+      const uint8_t* row = p_.data + (r + i) * p_.row_bytes + col_bytes;
+      for (size_t b = 0; b < n; b += 64) __builtin_prefetch(row + b);
+    }
+  }
+
+ private:
+  const Part& p_;
 };
 
 const CpuWeight& as_cpu(const Weight& w) { return static_cast<const CpuWeight&>(w); }
@@ -166,7 +191,7 @@ class CpuBackend : public Backend {
     check(p.w4 == nullptr, "int4 embeddings are not supported");
     for (int t = 0; t < b.n_tokens; ++t) {
       const int32_t id = b.token_ids[t];
-      check(id >= 0 && id < w.out, "token id " + std::to_string(id) + " is outside the vocabulary of " +
+      PERFX_CHECK(id >= 0 && id < w.out, "token id " + std::to_string(id) + " is outside the vocabulary of " +
                                        std::to_string(w.out));
     }
     pool_.parallel_for(b.n_tokens, [&](int64_t t0, int64_t t1) {
@@ -233,13 +258,22 @@ class CpuBackend : public Backend {
     }
   }
 
-  // Rows [r0, r1) of a dense part: y[t, r] = x[t] · W[r] for every token t.
-  static void dense_rows(const Tensor& x, int T, int64_t in, const Part& p, int64_t r0, int64_t r1, float* yp,
-                         int64_t ldy) {
+  // Rows [r0, r1) of a dense part: y[t, r] = x[t] · W[r] for every token t. 1-4 tokens of 16-bit
+  // rows: dot_half_rows (converted on the fly, two rows at a time); more tokens: the blocked GEMM
+  // (gemm.h); one token of another dtype: a dot per row.
+  static void dense_rows(const Tensor& x, int T, int64_t in, const Part& p, int64_t r0, int64_t r1,
+                         float* yp, int64_t ldy) {
+    // Up to 4 tokens of 16-bit rows: rows converted in registers, each used by every token.
+    if (dot_half_rows(x.f32(), x.stride, T, p.data + r0 * p.row_bytes, p.row_bytes, p.dtype, in,
+                      r1 - r0, yp + r0, ldy))
+      return;
+    if (T > 1) {
+      gemm_nt(x.f32(), T, x.stride, in, DensePanels(p), r0, r1, yp, ldy);
+      return;
+    }
     thread_local std::vector<float> row;
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* src = p.data + r * p.row_bytes;
-      if (T == 1 && dot_half(x.f32(), src, p.dtype, in, &yp[r])) continue;  // decode: convert on the fly
       const float* wr;
       if (p.dtype == DType::F32 && ((uintptr_t)src % 4) == 0) {
         wr = reinterpret_cast<const float*>(src);
@@ -248,7 +282,7 @@ class CpuBackend : public Backend {
         dequantize_row_fast(p.dtype, src, row.data(), in);
         wr = row.data();
       }
-      for (int t = 0; t < T; ++t) yp[t * ldy + r] = dot(x.f32() + t * x.stride, wr, in);
+      yp[r] = dot(x.f32(), wr, in);
     }
   }
 
@@ -278,7 +312,7 @@ class CpuBackend : public Backend {
     const int64_t n_slots = (int64_t)kv.n_blocks * kv.block_size;
     for (int t = 0; t < b.n_tokens; ++t) {
       const int64_t s = b.slots[t];
-      check(s >= 0 && s < n_slots, "KV slot " + std::to_string(s) + " out of range");
+      PERFX_CHECK(s >= 0 && s < n_slots, "KV slot " + std::to_string(s) + " out of range");
       std::memcpy(kv.k(layer, s), k.f32() + t * k.stride, width * sizeof(float));
       std::memcpy(kv.v(layer, s), v.f32() + t * v.stride, width * sizeof(float));
     }
@@ -289,25 +323,21 @@ class CpuBackend : public Backend {
     const auto& kv = static_cast<const CpuKv&>(kvs);
     const int hd = kv.head_dim, bs = kv.block_size;
     const int group = n_q_heads / kv.n_kv_heads;
+    const int64_t slot_stride = (int64_t)kv.n_kv_heads * hd;
     pool_.parallel_for((int64_t)b.n_tokens * n_q_heads, [&](int64_t i0, int64_t i1) {
       thread_local std::vector<float> scores;
       for (int64_t i = i0; i < i1; ++i) {
         const int t = (int)(i / n_q_heads), h = (int)(i % n_q_heads), kvh = h / group;
         const int n_keys = b.positions[t] + 1;
-        const int32_t* table = b.block_tables.data() + (size_t)b.token_seq[t] * b.max_blocks;
         if ((int)scores.size() < n_keys) scores.resize(n_keys);
-        const float* qh = q.f32() + t * q.stride + h * hd;
-        for (int j = 0; j < n_keys; ++j) {
-          const int64_t slot = (int64_t)table[j / bs] * bs + j % bs;
-          scores[j] = dot(qh, kv.k(layer, slot) + kvh * hd, hd) * scale;
-        }
-        softmax_inplace(scores.data(), n_keys);
-        float* o = out.f32() + t * out.stride + h * hd;
-        std::memset(o, 0, hd * sizeof(float));
-        for (int j = 0; j < n_keys; ++j) {
-          const int64_t slot = (int64_t)table[j / bs] * bs + j % bs;
-          axpy(scores[j], kv.v(layer, slot) + kvh * hd, o, hd);
-        }
+        PagedKv pk;
+        pk.k_base = kv.k(layer, 0) + kvh * hd;
+        pk.v_base = kv.v(layer, 0) + kvh * hd;
+        pk.slot_stride = slot_stride;
+        pk.table = b.block_tables.data() + (size_t)b.token_seq[t] * b.max_blocks;
+        pk.block_size = bs;
+        attention_row(q.f32() + t * q.stride + h * hd, hd, scale, n_keys, pk, scores.data(),
+                      out.f32() + t * out.stride + h * hd);
       }
     });
   }

@@ -14,9 +14,11 @@ float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 /// dequantize_row with F16C/AVX2 for F16/BF16 rows; falls back to the reference for other types.
 void dequantize_row_fast(DType t, const void* src, float* dst, int64_t n);
-/// *out = Σ x[i]·w[i] for a F16/BF16 row w converted on the fly. Returns false (and does nothing)
-/// when no fast path exists for `t` on this CPU.
-bool dot_half(const float* x, const void* w, DType t, int64_t n, float* out);
+/// Small-batch GEMV for 16-bit-float weights: out[t * ldo + r] = Σ_k x[t * ldx + k] · w_r[k] for
+/// T <= 4 tokens and `rows` rows (row r at w + r * row_bytes, converted on the fly; rows may be
+/// unaligned). Returns false (and does nothing) when T > 4 or there is no fast path for `t`.
+bool dot_half_rows(const float* x, int64_t ldx, int T, const void* w, size_t row_bytes, DType t,
+                   int64_t n, int64_t rows, float* out, int64_t ldo);
 /// True when the AVX2+FMA path is in use.
 bool have_avx2();
 

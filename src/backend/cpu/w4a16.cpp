@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "backend/cpu/gemm.h"
 #include "core/dtype.h"
 #include "perfx/status.h"
 
@@ -446,21 +447,17 @@ PERFX_AVX2 void q8_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w
   }
 }
 
-constexpr int kRows = 4;        // rows per micro-tile
-constexpr int kTok = 3;         // tokens per micro-tile
-constexpr int kKBlock = 512;    // columns dequantized at once (kRows × 512 × 4 B = 8 KiB, in L1)
-constexpr int kTBlock = 48;     // tokens whose x stays hot while a row block is swept
 constexpr int kDirectMaxT = 8;  // up to this many tokens: direct kernel, else dequant + GEMM
 
-/// Dequantizes rows [r, r + nr) (nr <= kRows; missing rows are zero), columns [k0, k0 + kn),
-/// into buf[i * kKBlock + (k − k0)] = (q − z) · s, exactly as the reference computes it.
+/// Dequantizes rows [r, r + nr) (nr <= kGemmRows; missing rows are zero), columns [k0, k0 + kn),
+/// into buf[i * kGemmKBlock + (k − k0)] = (q − z) · s, exactly as the reference computes it.
 PERFX_AVX2 void dequant_block(const W4A16Matrix& w, int64_t r, int nr, int64_t k0, int64_t kn,
                               float* buf) {
   const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
   const __m256i mask = _mm256_set1_epi32(0xF);
   const int64_t W = w.in / 8, G = w.in / w.group_size;
-  for (int i = 0; i < kRows; ++i) {
-    float* dst = buf + i * kKBlock;
+  for (int i = 0; i < kGemmRows; ++i) {
+    float* dst = buf + i * kGemmKBlock;
     if (i >= nr) {
       std::memset(dst, 0, static_cast<size_t>(kn) * sizeof(float));
       continue;
@@ -480,50 +477,24 @@ PERFX_AVX2 void dequant_block(const W4A16Matrix& w, int64_t r, int nr, int64_t k
   }
 }
 
-/// acc[i][t] (+)= Σ_k buf[i][k] · x[t][k] over kn columns, for NT tokens (x rows ldx apart).
-template <int NT>
-PERFX_AVX2 void micro_kernel(const float* x, int64_t ldx, const float* buf, int64_t kn,
-                             __m256* acc /* [kRows][kTBlock] */, bool first) {
-  __m256 a[kRows][NT];
-  for (int i = 0; i < kRows; ++i)
-    for (int t = 0; t < NT; ++t) a[i][t] = first ? _mm256_setzero_ps() : acc[i * kTBlock + t];
-  for (int64_t k = 0; k < kn; k += 8) {
-    __m256 xv[NT];
-    for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + k);
-    for (int i = 0; i < kRows; ++i) {
-      const __m256 wv = _mm256_load_ps(buf + i * kKBlock + k);
-      for (int t = 0; t < NT; ++t) a[i][t] = _mm256_fmadd_ps(wv, xv[t], a[i][t]);
+/// The int4 matrix as fp32 panels for the shared GEMM (gemm.h).
+class W4Panels final : public PanelSource {
+ public:
+  explicit W4Panels(const W4A16Matrix& w) : w_(w) {}
+  void fill(int64_t r, int nr, int64_t k0, int64_t kn, float* buf) const override {
+    dequant_block(w_, r, nr, k0, kn, buf);
+  }
+  void prefetch(int64_t r, int nr, int64_t k0, int64_t kn) const override {
+    const int64_t W = w_.in / 8;
+    for (int i = 0; i < nr; ++i) {
+      const uint32_t* q = w_.q.data() + (r + i) * W + k0 / 8;
+      for (int64_t b = 0; b < kn / 8; b += 16) __builtin_prefetch(q + b);
     }
   }
-  for (int i = 0; i < kRows; ++i)
-    for (int t = 0; t < NT; ++t) acc[i * kTBlock + t] = a[i][t];
-}
 
-/// T > 1: blocked over tokens (kTBlock), rows (kRows) and columns (kKBlock).
-PERFX_AVX2 void gemm_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
-                          int64_t r1, float* y, int64_t ldy) {
-  alignas(32) static thread_local float buf[kRows * kKBlock];
-  alignas(32) static thread_local __m256 acc[kRows * kTBlock];
-  for (int tb = 0; tb < T; tb += kTBlock) {
-    const int nt = std::min(kTBlock, T - tb);
-    const float* xb = x + tb * ldx;
-    for (int64_t r = r0; r < r1; r += kRows) {
-      const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
-      for (int64_t k0 = 0; k0 < w.in; k0 += kKBlock) {
-        const int64_t kn = std::min<int64_t>(kKBlock, w.in - k0);
-        dequant_block(w, r, nr, k0, kn, buf);
-        const bool first = k0 == 0;
-        int t = 0;
-        for (; t + kTok <= nt; t += kTok)
-          micro_kernel<kTok>(xb + t * ldx + k0, ldx, buf, kn, acc + t, first);
-        if (nt - t == 2) micro_kernel<2>(xb + t * ldx + k0, ldx, buf, kn, acc + t, first);
-        if (nt - t == 1) micro_kernel<1>(xb + t * ldx + k0, ldx, buf, kn, acc + t, first);
-      }
-      for (int i = 0; i < nr; ++i)
-        for (int t = 0; t < nt; ++t) y[(tb + t) * ldy + r + i] = hsum(acc[i * kTBlock + t]);
-    }
-  }
-}
+ private:
+  const W4A16Matrix& w_;
+};
 
 }  // namespace
 
@@ -555,7 +526,7 @@ void w4a16_linear_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w,
     direct_avx2(x, T, ldx, w, r0, r1, y, ldy);
     return;
   }
-  gemm_avx2(x, T, ldx, w, r0, r1, y, ldy);
+  gemm_nt(x, T, ldx, w.in, W4Panels(w), r0, r1, y, ldy);
 }
 
 #else  // not x86-64

@@ -107,18 +107,36 @@ TEST(CpuKernels, RmsNormAndRope) {
   EXPECT_FLOAT_EQ(g[2], 2);
 }
 
-TEST(CpuKernels, DotHalfMatchesDequantizeThenDot) {
+TEST(CpuKernels, DotHalfRowsMatchDequantizeThenDot) {
   for (DType t : {DType::F16, DType::BF16}) {
     for (int n : {8, 13, 64, 259}) {
-      auto x = randv(n, 11), f = randv(n, 12);
-      std::vector<uint16_t> h(n);
-      for (int i = 0; i < n; ++i) h[i] = t == DType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
-      std::vector<float> w(n);
-      dequantize_row(t, h.data(), w.data(), n);
-      const float want = dot_ref(x.data(), w.data(), n);
-      float got = 0;
-      if (!dot_half(x.data(), h.data(), t, n, &got)) GTEST_SKIP() << "no fast path on this CPU";
-      EXPECT_NEAR(got, want, 1e-4f * std::sqrt((float)n)) << dtype_name(t) << " " << n;
+      for (int T : {1, 2, 3, 4}) {
+        for (int rows : {1, 2, 5}) {
+          const int64_t ldx = n + 1, ldo = rows + 2;
+          auto x = randv((size_t)(T * ldx), 11), f = randv((size_t)(rows * n), 12);
+          std::vector<uint16_t> h((size_t)(rows * n));
+          for (size_t i = 0; i < h.size(); ++i)
+            h[i] = t == DType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
+          std::vector<float> got((size_t)(T * ldo), -7.0f);
+          if (!dot_half_rows(x.data(), ldx, T, h.data(), 2 * (size_t)n, t, n, rows, got.data(), ldo))
+            GTEST_SKIP() << "no fast path on this CPU";
+          for (int tt = 0; tt < T; ++tt)
+            for (int r = 0; r < ldo; ++r) {
+              if (r >= rows) {
+                EXPECT_EQ(got[tt * ldo + r], -7.0f) << "wrote past the last row";
+                continue;
+              }
+              std::vector<float> w(n);
+              dequantize_row(t, h.data() + r * n, w.data(), n);
+              const float want = dot_ref(x.data() + tt * ldx, w.data(), n);
+              EXPECT_NEAR(got[tt * ldo + r], want, 1e-4f * std::sqrt((float)n))
+                  << dtype_name(t) << " n=" << n << " T=" << T << " rows=" << rows;
+            }
+        }
+      }
+      float unused = 0;
+      EXPECT_FALSE(dot_half_rows(nullptr, 0, 5, nullptr, 0, t, n, 1, &unused, 1)) << "T > 4";
     }
   }
+  EXPECT_FALSE(dot_half_rows(nullptr, 0, 1, nullptr, 0, DType::Q8_0, 32, 1, nullptr, 1));
 }

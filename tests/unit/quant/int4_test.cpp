@@ -169,8 +169,9 @@ TEST(Int4, QuantizeMatchesFakeQuantize) {
     // fp16 vs fp32 arithmetic may move a value by one step at a rounding boundary.
     EXPECT_LE(std::fabs(deq[i] - fq[i]), 1.01f * s + 1e-6f) << i;
     const bool constant_group = i / in == 5 && (i % in) / 128 == 1;
-    if (!constant_group)
+    if (!constant_group) {
       EXPECT_LE(std::fabs(deq[i] - w[i]), 0.5f * s + 2e-3f * std::fabs(w[i]) + 1e-6f) << i;
+    }
     differ += std::fabs(deq[i] - fq[i]) > 0.5f * s;  // a different integer step
   }
   EXPECT_LT(differ, out * in / 50);

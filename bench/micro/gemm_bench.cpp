@@ -1,0 +1,50 @@
+// Dense CPU linear through the backend (one thread): bf16 weights, the default model's shapes
+// (hidden 256, intermediate 768) and Llama-2-7B's q_proj, at T = 1 (decode GEMV: a dot per row,
+// converted on the fly) and T > 1 (the blocked GEMM of gemm.h). Counter: GFLOP/s (2·in·out·T).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/dtype.h"
+
+namespace {
+
+void BM_DenseLinear(benchmark::State& state) {
+  const int64_t in = state.range(0), out = state.range(1);
+  const int T = static_cast<int>(state.range(2));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 0.05f);
+  std::vector<uint16_t> w(static_cast<size_t>(in * out));
+  for (auto& v : w) v = perfx::fp32_to_bf16(nd(rng));
+  perfx::LinearSource s;
+  s.weight.name = "w";
+  s.weight.dtype = perfx::DType::BF16;
+  s.weight.shape = {out, in};
+  s.weight.data = w.data();
+  s.weight.nbytes = w.size() * 2;
+  s.out = out;
+  s.in = in;
+  auto be = perfx::cpu::create_cpu_backend(1);
+  auto wt = be->load_linear({s});
+  std::vector<float> x(static_cast<size_t>(T * in)), y(static_cast<size_t>(T * out));
+  for (auto& v : x) v = nd(rng);
+  perfx::Tensor xt{x.data(), perfx::DType::F32, T, in, in}, yt{y.data(), perfx::DType::F32, T, out, out};
+  for (auto _ : state) {
+    be->linear(xt, *wt, nullptr, yt);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * in * out * T * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+}
+
+}  // namespace
+
+BENCHMARK(BM_DenseLinear)
+    ->Name("DenseLinear_bf16")
+    ->ArgsProduct({{256}, {1024}, {1, 2, 8, 64, 256}})
+    ->ArgsProduct({{768}, {256}, {64}})
+    ->ArgsProduct({{4096}, {4096}, {1, 64}})
+    ->Unit(benchmark::kMicrosecond);
