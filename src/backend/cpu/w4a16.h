@@ -56,8 +56,8 @@ bool w4a16_have_avx2();
 int w4a16_q8_max_tokens();
 /// The AVX2 kernels directly (tests and benchmarks); only call when w4a16_have_avx2().
 /// T <= 8 uses a fused kernel (nibbles widened in registers, up to 4 tokens per pass over the
-/// weights); larger T dequantizes 4 rows × 512 columns into an L1 buffer and runs a 4-row ×
-/// 3-token fp32 FMA micro-kernel over blocks of 48 tokens.
+/// weights); larger T dequantizes panels of 16 rows × 256 columns and runs the shared blocked
+/// GEMM of gemm.h over them.
 void w4a16_linear_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w, int64_t r0,
                        int64_t r1, float* y, int64_t ldy);
 /// Variant with int8 activations (only call when w4a16_have_avx2()): x is quantized per (token,
