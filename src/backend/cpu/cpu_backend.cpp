@@ -347,7 +347,7 @@ class CpuBackend : public Backend {
     pool_.parallel_for(out.rows, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const float* g = gate_up.f32() + r * gate_up.stride;
-        silu_mul_row(g, g + I, I, out.f32() + r * out.stride);
+        silu_mul_row_fast(g, g + I, I, out.f32() + r * out.stride);
       }
     });
   }
