@@ -12,13 +12,18 @@
 
 namespace perfx {
 
+/// CPUs this process may run on: the size of its affinity mask (sched_getaffinity, so `taskset`
+/// and container cpusets count), else std::thread::hardware_concurrency(); at least 1.
+int available_cpus();
+
 /// Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread, and waits.
 /// The calling thread takes part. Not re-entrant: do not call parallel_for from inside fn.
 /// If fn throws on any thread, parallel_for still waits for every chunk, then rethrows the first.
 /// Workers spin briefly for the next loop before sleeping, since decode issues many short loops.
 class ThreadPool {
  public:
-  /// n_threads <= 0 means std::thread::hardware_concurrency().
+  /// n_threads <= 0 means available_cpus() (one thread per CPU this process may use; more threads
+  /// than CPUs make the spinning workers fight each other).
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <stdexcept>
 #include <vector>
@@ -37,4 +39,26 @@ TEST(ThreadPool, ExceptionsAreRethrownAfterAllChunksFinish) {
   std::atomic<int> sum{0};
   pool.parallel_for(10, [&](int64_t b, int64_t e) { sum += (int)(e - b); });
   EXPECT_EQ(sum.load(), 10);
+}
+
+// Bug: the default thread count came from hardware_concurrency(), which ignores `taskset` and
+// container cpusets; 16 spinning threads on 2 allowed CPUs made decode ~10x slower.
+TEST(ThreadPool, DefaultSizeFollowsTheAffinityMask) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c)
+    if (CPU_ISSET(c, &saved)) first = c;
+  ASSERT_GE(first, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  const int n = perfx::available_cpus();
+  perfx::ThreadPool pool(0);
+  const int size = pool.size();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(size, 1);
+  EXPECT_EQ(perfx::available_cpus(), CPU_COUNT(&saved));
 }
