@@ -4,10 +4,28 @@
 
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "perfx/status.h"
+
 namespace perfx {
+
+/// A SamplingParams field out of range, from SamplingParams::validate(). what() is
+/// "<field> <reason>", e.g. "top_p must be in (0, 1] (1 = off), got 0"; field() ("top_p", the
+/// member's name) and reason() let a front end name the field its own way (a CLI flag, an API
+/// parameter).
+class InvalidSamplingParam : public Error {
+ public:
+  InvalidSamplingParam(std::string field, std::string reason)
+      : Error(field + " " + reason), field_(std::move(field)), reason_(std::move(reason)) {}
+  const std::string& field() const { return field_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string field_, reason_;
+};
 
 struct SamplingParams {
   float temperature = 0.8f;    // <= 0: greedy (argmax)
@@ -19,6 +37,11 @@ struct SamplingParams {
   float presence_penalty = 0;  // OpenAI: logit -= presence · [count > 0]
   float frequency_penalty = 0; // OpenAI: logit -= frequency · count
   uint64_t seed = 0;           // RNG seed
+
+  /// Checks the ranges a user may ask for: temperature >= 0, top_k >= 0, top_p in (0, 1], min_p in
+  /// [0, 1], repeat_penalty > 0, repeat_last_n >= -1, finite presence / frequency penalties.
+  /// Throws InvalidSamplingParam (a perfx::Error) naming the first field out of range.
+  void validate() const;
 };
 
 /// One alternative with its log-probability (natural log, over the full vocabulary of raw logits).

@@ -1,10 +1,39 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "perfx/sampling.h"
 
 namespace perfx {
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+void SamplingParams::validate() const {
+  auto fail = [](const char* field, const std::string& reason, const std::string& got) {
+    throw InvalidSamplingParam(field, reason + ", got " + got);
+  };
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    fail("temperature", "must be >= 0 (0 = greedy)", number(temperature));
+  if (top_k < 0) fail("top_k", "must be >= 0 (0 = off)", std::to_string(top_k));
+  if (!(top_p > 0 && top_p <= 1)) fail("top_p", "must be in (0, 1] (1 = off)", number(top_p));
+  if (!(min_p >= 0 && min_p <= 1)) fail("min_p", "must be in [0, 1] (0 = off)", number(min_p));
+  if (!(repeat_penalty > 0) || !std::isfinite(repeat_penalty))
+    fail("repeat_penalty", "must be > 0 (1 = off)", number(repeat_penalty));
+  if (repeat_last_n < -1)
+    fail("repeat_last_n", "must be >= -1 (-1 = whole history)", std::to_string(repeat_last_n));
+  if (!std::isfinite(presence_penalty))
+    fail("presence_penalty", "must be a finite number", number(presence_penalty));
+  if (!std::isfinite(frequency_penalty))
+    fail("frequency_penalty", "must be a finite number", number(frequency_penalty));
+}
 
 Sampler::Sampler(const SamplingParams& p) : p_(p) {
   // splitmix64 of the seed gives a non-zero xorshift state

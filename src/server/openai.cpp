@@ -113,18 +113,21 @@ void parse_common(const ojson& body, GenerationRequest& r) {
   const char* max_name =
       field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (get_int(body, max_name, 1, INT32_MAX, i)) r.max_tokens = (int)i;
+  // The API's own limits here (OpenAI's 0..2 temperature, -2..2 penalties; top_k -1 = off);
+  // SamplingParams::validate() then checks what every front end shares (top_p > 0, ...).
   if (get_number(body, "temperature", 0, 2, d)) r.sampling.temperature = (float)d;
-  if (get_number(body, "top_p", 0, 1, d)) {
-    if (d == 0) bad_value("top_p", "0 is out of range; it must be greater than 0 and at most 1.");
-    r.sampling.top_p = (float)d;
-  }
+  if (get_number(body, "top_p", 0, 1, d)) r.sampling.top_p = (float)d;
   if (get_int(body, "top_k", -1, INT32_MAX, i)) r.sampling.top_k = (int)std::max<int64_t>(i, 0);
   if (get_number(body, "min_p", 0, 1, d)) r.sampling.min_p = (float)d;
   if (get_number(body, "presence_penalty", -2, 2, d)) r.sampling.presence_penalty = (float)d;
   if (get_number(body, "frequency_penalty", -2, 2, d)) r.sampling.frequency_penalty = (float)d;
-  if (get_number(body, "repetition_penalty", 0, 100, d)) {
-    if (d == 0) bad_value("repetition_penalty", "it must be greater than 0.");
-    r.sampling.repeat_penalty = (float)d;
+  if (get_number(body, "repetition_penalty", 0, 100, d)) r.sampling.repeat_penalty = (float)d;
+  try {
+    r.sampling.validate();
+  } catch (const InvalidSamplingParam& e) {
+    // The API's names are the fields' except repetition_penalty.
+    const std::string param = e.field() == "repeat_penalty" ? "repetition_penalty" : e.field();
+    bad_value(param, param + " " + e.reason() + ".");
   }
   if (const ojson* s = field(body, "seed")) {
     if (s->is_number_unsigned()) {

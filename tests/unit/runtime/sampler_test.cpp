@@ -12,6 +12,51 @@ namespace {
 std::vector<float> logits5() { return {1.0f, 3.0f, 2.0f, 0.5f, 2.9f}; }
 }  // namespace
 
+// validate() throws InvalidSamplingParam naming the field (and the value) at fault.
+std::string invalid_field(const SamplingParams& p, std::string* what = nullptr) {
+  try {
+    p.validate();
+  } catch (const InvalidSamplingParam& e) {
+    if (what) *what = e.what();
+    EXPECT_EQ(std::string(e.what()), e.field() + " " + e.reason());
+    return e.field();
+  }
+  return "";
+}
+
+TEST(SamplingParams, ValidateNamesTheFieldOutOfRange) {
+  EXPECT_EQ(invalid_field(SamplingParams{}), "");
+  SamplingParams off;
+  off.temperature = 0;
+  off.top_k = 0;
+  off.top_p = 1;
+  off.min_p = 0;
+  off.repeat_last_n = -1;
+  off.presence_penalty = -2;
+  EXPECT_EQ(invalid_field(off), "");
+  auto with = [](auto set) {
+    SamplingParams p;
+    set(p);
+    return invalid_field(p);
+  };
+  EXPECT_EQ(with([](SamplingParams& p) { p.temperature = -0.5f; }), "temperature");
+  EXPECT_EQ(with([](SamplingParams& p) { p.temperature = NAN; }), "temperature");
+  EXPECT_EQ(with([](SamplingParams& p) { p.top_k = -3; }), "top_k");
+  EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 0; }), "top_p");
+  EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 1.5f; }), "top_p");
+  EXPECT_EQ(with([](SamplingParams& p) { p.min_p = -0.1f; }), "min_p");
+  EXPECT_EQ(with([](SamplingParams& p) { p.min_p = 2; }), "min_p");
+  EXPECT_EQ(with([](SamplingParams& p) { p.repeat_penalty = 0; }), "repeat_penalty");
+  EXPECT_EQ(with([](SamplingParams& p) { p.repeat_last_n = -2; }), "repeat_last_n");
+  EXPECT_EQ(with([](SamplingParams& p) { p.frequency_penalty = INFINITY; }), "frequency_penalty");
+  SamplingParams k;
+  k.top_k = -3;
+  std::string what;
+  invalid_field(k, &what);
+  EXPECT_EQ(what, "top_k must be >= 0 (0 = off), got -3");
+  EXPECT_THROW(k.validate(), Error);
+}
+
 TEST(Sampler, GreedyIsArgmax) {
   SamplingParams p;
   p.temperature = 0;

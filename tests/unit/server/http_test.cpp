@@ -219,6 +219,11 @@ TEST(Http, MalformedRequestsGetOpenAIErrorsAndTheServerKeepsServing) {
   expect_error(s.post("/v1/completions", R"({"prompt": "x", "temperature": 3})"), 400,
                "temperature");
   expect_error(s.post("/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop");
+  // Shared SamplingParams::validate() ranges, reported under the API's parameter names.
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "top_p": 0})"), 400, "top_p");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "repetition_penalty": 0})"), 400,
+               "repetition_penalty");
+  expect_error(s.post("/v1/completions", R"({"prompt": "x", "top_k": -2})"), 400, "top_k");
   expect_error(s.post("/v1/completions", R"({"max_tokens": 3})"), 400, "prompt");
   expect_error(s.post("/v1/completions", R"({"prompt": "x", "n": 0})"), 400, "n");
   expect_error(s.post("/v1/completions", R"({"prompt": [0, 99999]})"), 400, "prompt");
