@@ -40,6 +40,9 @@ class Engine {
   /// Bytes of weights held by the backend.
   virtual size_t weight_bytes() const = 0;
   virtual std::string model_name() const = 0;
+  /// The token ids that end generation: the config's eos_token_id(s), then the tokenizer's EOS ids
+  /// not already listed (no duplicates). Computed on each call: cache it in per-token paths.
+  std::vector<int32_t> eos_ids() const;
 
   // ---- sequences over the paged KV cache
   virtual SeqId create_sequence() = 0;

@@ -50,9 +50,7 @@ class EngineImpl : public Engine {
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
     kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
                               (int)c.head_dim);
-    eos_ = c.eos_token_ids;
-    for (int32_t e : tokenizer_->eos_ids())
-      if (std::find(eos_.begin(), eos_.end(), e) == eos_.end()) eos_.push_back(e);
+    eos_ = eos_ids();
     std::string p = o.model_path;
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     name_ = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);
@@ -204,6 +202,13 @@ class EngineImpl : public Engine {
 };
 
 }  // namespace
+
+std::vector<int32_t> Engine::eos_ids() const {
+  std::vector<int32_t> ids = config().eos_token_ids;
+  for (int32_t e : tokenizer().eos_ids())
+    if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+  return ids;
+}
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& o) { return std::make_unique<EngineImpl>(o); }
 

@@ -84,9 +84,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics* metrics)
   check(opts_.max_queue >= 0, "the queue size must be >= 0");
   check(opts_.prefill_chunk >= 1, "the prefill chunk must be >= 1 token");
   opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_batch + opts_.prefill_chunk);
-  eos_ = engine_.config().eos_token_ids;
-  for (int32_t e : engine_.tokenizer().eos_ids())
-    if (std::find(eos_.begin(), eos_.end(), e) == eos_.end()) eos_.push_back(e);
+  eos_ = engine_.eos_ids();
   vocab_ = (int)engine_.config().vocab_size;
   if (metrics_) metrics_->set_kv_blocks(0, engine_.total_blocks());
 }

@@ -54,7 +54,7 @@ std::string FakeTokenizer::id_to_token(int32_t id) const {
 FakeEngine::FakeEngine(FakeEngineOptions o)
     : o_(o), blocks_((o.kv_tokens + o.block_size - 1) / o.block_size, o.block_size) {
   cfg_.vocab_size = tok_.vocab_size();
-  cfg_.eos_token_ids = {1};
+  cfg_.eos_token_ids = o.config_eos;
   cfg_.bos_token_id = 0;
   cfg_.max_position_embeddings = o.ctx;
 }

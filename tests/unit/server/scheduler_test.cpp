@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -296,6 +297,34 @@ TEST(Scheduler, StopStringsAndEos) {
   Result f = run_to_end(*s2.submit({ig}));
   EXPECT_EQ(f.finish_reason, "length");
   EXPECT_EQ(f.completion_tokens, 9);
+}
+
+TEST(Scheduler, StopsAtEveryEosIdOfTheEngine) {
+  // Engine::eos_ids(): the config's ids first, then the tokenizer's (1) unless already listed.
+  FakeEngineOptions o;
+  o.config_eos = {7, 1};
+  EXPECT_EQ(FakeEngine(o).eos_ids(), (std::vector<int32_t>{7, 1}));
+  o.config_eos = {};
+  EXPECT_EQ(FakeEngine(o).eos_ids(), (std::vector<int32_t>{1}));
+
+  // A config-only EOS id ends a generation as the tokenizer's does.
+  FakeEngine plain;
+  const auto prompt = prompt_of(plain, "eos ids");
+  const std::vector<int32_t> out = plain.solo(prompt, 20);
+  ASSERT_GE(out.size(), 3u);
+  size_t k = 2;  // a token from position 2 on that was not generated earlier
+  while (k < out.size() &&
+         std::find(out.begin(), out.begin() + (long)k, out[k]) != out.begin() + (long)k)
+    ++k;
+  ASSERT_LT(k, out.size());
+  o.config_eos = {out[k]};
+  FakeEngine engine(o);
+  EXPECT_EQ(engine.eos_ids(), (std::vector<int32_t>{out[k], 1}));
+  Scheduler s(engine, {}, nullptr);
+  s.start();
+  Result r = run_to_end(*s.submit({greedy(prompt, 20)}));
+  EXPECT_EQ(r.finish_reason, "stop");
+  EXPECT_EQ(r.ids, std::vector<int32_t>(out.begin(), out.begin() + (long)k));
 }
 
 TEST(Scheduler, LogprobsAndSeveralSequencesPerRequest) {
