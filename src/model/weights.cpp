@@ -1,5 +1,9 @@
 #include "model/weights.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "core/mmap.h"
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
@@ -7,6 +11,30 @@
 #include "perfx/status.h"
 
 namespace perfx {
+
+void check_gguf_magic(const std::string& path) {
+  unsigned char m[4] = {0, 0, 0, 0};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  check(f != nullptr, "cannot open model file '" + path + "': " + std::strerror(errno));
+  const size_t n = std::fread(m, 1, 4, f);
+  std::fclose(f);
+  if (n == 4 && std::memcmp(m, "GGUF", 4) == 0) return;
+  std::string text, hex;  // e.g. 'PK..' (50 4b 03 04)
+  for (size_t i = 0; i < n; ++i) {
+    char h[4];
+    std::snprintf(h, sizeof h, i ? " %02x" : "%02x", m[i]);
+    hex += h;
+    text += (m[i] >= 0x20 && m[i] < 0x7f) ? (char)m[i] : '.';
+  }
+  std::string msg = "model file '" + path + "' is not a GGUF file (" +
+                    (n ? "bad magic '" + text + "' (" + hex + "), expected 'GGUF'"
+                       : std::string("the file is empty")) +
+                    ") and not a Hugging Face model folder";
+  const std::string ext = ".safetensors";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    msg += "; give the folder that holds it and its config.json";
+  throw Error(msg);
+}
 
 Checkpoint open_checkpoint(const std::string& path) {
   check(!path.empty(), "no model path given");
@@ -21,7 +49,8 @@ Checkpoint open_checkpoint(const std::string& path) {
     ck.naming = TensorNaming::HuggingFace;
     return ck;
   }
-  auto g = gguf::File::open(path);  // checks the magic and says so when it is not GGUF
+  check_gguf_magic(path);
+  auto g = gguf::File::open(path);
   ck.config = config_from_gguf(*g);
   ck.gguf = g.get();
   ck.source = std::move(g);

@@ -32,6 +32,11 @@ struct Checkpoint {
 /// errors of the format readers.
 Checkpoint open_checkpoint(const std::string& path);
 
+/// For a model path that is a file (not a folder): throws perfx::Error "model file 'PATH' is not a
+/// GGUF file (bad magic ...) and not a Hugging Face model folder" unless it starts with GGUF's
+/// magic, or when it cannot be read.
+void check_gguf_magic(const std::string& path);
+
 /// Base name (without .weight/.qweight) of a layer tensor, e.g. "model.layers.3.self_attn.q_proj".
 std::string layer_tensor_base(TensorNaming n, int layer, LayerTensor t);
 std::string embed_name(TensorNaming n);
