@@ -5,7 +5,10 @@
 #include <cstdio>
 
 #include "core/mmap.h"
+#include "core/thread_pool.h"
 #include "formats/gguf.h"
+#include "model/config.h"
+#include "model/weights.h"
 #include "perfx/status.h"
 
 namespace perfx::cli {
@@ -30,8 +33,29 @@ std::string human_bytes(size_t b) {
 std::unique_ptr<Tokenizer> load_tokenizer_only(const std::string& path) {
   check(path_exists(path), "model path '" + path + "' does not exist");
   if (is_directory(path)) return Tokenizer::from_hf_dir(path);
+  check_gguf_magic(path);
   auto g = gguf::File::open(path);
   return Tokenizer::from_gguf(*g);
+}
+
+void warn_if_oversubscribed(int threads) {
+  const int cpus = available_cpus();
+  if (threads <= cpus || threads > 1024) return;
+  std::fprintf(stderr,
+               "perfx: warning: -t %d is more than the %d CPUs this process may use; it runs "
+               "slower than -t 0 (one thread per CPU)\n",
+               threads, cpus);
+}
+
+bool warn_past_trained_context(Engine& engine, const std::string& note) {
+  const long long trained = (long long)engine.config().trained_context();
+  if (engine.ctx() <= trained) return false;
+  std::fprintf(
+      stderr,
+      "perfx: warning: context %d exceeds the model's trained context %lld; output past %lld "
+      "tokens may degrade%s\n",
+      engine.ctx(), trained, trained, note.c_str());
+  return true;
 }
 
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& prompt) {

@@ -1,7 +1,10 @@
 // perfx perplexity: llama.cpp's perplexity (non-overlapping windows of -c tokens, second half of
-// each scored) of a model on a text file. Progress on stderr; the last line on stdout is
+// each scored) of a model on a text file. Progress on stderr: one line redrawn in place on a
+// terminal, else a line per 10% of the windows. The last line on stdout is
 // "PPL = X.XXXX +/- Y.YYYY".
 #include "quant/perplexity.h"
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -31,21 +34,28 @@ void run_perplexity(const PplArgs& a) {
   eo.n_threads = a.threads;
   eo.ctx = a.ctx;
   eo.kv_cache_tokens = a.ctx;
+  warn_if_oversubscribed(a.threads);
   auto engine = Engine::load(eo);
+  warn_past_trained_context(*engine);
   const Tokenizer& tok = engine->tokenizer();
   const bool add_bos = tok.add_bos_by_default() && tok.bos_id() >= 0;
   const std::vector<int32_t> ids = tok.encode(text, add_bos);
   std::fprintf(stderr, "perplexity: %s: %zu tokens, ctx %d, %zu windows, weights %s\n",
                eo.model_path.c_str(), ids.size(), a.ctx, ids.size() / static_cast<size_t>(a.ctx),
                human_bytes(engine->weight_bytes()).c_str());
+  const bool tty = isatty(fileno(stderr)) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   const quant::PerplexityResult r = quant::evaluate_perplexity(
       *engine, ids, a.ctx, add_bos ? tok.bos_id() : -1, a.chunks,
       [&](int i, int n, const quant::PerplexityResult& run) {
+        // A terminal gets one line redrawn in place; a pipe or file a line per 10% of the windows.
+        if (!tty && i != n && i * 10 / n == (i - 1) * 10 / n) return;
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "perplexity: [%d/%d] PPL %.4f  (%.1f s, %.0f tokens/s)\n", i, n,
-                     run.ppl, s, static_cast<double>(i) * a.ctx / s);
+        std::fprintf(stderr, "%sperplexity: [%d/%d] PPL %.4f  (%.1f s, %.0f tokens/s)%s",
+                     tty ? "\r\033[K" : "", i, n, run.ppl, s, static_cast<double>(i) * a.ctx / s,
+                     tty && i != n ? "" : "\n");
+        std::fflush(stderr);
       });
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr,

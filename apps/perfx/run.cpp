@@ -1,4 +1,5 @@
 // perfx run: generate text from a prompt (llama.cpp's flag names where they exist).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -51,19 +52,41 @@ void dump_logits(Engine& e, const std::vector<int32_t>& ids, const std::string& 
                path.c_str());
 }
 
+// The sampling flags as SamplingParams, validated; perfx::Error naming the flag when one is out of
+// range.
+SamplingParams sampling_params(const RunArgs& a) {
+  SamplingParams p;
+  p.temperature = a.temp;
+  p.top_k = a.top_k;
+  p.top_p = a.top_p;
+  p.min_p = a.min_p;
+  p.repeat_penalty = a.repeat_penalty;
+  p.repeat_last_n = a.repeat_last_n;
+  p.presence_penalty = a.presence_penalty;
+  p.frequency_penalty = a.frequency_penalty;
+  p.seed = a.seed >= 0 ? (uint64_t)a.seed : std::random_device{}();
+  try {
+    p.validate();
+  } catch (const InvalidSamplingParam& e) {
+    // The flag's name: the field's with dashes (top_p -> --top-p), but temperature is --temp.
+    std::string flag = e.field() == "temperature" ? "temp" : e.field();
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    throw Error("--" + flag + " " + e.reason());
+  }
+  return p;
+}
+
 void run(const RunArgs& a) {
   check(a.n_predict >= -1, "-n must be >= -1 (-1: until EOS or the context is full), got " +
                                std::to_string(a.n_predict));
-  check(a.temp >= 0, "--temp must be >= 0");
-  check(a.top_p > 0 && a.top_p <= 1, "--top-p must be in (0, 1]");
-  check(a.min_p >= 0 && a.min_p <= 1, "--min-p must be in [0, 1]");
-  check(a.repeat_penalty > 0, "--repeat-penalty must be > 0");
+  const SamplingParams sampling = sampling_params(a);
   const auto t0 = std::chrono::steady_clock::now();
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;
   eo.device = a.device;
   eo.n_threads = a.threads;
   eo.ctx = a.ctx;
+  warn_if_oversubscribed(a.threads);
   auto engine = Engine::load(eo);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "perfx: loaded %s (%s, %lld layers) in %.2f s; weights %s on %s\n",
@@ -71,20 +94,27 @@ void run(const RunArgs& a) {
                (long long)engine->config().num_hidden_layers, load_s, human_bytes(engine->weight_bytes()).c_str(),
                engine->backend().name().c_str());
 
+  // -c past the trained context is allowed (the user asked for it), with a warning; -n -1 then
+  // stops at the trained context, so that it ends in the time the model is good for.
+  const int64_t trained = engine->config().trained_context();
+  warn_past_trained_context(*engine,
+                            a.n_predict < 0 ? "; -n -1 stops there (give -n N to go further)" : "");
+
   const std::vector<int32_t> ids = encode_prompt(engine->tokenizer(), a.prompt);
   if (!a.dump_logits.empty()) dump_logits(*engine, ids, a.dump_logits);
 
   Engine::GenerateOptions go;
-  go.max_tokens = a.n_predict < 0 ? engine->ctx() : a.n_predict;
-  go.sampling.temperature = a.temp;
-  go.sampling.top_k = a.top_k;
-  go.sampling.top_p = a.top_p;
-  go.sampling.min_p = a.min_p;
-  go.sampling.repeat_penalty = a.repeat_penalty;
-  go.sampling.repeat_last_n = a.repeat_last_n;
-  go.sampling.presence_penalty = a.presence_penalty;
-  go.sampling.frequency_penalty = a.frequency_penalty;
-  go.sampling.seed = a.seed >= 0 ? (uint64_t)a.seed : std::random_device{}();
+  go.max_tokens = a.n_predict;
+  if (a.n_predict < 0) {  // until EOS or the context is full (generate() stops there)
+    go.max_tokens = engine->ctx();
+    if (engine->ctx() > trained) {
+      go.max_tokens = (int)(trained - (int64_t)ids.size());
+      check(go.max_tokens > 0, "the prompt (" + std::to_string(ids.size()) +
+                                   " tokens) already fills the model's trained context " +
+                                   std::to_string(trained) + "; give -n N to generate past it");
+    }
+  }
+  go.sampling = sampling;
   go.stop = a.stop;
   go.ignore_eos = a.ignore_eos;
   if (go.max_tokens == 0) return;
@@ -110,7 +140,9 @@ Register reg("run", 10, [](CLI::App& app) {
   auto* sub = app.add_subcommand("run", "Generate text from a prompt");
   sub->add_option("-m,--model", a->model, "HF checkpoint folder or .gguf file (default: models/default)");
   sub->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" = start from BOS)");
-  sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate (-1: until EOS/context end)")->capture_default_str();
+  sub->add_option("-n,--n-predict", a->n_predict,
+                  "Tokens to generate (-1: until EOS/context end, at most the trained context)")
+      ->capture_default_str();
   sub->add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
   sub->add_option("--top-k", a->top_k, "Top-k (0 = off)")->capture_default_str();
   sub->add_option("--top-p", a->top_p, "Top-p (1 = off)")->capture_default_str();
@@ -121,7 +153,10 @@ Register reg("run", 10, [](CLI::App& app) {
   sub->add_option("--frequency-penalty", a->frequency_penalty, "Frequency penalty")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "RNG seed (-1 = random)")->capture_default_str();
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
-  sub->add_option("-c,--ctx-size", a->ctx, "Context size (0 = model's, at most 4096)")->capture_default_str();
+  sub->add_option("-c,--ctx-size", a->ctx,
+                  "Context size (0 = model's, at most 4096; more than the model's trained context "
+                  "warns)")
+      ->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS");
   sub->add_option("--device", a->device, "Backend: cpu")->capture_default_str();

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "perfx/engine.h"
@@ -42,7 +43,7 @@ void serve(ServeArgs a) {
   check(a.max_batch >= 1 && a.max_batch <= 4096, "--max-batch must be 1..4096");
   check(a.max_queue >= 0, "--max-queue must be >= 0");
   check(a.kv_cache_tokens >= 0, "--kv-cache-tokens must be >= 0");
-  check(a.ctx >= 0, "-c must be >= 0");
+  check(a.ctx >= 0, "-c/--ctx-size must be >= 0");
   check(a.prefill_chunk >= 1, "--prefill-chunk must be >= 1");
   check(a.timeout_s >= 0, "--timeout must be >= 0");
   check(a.max_body_mib > 0, "--max-body-mib must be > 0");
@@ -63,7 +64,9 @@ void serve(ServeArgs a) {
   eo.kv_cache_tokens = a.kv_cache_tokens > 0
                            ? a.kv_cache_tokens
                            : default_kv_tokens(a, open_checkpoint(a.model).config);
+  warn_if_oversubscribed(a.threads);
   std::unique_ptr<Engine> engine = Engine::load(eo);
+  warn_past_trained_context(*engine);
 
   // Chat template: --chat-template, else the model's, else ChatML.
   std::unique_ptr<ChatTemplate> tpl;
@@ -141,7 +144,8 @@ static Register reg("serve", 50, [](CLI::App& app) {
                   "within --kv-cache-mib)");
   sub->add_option("--kv-cache-mib", a->kv_cache_mib,
                   "memory budget for the default KV capacity (default 2048)");
-  sub->add_option("-c,--ctx", a->ctx, "context size per sequence (default: the model's, <= 4096)");
+  sub->add_option("-c,--ctx-size,--ctx", a->ctx,
+                  "context size per sequence (default: the model's, <= 4096)");
   sub->add_option("--chat-template", a->chat_template,
                   "chat template: a Jinja file, a tokenizer_config.json, or one of chatml, llama2, "
                   "llama3, mistral, zephyr");

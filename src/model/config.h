@@ -57,6 +57,18 @@ struct ModelConfig {
   std::vector<int32_t> eos_token_ids;
   QuantConfig quant;
 
+  /// The context length the model was trained for: max_position_embeddings, or longer when RoPE
+  /// scaling extends it (factor × original_max_position_embeddings, or × max_position_embeddings
+  /// when the original is not given).
+  int64_t trained_context() const {
+    if (rope_scaling.type == RopeScaling::Type::None || !(rope_scaling.factor > 1.0f))
+      return max_position_embeddings;
+    const int64_t base = rope_scaling.original_max_position_embeddings > 0
+                             ? rope_scaling.original_max_position_embeddings
+                             : max_position_embeddings;
+    const int64_t scaled = (int64_t)((double)base * rope_scaling.factor);
+    return scaled > max_position_embeddings ? scaled : max_position_embeddings;
+  }
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
 };

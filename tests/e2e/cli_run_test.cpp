@@ -1,8 +1,12 @@
 // perfx run / tokenize end to end: the bundled default model, parity dumps, and bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <tuple>
 
+#include "core/thread_pool.h"
 #include "e2e/cli_util.h"
 #include "formats/safetensors.h"
 #include "support/test_support.h"
@@ -73,6 +77,84 @@ TEST(CliRun, DumpLogitsMatchesTransformers) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// "prompt P tokens ... generated G tokens" from run's stats line; -1 when absent.
+std::pair<int, int> prompt_and_generated(const std::string& err) {
+  const size_t p = err.find("perfx: prompt "), g = err.find("; generated ");
+  if (p == std::string::npos || g == std::string::npos) return {-1, -1};
+  return {std::atoi(err.c_str() + p + 14), std::atoi(err.c_str() + g + 12)};
+}
+
+TEST(CliRun, ContextPastTheTrainedOneWarnsAndMinusOneStillEnds) {
+  // models/default was trained with max_position_embeddings 512.
+  auto d = run_perfx("run -p 'In the beginning' -n 4 -t 2");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_EQ(d.err.find("warning"), std::string::npos) << d.err;
+  // The fresh-user run: -n -1 --ignore-eos with a huge context filled it for hours; now -n -1 stops
+  // at the trained context and says so.
+  auto r = run_perfx("run -c 100000 -n -1 --ignore-eos -p hi -t 2", 300);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("perfx: warning: context 100000 exceeds the model's trained context 512; "
+                       "output past 512 tokens may degrade; -n -1 stops there"),
+            std::string::npos)
+      << r.err;
+  auto [p, g] = prompt_and_generated(r.err);
+  EXPECT_EQ(p + g, 512) << r.err;
+  EXPECT_NE(r.err.find("finish: length"), std::string::npos) << r.err;
+  // An explicit -n goes past it, up to the context.
+  auto e = run_perfx("run -c 600 -n 2000 --ignore-eos -p hi -t 2", 300);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.err.find("perfx: warning: context 600 exceeds the model's trained context 512"),
+            std::string::npos)
+      << e.err;
+  EXPECT_EQ(e.err.find("-n -1"), std::string::npos) << e.err;
+  std::tie(p, g) = prompt_and_generated(e.err);
+  EXPECT_EQ(p + g, 600) << e.err;
+}
+
+TEST(CliRun, ThreadsAboveTheCpusWarnButRun) {
+  const int hw = available_cpus();
+  if (hw >= 1024) GTEST_SKIP() << "more than 1024 CPUs";
+  auto r = run_perfx("run -p 'In the beginning' -n 2 -t " + std::to_string(hw + 1));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("perfx: warning: -t " + std::to_string(hw + 1) + " is more than the " +
+                       std::to_string(hw) + " CPUs this process may use"),
+            std::string::npos)
+      << r.err;
+  auto ok = run_perfx("run -p 'In the beginning' -n 2 -t " + std::to_string(hw));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.err.find("warning"), std::string::npos) << ok.err;
+}
+
+TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {
+  const std::string args = "perplexity -f " + kDefault + "/heldout.txt -c 16 --chunks 40 -t 2";
+  auto r = run_perfx(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t progress = 0;
+  for (size_t k = r.err.find("perplexity: ["); k != std::string::npos;
+       k = r.err.find("perplexity: [", k + 1))
+    ++progress;
+  EXPECT_EQ(progress, 10u) << "one line per 10% of the 40 windows\n" << r.err;
+  EXPECT_NE(r.err.find("perplexity: [40/40]"), std::string::npos) << r.err;
+  ASSERT_GE(r.out.size(), 2u);
+  const std::string last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  EXPECT_EQ(last.rfind("PPL = ", 0), 0u) << r.out;
+  double ppl = 0, err = 0;
+  EXPECT_EQ(std::sscanf(last.c_str(), "PPL = %lf +/- %lf", &ppl, &err), 2) << last;
+
+  // On a terminal (script(1) gives it a pty): one line redrawn with \r, one newline at the end.
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string dir = make_temp_dir("ppl-tty");
+  const std::string cmd = "script -qec " +
+                          sh_quote(std::string(PERFX_BIN) + " " + args + " >/dev/null") +
+                          " /dev/null >" + dir + "/tty 2>&1 </dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string tty = read_file(dir + "/tty");
+  std::system(("rm -rf " + dir).c_str());
+  EXPECT_NE(tty.find("\r\033[Kperplexity: [1/40]"), std::string::npos) << tty;
+  EXPECT_NE(tty.find("\r\033[Kperplexity: [40/40]"), std::string::npos) << tty;
+  EXPECT_LE(std::count(tty.begin(), tty.end(), '\n'), 4) << tty;
+}
+
 TEST(CliTokenize, DefaultModelIds) {
   auto r = run_perfx("tokenize -p 'In the beginning'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -98,7 +180,16 @@ TEST(CliErrors, MissingModel) { expect_error("run -m /nonexistent/model -p hi", 
 TEST(CliErrors, NotAModel) {
   const std::string dir = make_temp_dir("notmodel");
   write_file(dir + "/x.gguf", "this is not a gguf file at all");
-  expect_error("run -m " + dir + "/x.gguf -p hi", "magic");
+  // A file that is not GGUF: say what was expected, for run and for the tokenizer-only path.
+  const std::string want =
+      "is not a GGUF file (bad magic 'this' (74 68 69 73), expected 'GGUF') "
+      "and not a Hugging Face model folder";
+  expect_error("run -m " + dir + "/x.gguf -p hi", want);
+  expect_error("tokenize -m " + dir + "/x.gguf -p hi", want);
+  write_file(dir + "/empty.bin", "");
+  expect_error("run -m " + dir + "/empty.bin -p hi", "not a GGUF file (the file is empty)");
+  expect_error("run -m " + kDefault + "/model.safetensors -p hi",
+               "and not a Hugging Face model folder; give the folder that holds it");
   expect_error("run -m " + dir + " -p hi", "config.json");
 }
 
@@ -134,6 +225,18 @@ TEST(CliErrors, MissingTensor) {
   write_file(dir + "/config.json", cfg);
   std::system(("ln -s " + kDefault + "/model.safetensors " + dir + "/model.safetensors").c_str());
   expect_error("run -m " + dir + " -p hi", "missing tensor 'model.layers.8.");
+}
+
+TEST(CliErrors, SamplingFlagsOutOfRangeNameTheFlag) {
+  expect_error("run -p hi --top-k -3", "perfx: error: --top-k must be >= 0 (0 = off), got -3");
+  expect_error("run -p hi --top-p 1.5", "perfx: error: --top-p must be in (0, 1]");
+  expect_error("run -p hi --min-p -0.1", "perfx: error: --min-p must be in [0, 1]");
+  expect_error("run -p hi --min-p 2", "perfx: error: --min-p");
+  expect_error("run -p hi --repeat-penalty 0", "perfx: error: --repeat-penalty must be > 0");
+  expect_error("run -p hi --repeat-last-n -2", "perfx: error: --repeat-last-n must be >= -1");
+  expect_error("run -p hi --temp -0.5", "perfx: error: --temp must be >= 0");
+  expect_error("run -p hi -t -1", "thread count -1 is out of range");
+  expect_error("run -p hi -t 1025", "thread count 1025 is out of range");
 }
 
 TEST(CliErrors, AbsurdFlags) {

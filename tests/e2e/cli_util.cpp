@@ -30,9 +30,12 @@ void write_file(const std::string& path, const std::string& data) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
-CmdResult run_perfx(const std::string& args) {
+CmdResult run_perfx(const std::string& args, int timeout_s) {
   const std::string dir = make_temp_dir("cmd");
-  const std::string cmd = std::string(PERFX_BIN) + " " + args + " >" + dir + "/out 2>" + dir + "/err </dev/null";
+  const std::string limit =
+      timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : "";
+  const std::string cmd = limit + std::string(PERFX_BIN) + " " + args + " >" + dir + "/out 2>" +
+                          dir + "/err </dev/null";
   CmdResult r;
   const int st = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);

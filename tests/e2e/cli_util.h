@@ -10,8 +10,9 @@ struct CmdResult {
   std::string out, err;
 };
 
-/// Runs `PERFX_BIN <args>` through /bin/sh (args are shell words; quote as needed).
-CmdResult run_perfx(const std::string& args);
+/// Runs `PERFX_BIN <args>` through /bin/sh (args are shell words; quote as needed). timeout_s > 0:
+/// killed (SIGKILL) after that many seconds, exit_code then 137.
+CmdResult run_perfx(const std::string& args, int timeout_s = 0);
 /// A fresh temporary directory (removed by the OS's tmp cleanup; tests use unique names).
 std::string make_temp_dir(const std::string& tag);
 /// Shell-quotes a string.
