@@ -1,6 +1,9 @@
 // HTTP routes (see http.h).
 #include "server/http.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <csignal>
 
 #include "perfx/status.h"
@@ -190,6 +193,12 @@ HttpServer::HttpServer(CompletionService& service, Scheduler& scheduler, Metrics
   svr.set_read_timeout(o.read_timeout_s, 0);
   svr.set_write_timeout(o.write_timeout_s, 0);
   svr.set_tcp_nodelay(true);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind the
+  // same port and silently share (or steal) its connections.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"},
                            {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
                            {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"}});
@@ -202,14 +211,23 @@ HttpServer::~HttpServer() {
 
 int HttpServer::bind(const std::string& host, int port) {
   check(port >= 0 && port <= 65535, "--port must be 0..65535, got " + std::to_string(port));
-  if (port == 0) {
-    int p = impl_->svr.bind_to_any_port(host);
-    check(p > 0, "cannot bind to " + host + " (any port)");
-    return p;
-  }
-  check(impl_->svr.bind_to_port(host, port), "cannot bind to " + host + ":" + std::to_string(port) +
-                                                 " (in use, or not an address here)");
-  return port;
+  errno = 0;
+  const int bound = port == 0 ? impl_->svr.bind_to_any_port(host)
+                              : (impl_->svr.bind_to_port(host, port) ? port : -1);
+  if (bound > 0) return bound;
+  // httplib reports only failure; errno is still what bind() or listen() set.
+  const int err = errno;
+  std::string why;
+  if (err == EADDRINUSE)
+    why = "address already in use";
+  else if (err == EADDRNOTAVAIL)
+    why = "not an address of this machine";
+  else if (err == EACCES)
+    why = "permission denied";
+  else
+    why = "not a usable address here";
+  throw Error("cannot listen on " + host + ":" +
+              (port == 0 ? std::string("any port") : std::to_string(port)) + ": " + why);
 }
 
 void HttpServer::run() {

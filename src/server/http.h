@@ -26,7 +26,9 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  /// Binds host:port (port 0: any free port). Returns the bound port; throws perfx::Error.
+  /// Binds host:port (port 0: any free port) without SO_REUSEPORT, so a port another server
+  /// listens on is refused. Returns the bound port; throws perfx::Error "cannot listen on
+  /// HOST:PORT: <reason>" (e.g. "address already in use").
   int bind(const std::string& host, int port);
   /// Serves until stop() (blocking).
   void run();

@@ -271,6 +271,35 @@ TEST(ServeE2E, ApiKeyAndBadFlags) {
   EXPECT_NE(r.err.find("/nonexistent/model"), std::string::npos) << r.err;
 }
 
+TEST(ServeE2E, SecondServerOnTheSamePortFails) {
+  REQUIRE_DEFAULT_MODEL();
+  ServerProcess first("-m " + sh_quote(default_model()));
+  ASSERT_TRUE(first.ok()) << first.log();
+  const std::string port = std::to_string(first.port());
+  // Without the fix the second server binds too (SO_REUSEPORT) and serves until killed.
+  CmdResult r =
+      run_perfx("serve -m " + sh_quote(default_model()) + " --host 127.0.0.1 --port " + port, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(
+      r.err.find("perfx: error: cannot listen on 127.0.0.1:" + port + ": address already in use"),
+      std::string::npos)
+      << r.err;
+  EXPECT_EQ(http_request(first.port(), "GET", "/health").status, 200)
+      << "the first server keeps serving";
+}
+
+TEST(ServeE2E, CtxSizeFlagAndCtxAlias) {
+  REQUIRE_DEFAULT_MODEL();
+  for (const std::string flag : {"-c", "--ctx-size", "--ctx"}) {
+    ServerProcess srv("-m " + sh_quote(default_model()) + " " + flag + " 128");
+    ASSERT_TRUE(srv.ok()) << flag << "\n" << srv.log();
+    EXPECT_NE(srv.log().find("(ctx 128,"), std::string::npos) << flag << "\n" << srv.log();
+  }
+  CmdResult r = run_perfx("serve -m " + sh_quote(default_model()) + " --ctx-size -1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--ctx-size must be >= 0"), std::string::npos) << r.err;
+}
+
 // Node tests: skipped with a message when node, the npm packages or chromium are missing.
 std::string node_dir() {
   return source_dir() + "/tests/e2e/node";
