@@ -45,6 +45,7 @@ struct HttpServer::Impl {
   Metrics& metrics;
   HttpOptions opts;
   ConnectionAwareServer svr;
+  socket_t listen_fd = INVALID_SOCKET;  // the listening socket, seen in the socket_options hook
 
   Impl(CompletionService& s, Scheduler& sch, Metrics& m, HttpOptions o)
       : service(s), scheduler(sch), metrics(m), opts(std::move(o)) {}
@@ -195,9 +196,10 @@ HttpServer::HttpServer(CompletionService& service, Scheduler& scheduler, Metrics
   svr.set_tcp_nodelay(true);
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which lets a second server bind the
   // same port and silently share (or steal) its connections.
-  svr.set_socket_options([](socket_t sock) {
+  svr.set_socket_options([impl = impl_.get()](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    impl->listen_fd = sock;
   });
   svr.set_default_headers({{"Access-Control-Allow-Origin", "*"},
                            {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
@@ -214,7 +216,13 @@ int HttpServer::bind(const std::string& host, int port) {
   errno = 0;
   const int bound = port == 0 ? impl_->svr.bind_to_any_port(host)
                               : (impl_->svr.bind_to_port(host, port) ? port : -1);
-  if (bound > 0) return bound;
+  if (bound > 0) {
+    // Debian's libcpp-httplib listens with a backlog of 5: a burst of clients (64 at once) then
+    // overflows the accept queue, the kernel drops their SYNs and they retry after 1 s (seen as
+    // TTFT p99 ≈ 1.05 s). listen() again on a listening socket only changes its backlog.
+    if (impl_->listen_fd != INVALID_SOCKET) ::listen(impl_->listen_fd, SOMAXCONN);
+    return bound;
+  }
   // httplib reports only failure; errno is still what bind() or listen() set.
   const int err = errno;
   std::string why;

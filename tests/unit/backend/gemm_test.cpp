@@ -103,7 +103,7 @@ TEST(Gemm, BackendLinearMatchesReferenceForEveryDenseDtype) {
       }
     }
     LinearSource s;
-    s.weight.name = "w" + std::to_string(p);
+    s.weight.name = std::string("w").append(std::to_string(p));
     s.weight.dtype = types[p];
     s.weight.shape = {outs[p], in};
     s.weight.data = base;

@@ -6,10 +6,13 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "fake_engine.h"
@@ -332,6 +335,43 @@ TEST(Http, ClientDisconnectCancelsTheRequest) {
         << m;
     EXPECT_NE(m.find("perfx_kv_blocks_used 0"), std::string::npos);
   }
+}
+
+// Bug: libcpp-httplib's listen backlog of 5 dropped the SYNs of a burst of clients, which then
+// waited 1 s for the kernel's SYN retry. With the server bound but not yet accepting, every one of
+// 32 simultaneous connects must still complete its handshake (into the accept queue).
+TEST(Http, ListenBacklogHoldsABurstOfConnections) {
+  test::FakeEngine engine;
+  Metrics metrics;
+  Scheduler scheduler(engine, {}, &metrics);
+  CompletionService service(engine, scheduler,
+                            std::make_unique<ChatTemplate>(builtin_chat_template("chatml")), "m");
+  HttpServer http(service, scheduler, metrics, {});
+  const int port = http.bind("127.0.0.1", 0);
+  ASSERT_GT(port, 0);
+  std::vector<int> fds;
+  for (int i = 0; i < 32; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int rc = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+    fds.push_back(fd);
+  }
+  int connected = 0;
+  for (int fd : fds) {
+    pollfd p{fd, POLLOUT, 0};
+    int err = 0;
+    socklen_t len = sizeof err;
+    // Loopback handshakes complete at once; a dropped SYN would not be retried within 300 ms.
+    if (poll(&p, 1, 300) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+      ++connected;
+    close(fd);
+  }
+  EXPECT_EQ(connected, 32);
 }
 
 TEST(Http, TokenizeAndDetokenize) {
