@@ -51,6 +51,28 @@ size_t dtype_row_bytes(DType t, int64_t n) {
   return (size_t)(n / be) * dtype_block_bytes(t);
 }
 
+bool is_float_dtype(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+void float_to_f32(DType t, const void* src, float* dst, int64_t n, const std::string& what) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  uint16_t h;
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, s, static_cast<size_t>(n) * 4);
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32((std::memcpy(&h, s + 2 * i, 2), h));
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32((std::memcpy(&h, s + 2 * i, 2), h));
+      return;
+    default:
+      throw Error(what + " has dtype " + dtype_name(t) + ", expected a float type (F32, F16, BF16)");
+  }
+}
+
 uint16_t fp32_to_fp16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);

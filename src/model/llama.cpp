@@ -28,20 +28,7 @@ struct HostVector {
 void append_vector(HostVector& hv, const TensorView& t) {
   const size_t n0 = hv.data.size();
   hv.data.resize(n0 + (size_t)t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const uint8_t* p = static_cast<const uint8_t*>(t.data);
-    float v;
-    if (t.dtype == DType::F32) {
-      std::memcpy(&v, p + 4 * i, 4);
-    } else if (t.dtype == DType::F16 || t.dtype == DType::BF16) {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      v = t.dtype == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
-    } else {
-      throw Error("tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected a float type");
-    }
-    hv.data[n0 + i] = v;
-  }
+  float_to_f32(t.dtype, t.data, hv.data.data() + n0, t.numel(), "tensor '" + t.name + "'");
 }
 
 Tensor make_tensor(void* base, size_t& off, int64_t rows, int64_t cols) {

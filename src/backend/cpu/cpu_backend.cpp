@@ -152,9 +152,7 @@ class CpuBackend : public Backend {
     w->out = v.numel();
     w->in = 1;
     w->vec.resize((size_t)w->out);
-    check(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16,
-          "tensor '" + v.name + "' has dtype " + dtype_name(v.dtype) + ", expected a float type");
-    dequantize_row(v.dtype, v.data, w->vec.data(), w->out);
+    float_to_f32(v.dtype, v.data, w->vec.data(), w->out, "tensor '" + v.name + "'");
     return w;
   }
 

@@ -17,13 +17,9 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   const uint8_t* s = static_cast<const uint8_t*>(src);
   switch (t) {
     case DType::F32:
-      std::memcpy(dst, s, (size_t)n * 4);
-      return;
     case DType::F16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(s + 2 * i));
-      return;
     case DType::BF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_u16(s + 2 * i));
+      float_to_f32(t, s, dst, n);
       return;
     case DType::Q8_0:  // f16 d; i8 qs[32]
       for (int64_t b = 0; b < n / 32; ++b, s += 34) {
