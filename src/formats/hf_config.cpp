@@ -369,6 +369,15 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& ori
         parse_rope_scaling(JsonObj(*rp, origin, "rope_parameters."), c.max_position_embeddings);
   }
 
+  // Sliding-window attention (FORMATS.md §5): Mistral v0.1 sets sliding_window; Qwen2/3 use it only
+  // with use_sliding_window, which no released model sets.
+  if (mt == "mistral") {
+    c.sliding_window = o.get_int("sliding_window", 0);
+    if (c.sliding_window < 0) o.fail("sliding_window", "must be positive or null");
+  } else if ((mt == "qwen2" || mt == "qwen3") && o.get_bool("use_sliding_window", false)) {
+    o.fail("use_sliding_window", "is true; sliding-window attention is not supported for " + mt);
+  }
+
   // Family-specific bias / norm rules (FORMATS.md §5.4).
   const bool attention_bias = o.get_bool("attention_bias", false);
   const bool mlp_bias = o.get_bool("mlp_bias", false);

@@ -41,6 +41,9 @@ struct ModelConfig {
   int64_t num_key_value_heads = 32;
   int64_t head_dim = 128;
   int64_t max_position_embeddings = 2048;
+  /// Sliding-window attention (Mistral v0.1: 4096): a query at position p sees keys in (p − W, p].
+  /// 0 = full attention. The engine does not implement the window and refuses contexts above it.
+  int64_t sliding_window = 0;
   float rms_norm_eps = 1e-6f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;

@@ -45,6 +45,11 @@ class EngineImpl : public Engine {
           "tokenizer has " + std::to_string(tokenizer_->vocab_size()) + " tokens but the model only " +
               std::to_string(c.vocab_size));
     ctx_ = o.ctx > 0 ? o.ctx : (int)std::min<int64_t>(c.max_position_embeddings, 4096);
+    PERFX_CHECK(c.sliding_window <= 0 || ctx_ <= c.sliding_window,
+                "context " + std::to_string(ctx_) + " exceeds the model's sliding_window " +
+                    std::to_string(c.sliding_window) +
+                    " (config.json); attention past the window is not implemented, so use -c <= " +
+                    std::to_string(c.sliding_window));
     const int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);

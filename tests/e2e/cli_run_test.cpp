@@ -209,6 +209,20 @@ TEST(CliErrors, UnknownModelType) {
   expect_error("run -m " + dir + " -p hi", "gpt_neox");
 }
 
+// A context above Mistral v0.1's sliding window would silently attend past the window (not
+// implemented): refused with the key named; a context within it runs.
+TEST(CliErrors, ContextPastTheSlidingWindow) {
+  const std::string dir = copy_default("swa");
+  std::string cfg = read_file(dir + "/config.json");
+  cfg.replace(cfg.find("\"llama\""), 7, "\"mistral\"");
+  cfg.replace(cfg.find("\"vocab_size\""), 0, "\"sliding_window\": 64,\n  ");
+  write_file(dir + "/config.json", cfg);
+  std::system(("ln -s " + kDefault + "/model.safetensors " + dir + "/model.safetensors").c_str());
+  expect_error("run -m " + dir + " -p hi -c 100", "sliding_window 64");
+  auto ok = run_perfx("run -m " + dir + " -p hi -n 2 -c 64");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 TEST(CliErrors, ShapeMismatch) {
   const std::string dir = copy_default("shape");
   std::string cfg = read_file(dir + "/config.json");

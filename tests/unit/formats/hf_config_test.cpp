@@ -161,6 +161,21 @@ TEST(HfConfig, Qwen3HeadDimDiffersFromHiddenOverHeads) {
   EXPECT_TRUE(c.o_bias);
 }
 
+TEST(HfConfig, SlidingWindow) {
+  EXPECT_EQ(parse(kMistral7B_v01).sliding_window, 4096);
+  EXPECT_EQ(parse(R"({"model_type": "mistral", "sliding_window": null})").sliding_window, 0);
+  EXPECT_EQ(parse(R"({"model_type": "llama", "sliding_window": 4096})").sliding_window, 0);
+  // Qwen: the window is off unless use_sliding_window, which we refuse rather than ignore.
+  EXPECT_EQ(parse(R"({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": false})")
+                .sliding_window,
+            0);
+  EXPECT_NE(parse_error(R"({"model_type": "qwen2", "sliding_window": 64, "use_sliding_window": true})")
+                .find("use_sliding_window"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"model_type": "mistral", "sliding_window": -1})").find("sliding_window"),
+            std::string::npos);
+}
+
 TEST(HfConfig, MistralAndLlamaDefaults) {
   ModelConfig c = parse(kMistral7B_v01);
   EXPECT_EQ(c.model_type, "mistral");
