@@ -29,7 +29,8 @@ void BM_DecodeStep(benchmark::State& state) {
       items[b].seq = engine->create_sequence();
       items[b].tokens = {static_cast<int32_t>(100 + b % 50)};
       prefill[b].seq = items[b].seq;
-      for (int i = 0; i < 32; ++i) prefill[b].tokens.push_back(static_cast<int32_t>(200 + (7 * i + b) % 3000));
+      for (int i = 0; i < 32; ++i)
+        prefill[b].tokens.push_back(static_cast<int32_t>(200 + (7 * i + b) % 3000));
     }
     engine->step(prefill, logits);
   };
@@ -42,10 +43,17 @@ void BM_DecodeStep(benchmark::State& state) {
     }
     engine->step(items, logits);
   }
-  state.counters["tokens/s"] = benchmark::Counter(
-      static_cast<double>(B) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(B) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
 }  // namespace
 
-BENCHMARK(BM_DecodeStep)->Name("DecodeStep_default")->Arg(1)->Arg(8)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeStep)
+    ->Name("DecodeStep_default")
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(64)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);

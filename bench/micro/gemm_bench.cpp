@@ -30,14 +30,16 @@ void BM_DenseLinear(benchmark::State& state) {
   auto wt = be->load_linear({s});
   std::vector<float> x(static_cast<size_t>(T * in)), y(static_cast<size_t>(T * out));
   for (auto& v : x) v = nd(rng);
-  perfx::Tensor xt{x.data(), perfx::DType::F32, T, in, in}, yt{y.data(), perfx::DType::F32, T, out, out};
+  perfx::Tensor xt{x.data(), perfx::DType::F32, T, in, in},
+      yt{y.data(), perfx::DType::F32, T, out, out};
   for (auto _ : state) {
     be->linear(xt, *wt, nullptr, yt);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * in * out * T * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * in * out * T * static_cast<double>(state.iterations()) * 1e-9,
+                         benchmark::Counter::kIsRate);
 }
 
 }  // namespace

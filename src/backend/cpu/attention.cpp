@@ -1,6 +1,7 @@
 // Attention for one query row over the paged KV cache (attention.h): reference and AVX2.
 #include "backend/cpu/attention.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/reference.h"
@@ -12,14 +13,19 @@
 
 namespace perfx::cpu {
 
-void attention_row_ref(const float* q, int hd, float scale, int n_keys, const PagedKv& kv,
-                       float* scores, float* out) {
-  for (int j = 0; j < n_keys; ++j) scores[j] = dot_ref(q, kv.k(j), hd) * scale;
-  softmax_inplace(scores, n_keys);
-  std::memset(out, 0, sizeof(float) * static_cast<size_t>(hd));
-  for (int j = 0; j < n_keys; ++j) {
-    const float* v = kv.v(j);
-    for (int d = 0; d < hd; ++d) out[d] += scores[j] * v[d];
+void attention_group_ref(const float* q, int group, int hd, float scale, int n_keys,
+                         const PagedKv& kv, float* scores, float* out) {
+  for (int g = 0; g < group; ++g) {
+    const float* qg = q + g * hd;
+    float* sg = scores + static_cast<int64_t>(g) * n_keys;
+    float* og = out + g * hd;
+    for (int j = 0; j < n_keys; ++j) sg[j] = dot_ref(qg, kv.k(j), hd) * scale;
+    softmax_inplace(sg, n_keys);
+    std::memset(og, 0, sizeof(float) * static_cast<size_t>(hd));
+    for (int j = 0; j < n_keys; ++j) {
+      const float* v = kv.v(j);
+      for (int d = 0; d < hd; ++d) og[d] += sg[j] * v[d];
+    }
   }
 }
 
@@ -43,63 +49,94 @@ PERFX_ATTN_AVX2 inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+constexpr int kKeyBlock = 64;  // keys whose K (then V) rows stay in L1 for the whole group
+
 /// NV = hd / 8 vectors per head.
 template <int NV>
-PERFX_ATTN_AVX2 void attention_row_avx2(const float* q, float scale, int n_keys, const PagedKv& kv,
-                                        float* scores, float* out) {
-  // Scores, eight keys at a time (one accumulator per key, reduced together).
-  int j = 0;
-  for (; j + 8 <= n_keys; j += 8) {
-    const float* k[8];
-    for (int u = 0; u < 8; ++u) k[u] = kv.k(j + u);
-    __m256 acc[8];
-    for (int u = 0; u < 8; ++u) acc[u] = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k[u]));
-    for (int c = 1; c < NV; ++c) {
-      const __m256 qv = _mm256_loadu_ps(q + 8 * c);
-      for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[u] + 8 * c), acc[u]);
+PERFX_ATTN_AVX2 void attention_group_avx2(const float* q, int group, float scale, int n_keys,
+                                          const PagedKv& kv, float* scores, float* out) {
+  constexpr int hd = 8 * NV;
+  const __m256 vscale = _mm256_set1_ps(scale);
+  // Scores: per block of keys, every head of the group; eight keys reduced together.
+  for (int j0 = 0; j0 < n_keys; j0 += kKeyBlock) {
+    const int j1 = std::min(n_keys, j0 + kKeyBlock);
+    for (int g = 0; g < group; ++g) {
+      const float* qg = q + g * hd;
+      float* sg = scores + static_cast<int64_t>(g) * n_keys;
+      int j = j0;
+      for (; j + 8 <= j1; j += 8) {
+        const float* k[8];
+        for (int u = 0; u < 8; ++u) k[u] = kv.k(j + u);
+        __m256 acc[8];
+        const __m256 q0 = _mm256_loadu_ps(qg);
+        for (int u = 0; u < 8; ++u) acc[u] = _mm256_mul_ps(q0, _mm256_loadu_ps(k[u]));
+        for (int c = 1; c < NV; ++c) {
+          const __m256 qv = _mm256_loadu_ps(qg + 8 * c);
+          for (int u = 0; u < 8; ++u)
+            acc[u] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[u] + 8 * c), acc[u]);
+        }
+        _mm256_storeu_ps(sg + j, _mm256_mul_ps(hsum8(acc), vscale));
+      }
+      for (; j < j1; ++j) {
+        const float* k = kv.k(j);
+        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qg), _mm256_loadu_ps(k));
+        for (int c = 1; c < NV; ++c)
+          acc = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * c), _mm256_loadu_ps(k + 8 * c), acc);
+        sg[j] = hsum(acc) * scale;
+      }
     }
-    _mm256_storeu_ps(scores + j, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
   }
-  for (; j < n_keys; ++j) {
-    const float* k = kv.k(j);
-    __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
-    for (int c = 1; c < NV; ++c)
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), _mm256_loadu_ps(k + 8 * c), acc);
-    scores[j] = hsum(acc) * scale;
+  for (int g = 0; g < group; ++g)
+    softmax_inplace(scores + static_cast<int64_t>(g) * n_keys, n_keys);
+  // Output: per block of keys, every head; each head's accumulator lives in registers for a block.
+  for (int j0 = 0; j0 < n_keys; j0 += kKeyBlock) {
+    const int j1 = std::min(n_keys, j0 + kKeyBlock);
+    for (int g = 0; g < group; ++g) {
+      const float* sg = scores + static_cast<int64_t>(g) * n_keys;
+      float* og = out + g * hd;
+      __m256 o[NV];
+      for (int c = 0; c < NV; ++c)
+        o[c] = j0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(og + 8 * c);
+      for (int j = j0; j < j1; ++j) {
+        const float* v = kv.v(j);
+        const __m256 p = _mm256_set1_ps(sg[j]);
+        for (int c = 0; c < NV; ++c) o[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * c), o[c]);
+      }
+      for (int c = 0; c < NV; ++c) _mm256_storeu_ps(og + 8 * c, o[c]);
+    }
   }
-  softmax_inplace(scores, n_keys);
-  // Output accumulated in registers.
-  __m256 o[NV];
-  for (int c = 0; c < NV; ++c) o[c] = _mm256_setzero_ps();
-  for (j = 0; j < n_keys; ++j) {
-    const float* v = kv.v(j);
-    const __m256 p = _mm256_set1_ps(scores[j]);
-    for (int c = 0; c < NV; ++c) o[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * c), o[c]);
-  }
-  for (int c = 0; c < NV; ++c) _mm256_storeu_ps(out + 8 * c, o[c]);
 }
 
 }  // namespace
 #endif
 
-void attention_row(const float* q, int hd, float scale, int n_keys, const PagedKv& kv,
-                   float* scores, float* out) {
+void attention_group(const float* q, int group, int hd, float scale, int n_keys, const PagedKv& kv,
+                     float* scores, float* out) {
 #if defined(__x86_64__)
   if (have_avx2()) {
     switch (hd) {
-      case 8: return attention_row_avx2<1>(q, scale, n_keys, kv, scores, out);
-      case 16: return attention_row_avx2<2>(q, scale, n_keys, kv, scores, out);
-      case 32: return attention_row_avx2<4>(q, scale, n_keys, kv, scores, out);
-      case 48: return attention_row_avx2<6>(q, scale, n_keys, kv, scores, out);
-      case 64: return attention_row_avx2<8>(q, scale, n_keys, kv, scores, out);
-      case 80: return attention_row_avx2<10>(q, scale, n_keys, kv, scores, out);
-      case 96: return attention_row_avx2<12>(q, scale, n_keys, kv, scores, out);
-      case 128: return attention_row_avx2<16>(q, scale, n_keys, kv, scores, out);
-      default: break;
+      case 8:
+        return attention_group_avx2<1>(q, group, scale, n_keys, kv, scores, out);
+      case 16:
+        return attention_group_avx2<2>(q, group, scale, n_keys, kv, scores, out);
+      case 32:
+        return attention_group_avx2<4>(q, group, scale, n_keys, kv, scores, out);
+      case 48:
+        return attention_group_avx2<6>(q, group, scale, n_keys, kv, scores, out);
+      case 64:
+        return attention_group_avx2<8>(q, group, scale, n_keys, kv, scores, out);
+      case 80:
+        return attention_group_avx2<10>(q, group, scale, n_keys, kv, scores, out);
+      case 96:
+        return attention_group_avx2<12>(q, group, scale, n_keys, kv, scores, out);
+      case 128:
+        return attention_group_avx2<16>(q, group, scale, n_keys, kv, scores, out);
+      default:
+        break;
     }
   }
 #endif
-  attention_row_ref(q, hd, scale, n_keys, kv, scores, out);
+  attention_group_ref(q, group, hd, scale, n_keys, kv, scores, out);
 }
 
 }  // namespace perfx::cpu

@@ -10,10 +10,10 @@ namespace perfx::cpu {
 
 /// Where one sequence's keys and values for one KV head live in the paged cache.
 struct PagedKv {
-  const float* k_base = nullptr;  // K pool of the layer, already offset to the KV head
-  const float* v_base = nullptr;  // V pool of the layer, already offset to the KV head
-  int64_t slot_stride = 0;        // floats from one slot to the next (n_kv_heads · head_dim)
-  const int32_t* table = nullptr; // block table of the sequence
+  const float* k_base = nullptr;   // K pool of the layer, already offset to the KV head
+  const float* v_base = nullptr;   // V pool of the layer, already offset to the KV head
+  int64_t slot_stride = 0;         // floats from one slot to the next (n_kv_heads · head_dim)
+  const int32_t* table = nullptr;  // block table of the sequence
   int block_size = 0;
   const float* k(int j) const { return k_base + slot(j) * slot_stride; }
   const float* v(int j) const { return v_base + slot(j) * slot_stride; }
@@ -22,15 +22,17 @@ struct PagedKv {
   }
 };
 
-/// Plain reference: q, out fp32 [hd]; scores fp32 scratch [n_keys] (overwritten with the
-/// attention probabilities). n_keys >= 1. fp32 throughout, max-subtracted softmax.
-void attention_row_ref(const float* q, int hd, float scale, int n_keys, const PagedKv& kv,
-                       float* scores, float* out);
+/// Plain reference for the `group` query heads that share one KV head (GQA; Ainslie et al. 2023):
+/// q, out fp32 [group, hd] (heads contiguous); scores fp32 scratch [group, n_keys] (overwritten
+/// with the attention probabilities). n_keys >= 1, group >= 1. fp32, max-subtracted softmax.
+void attention_group_ref(const float* q, int group, int hd, float scale, int n_keys,
+                         const PagedKv& kv, float* scores, float* out);
 
-/// Same contract, fastest kernel for this CPU: AVX2 + FMA with q and the output accumulator held
-/// in registers when hd is a multiple of 8 and at most 128; else the reference. Differs from the
-/// reference only by summation order.
-void attention_row(const float* q, int hd, float scale, int n_keys, const PagedKv& kv,
-                   float* scores, float* out);
+/// Same contract, fastest kernel for this CPU: AVX2 + FMA when hd is a multiple of 8 and at most
+/// 128 (else the reference). Keys and values are read in blocks of 64 that stay in L1 while every
+/// head of the group uses them, so a GQA group reads its KV head once instead of `group` times.
+/// Differs from the reference only by summation order.
+void attention_group(const float* q, int group, int hd, float scale, int n_keys, const PagedKv& kv,
+                     float* scores, float* out);
 
 }  // namespace perfx::cpu

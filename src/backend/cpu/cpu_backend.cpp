@@ -322,20 +322,22 @@ class CpuBackend : public Backend {
     const int hd = kv.head_dim, bs = kv.block_size;
     const int group = n_q_heads / kv.n_kv_heads;
     const int64_t slot_stride = (int64_t)kv.n_kv_heads * hd;
-    pool_.parallel_for((int64_t)b.n_tokens * n_q_heads, [&](int64_t i0, int64_t i1) {
+    // One item per (token, KV head): the query heads of a GQA group read their KV head together.
+    pool_.parallel_for((int64_t)b.n_tokens * kv.n_kv_heads, [&](int64_t i0, int64_t i1) {
       thread_local std::vector<float> scores;
       for (int64_t i = i0; i < i1; ++i) {
-        const int t = (int)(i / n_q_heads), h = (int)(i % n_q_heads), kvh = h / group;
+        const int t = (int)(i / kv.n_kv_heads), kvh = (int)(i % kv.n_kv_heads);
         const int n_keys = b.positions[t] + 1;
-        if ((int)scores.size() < n_keys) scores.resize(n_keys);
+        if ((int64_t)scores.size() < (int64_t)group * n_keys) scores.resize((size_t)group * n_keys);
         PagedKv pk;
         pk.k_base = kv.k(layer, 0) + kvh * hd;
         pk.v_base = kv.v(layer, 0) + kvh * hd;
         pk.slot_stride = slot_stride;
         pk.table = b.block_tables.data() + (size_t)b.token_seq[t] * b.max_blocks;
         pk.block_size = bs;
-        attention_row(q.f32() + t * q.stride + h * hd, hd, scale, n_keys, pk, scores.data(),
-                      out.f32() + t * out.stride + h * hd);
+        const int h0 = kvh * group;  // query heads h0 .. h0 + group - 1 use KV head kvh
+        attention_group(q.f32() + t * q.stride + h0 * hd, group, hd, scale, n_keys, pk,
+                        scores.data(), out.f32() + t * out.stride + h0 * hd);
       }
     });
   }

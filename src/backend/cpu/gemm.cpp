@@ -58,10 +58,11 @@ PERFX_GEMM_AVX2 void pack_panel(const float* buf, int64_t kn, float* packed) {
       const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
       const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
       // Column k + j of rows i0..i0+7.
-      const __m256 c[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-                           _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-                           _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-                           _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+      const __m256 c[8] = {
+          _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+          _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+          _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+          _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
       for (int j = 0; j < 8; ++j) _mm256_store_ps(packed + (k + j) * kGemmRows + i0, c[j]);
     }
     for (int64_t k = kn8; k < kn; ++k)
@@ -143,9 +144,8 @@ PERFX_GEMM_AVX2 void micro_kernel(const float* x, int64_t ldx, const float* pack
 
 /// Loop order: token block (x columns [k0, k0 + 256) of 96 tokens stay in L2) → column block →
 /// panel of 16 rows (filled, transposed into L1) → 6-token micro-tiles (x from L1/L2).
-PERFX_GEMM_AVX2 void gemm_avx2(const float* x, int T, int64_t ldx, int64_t in,
-                               const PanelSource& w, int64_t r0, int64_t r1, float* y,
-                               int64_t ldy) {
+PERFX_GEMM_AVX2 void gemm_avx2(const float* x, int T, int64_t ldx, int64_t in, const PanelSource& w,
+                               int64_t r0, int64_t r1, float* y, int64_t ldy) {
   alignas(32) static thread_local float buf[kGemmRows * kGemmKBlock];
   alignas(32) static thread_local float packed[kGemmKBlock * kGemmRows];
   for (int tb = 0; tb < T; tb += kGemmTBlock) {
@@ -161,19 +161,31 @@ PERFX_GEMM_AVX2 void gemm_avx2(const float* x, int T, int64_t ldx, int64_t in,
           std::memset(buf + nr * kGemmKBlock, 0, sizeof(float) * (kGemmRows - nr) * kGemmKBlock);
         w.fill(r, nr, k0, kn, buf);
         if (r + kGemmRows < r1)
-          w.prefetch(r + kGemmRows, static_cast<int>(std::min<int64_t>(kGemmRows, r1 - r - kGemmRows)), k0, kn);
+          w.prefetch(r + kGemmRows,
+                     static_cast<int>(std::min<int64_t>(kGemmRows, r1 - r - kGemmRows)), k0, kn);
         pack_panel(buf, kn, packed);
         float* yr = y + tb * ldy + r;
         int t = 0;
         for (; t + kTok <= nt; t += kTok)
           micro_kernel<kTok>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first);
         switch (nt - t) {
-          case 5: micro_kernel<5>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first); break;
-          case 4: micro_kernel<4>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first); break;
-          case 3: micro_kernel<3>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first); break;
-          case 2: micro_kernel<2>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first); break;
-          case 1: micro_kernel<1>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first); break;
-          default: break;
+          case 5:
+            micro_kernel<5>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first);
+            break;
+          case 4:
+            micro_kernel<4>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first);
+            break;
+          case 3:
+            micro_kernel<3>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first);
+            break;
+          case 2:
+            micro_kernel<2>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first);
+            break;
+          case 1:
+            micro_kernel<1>(xk + t * ldx, ldx, packed, kn, nr, yr + t * ldy, ldy, first);
+            break;
+          default:
+            break;
         }
       }
     }
@@ -199,7 +211,9 @@ void gemm_nt(const float* x, int T, int64_t ldx, int64_t in, const PanelSource& 
 
 #else
 
-bool gemm_have_avx2() { return false; }
+bool gemm_have_avx2() {
+  return false;
+}
 void gemm_nt(const float* x, int T, int64_t ldx, int64_t in, const PanelSource& w, int64_t r0,
              int64_t r1, float* y, int64_t ldy) {
   if (T <= 0 || r0 >= r1) return;

@@ -36,10 +36,11 @@ class PanelSource {
 /// once). Otherwise gemm_nt runs a portable scalar loop over the same panels.
 bool gemm_have_avx2();
 
-/// For output rows r in [r0, r1) and tokens t < T: y[t * ldy + r] = Σ_{k < in} x[t * ldx + k] · W[r, k],
-/// with W's rows from `w` (fp32 panels). x: fp32 [T, ldx]; y: fp32, indexed by the absolute row r.
-/// Summation is in fp32 in k order within each kGemmKBlock block, blocks added in order (so results
-/// differ from a plain dot by rounding only). T <= 0 or r0 >= r1: nothing is written.
+/// For output rows r in [r0, r1) and tokens t < T: y[t * ldy + r] = Σ_{k < in} x[t * ldx + k] ·
+/// W[r, k], with W's rows from `w` (fp32 panels). x: fp32 [T, ldx]; y: fp32, indexed by the
+/// absolute row r. Summation is in fp32 in k order within each kGemmKBlock block, blocks added in
+/// order (so results differ from a plain dot by rounding only). T <= 0 or r0 >= r1: nothing is
+/// written.
 void gemm_nt(const float* x, int T, int64_t ldx, int64_t in, const PanelSource& w, int64_t r0,
              int64_t r1, float* y, int64_t ldy);
 

@@ -1,6 +1,8 @@
 // The blocked GEMM (gemm.h) and the CPU backend's linear built on it, against plain references,
 // on random odd-sized inputs: token counts around the micro-tile (3) and token block (48), widths
 // that are not multiples of 8 or of the 512-column panel, row ranges that end mid-panel.
+#include "backend/cpu/gemm.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/gemm.h"
 #include "backend/cpu/reference.h"
 #include "core/dtype.h"
 
@@ -42,7 +43,9 @@ class F32Panels final : public PanelSource {
 };
 
 /// Allowed |Δ| for a length-n fp32 dot of values ~N(0,1) summed in another order.
-float tol(int64_t n) { return 2e-6f * static_cast<float>(n) + 1e-5f; }
+float tol(int64_t n) {
+  return 2e-6f * static_cast<float>(n) + 1e-5f;
+}
 
 }  // namespace
 
@@ -92,7 +95,8 @@ TEST(Gemm, BackendLinearMatchesReferenceForEveryDenseDtype) {
       const uint16_t dh = fp32_to_fp16(d);
       uint8_t* blk = base + (i / 32) * 34;
       std::memcpy(blk, &dh, 2);
-      for (int j = 0; j < 32; ++j) blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(w[i + j] / d)));
+      for (int j = 0; j < 32; ++j)
+        blk[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(w[i + j] / d)));
     }
     for (int64_t i = 0; i < outs[p] * in && types[p] != DType::Q8_0; ++i) {
       if (types[p] == DType::F32) {
