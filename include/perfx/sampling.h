@@ -29,7 +29,7 @@ class InvalidSamplingParam : public Error {
 
 struct SamplingParams {
   float temperature = 0.8f;    // <= 0: greedy (argmax)
-  int top_k = 40;              // <= 0: off
+  int top_k = 40;              // 0 or -1: off
   float top_p = 0.95f;         // >= 1: off
   float min_p = 0.05f;         // <= 0: off (keep p >= min_p · p_max)
   float repeat_penalty = 1.0f; // llama.cpp/CTRL style: logit > 0 ? logit / r : logit * r
@@ -38,7 +38,7 @@ struct SamplingParams {
   float frequency_penalty = 0; // OpenAI: logit -= frequency · count
   uint64_t seed = 0;           // RNG seed
 
-  /// Checks the ranges a user may ask for: temperature >= 0, top_k >= 0, top_p in (0, 1], min_p in
+  /// Checks the ranges a user may ask for: temperature >= 0, top_k >= -1, top_p in (0, 1], min_p in
   /// [0, 1], repeat_penalty > 0, repeat_last_n >= -1, finite presence / frequency penalties.
   /// Throws InvalidSamplingParam (a perfx::Error) naming the first field out of range.
   void validate() const;

@@ -131,6 +131,7 @@ class EngineImpl : public Engine {
   GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
                           const std::function<bool(const std::string&)>& on_text) override {
     check(!prompt.empty(), "empty prompt: nothing to generate from");
+    o.sampling.validate();
     check(o.max_tokens >= 0, "max tokens must be >= 0, got " + std::to_string(o.max_tokens));
     check((int)prompt.size() < ctx_, "prompt has " + std::to_string(prompt.size()) +
                                          " tokens, which does not fit the context size " + std::to_string(ctx_));

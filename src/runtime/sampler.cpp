@@ -22,7 +22,7 @@ void SamplingParams::validate() const {
   };
   if (!(temperature >= 0) || !std::isfinite(temperature))
     fail("temperature", "must be >= 0 (0 = greedy)", number(temperature));
-  if (top_k < 0) fail("top_k", "must be >= 0 (0 = off)", std::to_string(top_k));
+  if (top_k < -1) fail("top_k", "must be >= -1 (0 or -1 = off)", std::to_string(top_k));
   if (!(top_p > 0 && top_p <= 1)) fail("top_p", "must be in (0, 1] (1 = off)", number(top_p));
   if (!(min_p >= 0 && min_p <= 1)) fail("min_p", "must be in [0, 1] (0 = off)", number(min_p));
   if (!(repeat_penalty > 0) || !std::isfinite(repeat_penalty))

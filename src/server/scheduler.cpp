@@ -134,6 +134,7 @@ std::shared_ptr<RequestHandle> Scheduler::submit(std::vector<SequenceSpec> specs
   const int bs = engine_.block_size();
   for (const auto& sp : specs) {
     check(!sp.prompt.empty(), "the prompt is empty");
+    sp.sampling.validate();
     check((int)sp.prompt.size() < ctx, "the prompt has " + std::to_string(sp.prompt.size()) +
                                            " tokens; the context size is " + std::to_string(ctx));
     const int blocks = ((int)sp.prompt.size() + 1 + bs - 1) / bs;

@@ -242,7 +242,8 @@ TEST(CliErrors, MissingTensor) {
 }
 
 TEST(CliErrors, SamplingFlagsOutOfRangeNameTheFlag) {
-  expect_error("run -p hi --top-k -3", "perfx: error: --top-k must be >= 0 (0 = off), got -3");
+  expect_error("run -p hi --top-k -3", "perfx: error: --top-k must be >= -1 (0 or -1 = off), got -3");
+  EXPECT_EQ(run_perfx("run -p hi -n 2 --top-k -1").exit_code, 0) << "-1 is llama.cpp's and vLLM's \"off\"";
   expect_error("run -p hi --top-p 1.5", "perfx: error: --top-p must be in (0, 1]");
   expect_error("run -p hi --min-p -0.1", "perfx: error: --min-p must be in [0, 1]");
   expect_error("run -p hi --min-p 2", "perfx: error: --min-p");

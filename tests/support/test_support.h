@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,14 @@ std::string read_file(const std::string& path);
 std::vector<std::string> split_vocab_tests(const std::string& text);
 /// Parses whitespace-separated integers.
 std::vector<int> parse_ints(const std::string& line);
+/// n samples of N(0, 1) from mt19937(seed): the random, non-zero inputs kernel tests use.
+inline std::vector<float> random_normal(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
 
 }  // namespace perfx::test
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/avx2_util.h"
 #include "backend/cpu/reference.h"
 #include "backend/cpu/simd.h"
 
@@ -33,21 +34,6 @@ void attention_group_ref(const float* q, int group, int hd, float scale, int n_k
 namespace {
 
 #define PERFX_ATTN_AVX2 __attribute__((target("avx2,fma")))
-
-/// [Σ a0, ..., Σ a7] in one vector.
-PERFX_ATTN_AVX2 inline __m256 hsum8(const __m256* a) {
-  const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
-                       _mm256_permute2f128_ps(s0123, s4567, 0x31));
-}
-
-PERFX_ATTN_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 constexpr int kKeyBlock = 64;  // keys whose K (then V) rows stay in L1 for the whole group
 
@@ -113,28 +99,17 @@ PERFX_ATTN_AVX2 void attention_group_avx2(const float* q, int group, float scale
 void attention_group(const float* q, int group, int hd, float scale, int n_keys, const PagedKv& kv,
                      float* scores, float* out) {
 #if defined(__x86_64__)
-  if (have_avx2()) {
-    switch (hd) {
-      case 8:
-        return attention_group_avx2<1>(q, group, scale, n_keys, kv, scores, out);
-      case 16:
-        return attention_group_avx2<2>(q, group, scale, n_keys, kv, scores, out);
-      case 32:
-        return attention_group_avx2<4>(q, group, scale, n_keys, kv, scores, out);
-      case 48:
-        return attention_group_avx2<6>(q, group, scale, n_keys, kv, scores, out);
-      case 64:
-        return attention_group_avx2<8>(q, group, scale, n_keys, kv, scores, out);
-      case 80:
-        return attention_group_avx2<10>(q, group, scale, n_keys, kv, scores, out);
-      case 96:
-        return attention_group_avx2<12>(q, group, scale, n_keys, kv, scores, out);
-      case 128:
-        return attention_group_avx2<16>(q, group, scale, n_keys, kv, scores, out);
-      default:
-        break;
-    }
-  }
+  // hd = 8·NV for NV = 1..16: one instantiation per width.
+  using Kernel = void (*)(const float*, int, float, int, const PagedKv&, float*, float*);
+  static constexpr Kernel kKernels[16] = {
+      attention_group_avx2<1>,  attention_group_avx2<2>,  attention_group_avx2<3>,
+      attention_group_avx2<4>,  attention_group_avx2<5>,  attention_group_avx2<6>,
+      attention_group_avx2<7>,  attention_group_avx2<8>,  attention_group_avx2<9>,
+      attention_group_avx2<10>, attention_group_avx2<11>, attention_group_avx2<12>,
+      attention_group_avx2<13>, attention_group_avx2<14>, attention_group_avx2<15>,
+      attention_group_avx2<16>};
+  if (have_avx2() && hd % 8 == 0 && hd >= 8 && hd <= 128)
+    return kKernels[hd / 8 - 1](q, group, scale, n_keys, kv, scores, out);
 #endif
   attention_group_ref(q, group, hd, scale, n_keys, kv, scores, out);
 }

@@ -232,6 +232,7 @@ class CpuBackend : public Backend {
   void linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) override {
     const auto& w = as_cpu(wt);
     check(x.cols == w.in && y.cols == w.out && x.rows == y.rows, "linear: shape mismatch");
+    if (x.rows == 0) return;
     const int T = (int)x.rows;
     // One parallel loop over all output rows of all parts, in units of 8 rows (the int4 packing
     // width), so a fused QKV or gate|up is a single fork/join.
@@ -257,12 +258,12 @@ class CpuBackend : public Backend {
   }
 
   // Rows [r0, r1) of a dense part: y[t, r] = x[t] · W[r] for every token t. 1-4 tokens of 16-bit
-  // rows: dot_half_rows (converted on the fly, two rows at a time); more tokens: the blocked GEMM
+  // rows: dot_16bit_rows (converted on the fly, two rows at a time); more tokens: the blocked GEMM
   // (gemm.h); one token of another dtype: a dot per row.
   static void dense_rows(const Tensor& x, int T, int64_t in, const Part& p, int64_t r0, int64_t r1,
                          float* yp, int64_t ldy) {
     // Up to 4 tokens of 16-bit rows: rows converted in registers, each used by every token.
-    if (dot_half_rows(x.f32(), x.stride, T, p.data + r0 * p.row_bytes, p.row_bytes, p.dtype, in,
+    if (dot_16bit_rows(x.f32(), x.stride, T, p.data + r0 * p.row_bytes, p.row_bytes, p.dtype, in,
                       r1 - r0, yp + r0, ldy))
       return;
     if (T > 1) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/simd.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -194,32 +196,19 @@ PERFX_GEMM_AVX2 void gemm_avx2(const float* x, int T, int64_t ldx, int64_t in, c
 
 }  // namespace
 
-bool gemm_have_avx2() {
-  static const bool ok = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return ok;
-}
-
-void gemm_nt(const float* x, int T, int64_t ldx, int64_t in, const PanelSource& w, int64_t r0,
-             int64_t r1, float* y, int64_t ldy) {
-  if (T <= 0 || r0 >= r1) return;
-  if (gemm_have_avx2()) return gemm_avx2(x, T, ldx, in, w, r0, r1, y, ldy);
-  gemm_scalar(x, T, ldx, in, w, r0, r1, y, ldy);
-}
-
-#else
-
-bool gemm_have_avx2() {
-  return false;
-}
-void gemm_nt(const float* x, int T, int64_t ldx, int64_t in, const PanelSource& w, int64_t r0,
-             int64_t r1, float* y, int64_t ldy) {
-  if (T <= 0 || r0 >= r1) return;
-  gemm_scalar(x, T, ldx, in, w, r0, r1, y, ldy);
-}
-
 #endif
+
+void gemm_nt(const float* x, int T, int64_t ldx, int64_t in, const PanelSource& w, int64_t r0,
+             int64_t r1, float* y, int64_t ldy) {
+  if (T <= 0 || r0 >= r1) return;
+  if (in <= 0) {  // empty sums
+    for (int t = 0; t < T; ++t) std::fill(y + t * ldy + r0, y + t * ldy + r1, 0.0f);
+    return;
+  }
+#if defined(__x86_64__)
+  if (have_avx2()) return gemm_avx2(x, T, ldx, in, w, r0, r1, y, ldy);
+#endif
+  gemm_scalar(x, T, ldx, in, w, r0, r1, y, ldy);
+}
 
 }  // namespace perfx::cpu

@@ -32,10 +32,6 @@ class PanelSource {
   }
 };
 
-/// True when gemm_nt uses the AVX2 + FMA micro-kernel (x86-64 CPUs that have both; checked
-/// once). Otherwise gemm_nt runs a portable scalar loop over the same panels.
-bool gemm_have_avx2();
-
 /// For output rows r in [r0, r1) and tokens t < T: y[t * ldy + r] = Σ_{k < in} x[t * ldx + k] ·
 /// W[r, k], with W's rows from `w` (fp32 panels). x: fp32 [T, ldx]; y: fp32, indexed by the
 /// absolute row r. Summation is in fp32 in k order within each kGemmKBlock block, blocks added in

@@ -17,7 +17,7 @@ void dequantize_row_fast(DType t, const void* src, float* dst, int64_t n);
 /// Small-batch GEMV for 16-bit-float weights: out[t * ldo + r] = Σ_k x[t * ldx + k] · w_r[k] for
 /// T <= 4 tokens and `rows` rows (row r at w + r * row_bytes, converted on the fly; rows may be
 /// unaligned). Returns false (and does nothing) when T > 4 or there is no fast path for `t`.
-bool dot_half_rows(const float* x, int64_t ldx, int T, const void* w, size_t row_bytes, DType t,
+bool dot_16bit_rows(const float* x, int64_t ldx, int T, const void* w, size_t row_bytes, DType t,
                    int64_t n, int64_t rows, float* out, int64_t ldo);
 /// silu_mul_row with an AVX2 polynomial e^x (relative error ~2e-7 per exp vs libm's expf).
 void silu_mul_row_fast(const float* g, const float* u, int64_t n, float* out);

@@ -10,7 +10,9 @@
 #include <limits>
 #include <string>
 
+#include "backend/cpu/avx2_util.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/simd.h"
 #include "core/dtype.h"
 #include "perfx/status.h"
 
@@ -204,13 +206,6 @@ void w4a16_linear_ref(const float* x, int T, int64_t ldx, const W4A16Matrix& w, 
 namespace {
 
 #define PERFX_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-PERFX_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 /// The 8 nibbles of `word` as 8 int32 lanes (lane i = nibble i).
 PERFX_AVX2 inline __m256i nibbles(const uint32_t* word, __m256i shifts, __m256i mask) {
@@ -449,19 +444,15 @@ PERFX_AVX2 void q8_avx2(const float* x, int T, int64_t ldx, const W4A16Matrix& w
 
 constexpr int kDirectMaxT = 8;  // up to this many tokens: direct kernel, else dequant + GEMM
 
-/// Dequantizes rows [r, r + nr) (nr <= kGemmRows; missing rows are zero), columns [k0, k0 + kn),
+/// Dequantizes rows [r, r + nr) (nr <= kGemmRows), columns [k0, k0 + kn),
 /// into buf[i * kGemmKBlock + (k − k0)] = (q − z) · s, exactly as the reference computes it.
 PERFX_AVX2 void dequant_block(const W4A16Matrix& w, int64_t r, int nr, int64_t k0, int64_t kn,
                               float* buf) {
   const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
   const __m256i mask = _mm256_set1_epi32(0xF);
   const int64_t W = w.in / 8, G = w.in / w.group_size;
-  for (int i = 0; i < kGemmRows; ++i) {
+  for (int i = 0; i < nr; ++i) {  // rows past nr: the GEMM driver zeroes them
     float* dst = buf + i * kGemmKBlock;
-    if (i >= nr) {
-      std::memset(dst, 0, static_cast<size_t>(kn) * sizeof(float));
-      continue;
-    }
     const uint32_t* qr = w.q.data() + (r + i) * W;
     int64_t k = k0;
     while (k < k0 + kn) {
@@ -502,9 +493,7 @@ bool w4a16_have_avx2() {
   static const bool ok = [] {
     const char* force_ref = std::getenv("PERFX_W4A16_REF");
     if (force_ref && *force_ref && std::strcmp(force_ref, "0") != 0) return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return have_avx2();
   }();
   return ok;
 }

@@ -5,6 +5,8 @@
 #include "backend/cpu/reference.h"
 #include "backend/cpu/simd.h"
 
+#include "backend/cpu/avx2_util.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -56,18 +58,11 @@ __attribute__((target("avx2"))) static void bf16_row_avx2(const uint16_t* s, flo
   for (; i < n; ++i) d[i] = bf16_to_fp32(s[i]);
 }
 
-template <bool BF16>
-__attribute__((target("avx2,f16c"))) static inline __m256 half8(const uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if constexpr (BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  return _mm256_cvtph_ps(h);
-}
-
 // Two 16-bit-float rows against NT fp32 token rows: each converted weight vector feeds NT FMAs,
 // each token vector feeds 2. With NT <= 2 the columns alternate between two accumulator sets so
 // at least 8 FMA chains are in flight (FMA latency 4 × 2 ports).
 template <int NT, bool BF16>
-__attribute__((target("avx2,fma,f16c"))) static void dot_half_2xN(const float* x, int64_t ldx,
+__attribute__((target("avx2,fma,f16c"))) static void dot_16bit_2xN(const float* x, int64_t ldx,
                                                                   const uint16_t* w0,
                                                                   const uint16_t* w1, int64_t n,
                                                                   float* out, int64_t ldo) {
@@ -115,39 +110,30 @@ __attribute__((target("avx2,fma,f16c"))) static void dot_half_2xN(const float* x
 }
 
 // Dot of fp32 x with a 16-bit-float row converted on the fly (no scratch round trip).
-__attribute__((target("avx2,fma,f16c"))) static float dot_half_avx2(const float* x, const uint16_t* w,
-                                                                   int64_t n, bool bf16) {
+template <bool BF16>
+PERFX_TARGET_AVX2 static float dot_16bit_avx2(const float* x, const uint16_t* w, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
-#define load8(k)                                                                                \
-  (bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(                                                \
-              _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (k)))), 16)) \
-        : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (k)))))
   for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load8(i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), load8(i + 8), s1);
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), half8<BF16>(w + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), half8<BF16>(w + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load8(i), s0);
-#undef load8
-  __m256 s = _mm256_add_ps(s0, s1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-  float r = _mm_cvtss_f32(h);
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), half8<BF16>(w + i), s0);
+  float r = hsum(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) {
     uint16_t v;
     std::memcpy(&v, w + i, 2);
-    r += x[i] * (bf16 ? bf16_to_fp32(v) : fp16_to_fp32(v));
+    r += x[i] * (BF16 ? bf16_to_fp32(v) : fp16_to_fp32(v));
   }
   return r;
 }
 
 template <bool BF16>
-static void dot_half_rows_avx2(const float* x, int64_t ldx, int T, const uint8_t* base,
+static void dot_16bit_rows_avx2(const float* x, int64_t ldx, int T, const uint8_t* base,
                                size_t row_bytes, int64_t n, int64_t rows, float* out, int64_t ldo) {
   if (T == 1) {  // one row at a time measured faster in the decode step (weights from L3)
     for (int64_t r = 0; r < rows; ++r)
-      out[r] = dot_half_avx2(x, reinterpret_cast<const uint16_t*>(base + r * row_bytes), n, BF16);
+      out[r] = dot_16bit_avx2<BF16>(x, reinterpret_cast<const uint16_t*>(base + r * row_bytes), n);
     return;
   }
   for (int64_t r = 0; r < rows; r += 2) {
@@ -159,39 +145,13 @@ static void dot_half_rows_avx2(const float* x, int64_t ldx, int T, const uint8_t
     float* o = pair ? out + r : tmp;
     const int64_t lo = pair ? ldo : 2;
     switch (T) {
-      case 2: dot_half_2xN<2, BF16>(x, ldx, w0, w1, n, o, lo); break;
-      case 3: dot_half_2xN<3, BF16>(x, ldx, w0, w1, n, o, lo); break;
-      default: dot_half_2xN<4, BF16>(x, ldx, w0, w1, n, o, lo); break;
+      case 2: dot_16bit_2xN<2, BF16>(x, ldx, w0, w1, n, o, lo); break;
+      case 3: dot_16bit_2xN<3, BF16>(x, ldx, w0, w1, n, o, lo); break;
+      default: dot_16bit_2xN<4, BF16>(x, ldx, w0, w1, n, o, lo); break;
     }
     if (!pair)
       for (int t = 0; t < T; ++t) out[t * ldo + r] = tmp[t * 2];
   }
-}
-
-// e^x for 8 lanes: x = n·ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (the Cephes
-// expf coefficients), 2^n added to the exponent bits. Inputs are clamped to [-87.3, 88.7]
-// (finite fp32 results); relative error ~2e-7 over that range.
-__attribute__((target("avx2,fma"))) static inline __m256 exp8(__m256 x) {
-  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.7f)), _mm256_set1_ps(-87.3f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // r = x − n·ln2, with ln2 split in two for precision (Cody–Waite).
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // n in [-126, 128]: 2^n as exponent bits; split in two factors so n = 128 does not overflow.
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i h = _mm256_srai_epi32(ni, 1);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
-  const __m256 s2 = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
 
 __attribute__((target("avx2,fma"))) static void silu_mul_avx2(const float* g, const float* u,
@@ -236,15 +196,15 @@ void silu_mul_row_fast(const float* g, const float* u, int64_t n, float* out) {
   silu_mul_row(g, u, n, out);
 }
 
-bool dot_half_rows(const float* x, int64_t ldx, int T, const void* w, size_t row_bytes, DType t,
+bool dot_16bit_rows(const float* x, int64_t ldx, int T, const void* w, size_t row_bytes, DType t,
                    int64_t n, int64_t rows, float* out, int64_t ldo) {
 #if defined(__x86_64__)
   if (kAvx2 && (t == DType::F16 || t == DType::BF16) && T >= 1 && T <= 4) {
     const auto* base = static_cast<const uint8_t*>(w);
     if (t == DType::BF16)
-      dot_half_rows_avx2<true>(x, ldx, T, base, row_bytes, n, rows, out, ldo);
+      dot_16bit_rows_avx2<true>(x, ldx, T, base, row_bytes, n, rows, out, ldo);
     else
-      dot_half_rows_avx2<false>(x, ldx, T, base, row_bytes, n, rows, out, ldo);
+      dot_16bit_rows_avx2<false>(x, ldx, T, base, row_bytes, n, rows, out, ldo);
     return true;
   }
 #endif

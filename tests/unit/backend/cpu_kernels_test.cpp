@@ -7,23 +7,16 @@
 
 #include "backend/cpu/reference.h"
 #include "backend/cpu/simd.h"
+#include "support/test_support.h"
 
 using namespace perfx;
 using namespace perfx::cpu;
+using perfx::test::random_normal;
 
-namespace {
-std::vector<float> randv(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-}  // namespace
 
 TEST(CpuKernels, DotMatchesReference) {
   for (int n : {1, 7, 31, 33, 257, 1001}) {
-    auto a = randv(n, n), b = randv(n, n + 1);
+    auto a = random_normal(n, n), b = random_normal(n, n + 1);
     double exact = 0;
     for (int i = 0; i < n; ++i) exact += (double)a[i] * b[i];
     EXPECT_NEAR(dot(a.data(), b.data(), n), exact, 1e-4 * std::sqrt((double)n)) << n;
@@ -33,7 +26,7 @@ TEST(CpuKernels, DotMatchesReference) {
 
 TEST(CpuKernels, AxpyMatchesReference) {
   for (int n : {3, 17, 129}) {
-    auto x = randv(n, 3), y = randv(n, 4), y2 = y;
+    auto x = random_normal(n, 3), y = random_normal(n, 4), y2 = y;
     axpy(0.37f, x.data(), y.data(), n);
     for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], y2[i] + 0.37f * x[i], 1e-6f * (1 + std::fabs(y2[i])));
   }
@@ -41,7 +34,7 @@ TEST(CpuKernels, AxpyMatchesReference) {
 
 TEST(CpuKernels, HalfRowsFastEqualsReference) {
   for (int n : {5, 8, 67}) {
-    auto f = randv(n, 9);
+    auto f = random_normal(n, 9);
     std::vector<uint16_t> h(n), b(n);
     for (int i = 0; i < n; ++i) {
       h[i] = fp32_to_fp16(f[i]);
@@ -107,18 +100,18 @@ TEST(CpuKernels, RmsNormAndRope) {
   EXPECT_FLOAT_EQ(g[2], 2);
 }
 
-TEST(CpuKernels, DotHalfRowsMatchDequantizeThenDot) {
+TEST(CpuKernels, Dot16bitRowsMatchDequantizeThenDot) {
   for (DType t : {DType::F16, DType::BF16}) {
     for (int n : {8, 13, 64, 259}) {
       for (int T : {1, 2, 3, 4}) {
         for (int rows : {1, 2, 5}) {
           const int64_t ldx = n + 1, ldo = rows + 2;
-          auto x = randv((size_t)(T * ldx), 11), f = randv((size_t)(rows * n), 12);
+          auto x = random_normal((size_t)(T * ldx), 11), f = random_normal((size_t)(rows * n), 12);
           std::vector<uint16_t> h((size_t)(rows * n));
           for (size_t i = 0; i < h.size(); ++i)
             h[i] = t == DType::F16 ? fp32_to_fp16(f[i]) : fp32_to_bf16(f[i]);
           std::vector<float> got((size_t)(T * ldo), -7.0f);
-          if (!dot_half_rows(x.data(), ldx, T, h.data(), 2 * (size_t)n, t, n, rows, got.data(), ldo))
+          if (!dot_16bit_rows(x.data(), ldx, T, h.data(), 2 * (size_t)n, t, n, rows, got.data(), ldo))
             GTEST_SKIP() << "no fast path on this CPU";
           for (int tt = 0; tt < T; ++tt)
             for (int r = 0; r < ldo; ++r) {
@@ -135,15 +128,15 @@ TEST(CpuKernels, DotHalfRowsMatchDequantizeThenDot) {
         }
       }
       float unused = 0;
-      EXPECT_FALSE(dot_half_rows(nullptr, 0, 5, nullptr, 0, t, n, 1, &unused, 1)) << "T > 4";
+      EXPECT_FALSE(dot_16bit_rows(nullptr, 0, 5, nullptr, 0, t, n, 1, &unused, 1)) << "T > 4";
     }
   }
-  EXPECT_FALSE(dot_half_rows(nullptr, 0, 1, nullptr, 0, DType::Q8_0, 32, 1, nullptr, 1));
+  EXPECT_FALSE(dot_16bit_rows(nullptr, 0, 1, nullptr, 0, DType::Q8_0, 32, 1, nullptr, 1));
 }
 
 TEST(CpuKernels, SiluMulFastMatchesReference) {
   for (int n : {1, 8, 13, 768, 1001}) {
-    auto g = randv((size_t)n, 21), u = randv((size_t)n, 22);
+    auto g = random_normal((size_t)n, 21), u = random_normal((size_t)n, 22);
     for (int i = 0; i < n; i += 7) g[i] *= 40.0f;  // far tails: e^-g over/underflow handling
     if (n > 3) g[0] = 95.0f, g[1] = -95.0f, g[2] = 0.0f;
     std::vector<float> want((size_t)n), got((size_t)n);
@@ -152,4 +145,11 @@ TEST(CpuKernels, SiluMulFastMatchesReference) {
     for (int i = 0; i < n; ++i)
       ASSERT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-30f) << "n=" << n << " g=" << g[i];
   }
+}
+
+TEST(CpuKernels, SiluMulFastKeepsNaN) {
+  std::vector<float> g = {NAN, 1.0f, 0.5f, NAN, 2.0f, -3.0f, 0.25f, 1.5f, NAN};
+  std::vector<float> u(g.size(), 1.0f), out(g.size());
+  silu_mul_row_fast(g.data(), u.data(), (int64_t)g.size(), out.data());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_EQ(std::isnan(out[i]), std::isnan(g[i])) << i;
 }

@@ -42,6 +42,7 @@ TEST(SamplingParams, ValidateNamesTheFieldOutOfRange) {
   EXPECT_EQ(with([](SamplingParams& p) { p.temperature = -0.5f; }), "temperature");
   EXPECT_EQ(with([](SamplingParams& p) { p.temperature = NAN; }), "temperature");
   EXPECT_EQ(with([](SamplingParams& p) { p.top_k = -3; }), "top_k");
+  EXPECT_EQ(with([](SamplingParams& p) { p.top_k = -1; }), "") << "-1 = off (vLLM, llama.cpp)";
   EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 0; }), "top_p");
   EXPECT_EQ(with([](SamplingParams& p) { p.top_p = 1.5f; }), "top_p");
   EXPECT_EQ(with([](SamplingParams& p) { p.min_p = -0.1f; }), "min_p");
@@ -53,7 +54,7 @@ TEST(SamplingParams, ValidateNamesTheFieldOutOfRange) {
   k.top_k = -3;
   std::string what;
   invalid_field(k, &what);
-  EXPECT_EQ(what, "top_k must be >= 0 (0 = off), got -3");
+  EXPECT_EQ(what, "top_k must be >= -1 (0 or -1 = off), got -3");
   EXPECT_THROW(k.validate(), Error);
 }
 
