@@ -3,6 +3,11 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -17,14 +22,28 @@ namespace {
 constexpr int kSpinIters = 2000;  // ~tens of microseconds of pause before a worker sleeps
 }
 
+int cpus_from_cgroup_cpu_max(const std::string& text) {
+  std::istringstream in(text);
+  std::string quota;
+  long long period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+  char* end = nullptr;
+  const long long q = std::strtoll(quota.c_str(), &end, 10);
+  if (end == quota.c_str() || *end != '\0' || q <= 0) return 0;
+  return (int)std::min<long long>((q + period - 1) / period, 1 << 20);
+}
+
 int available_cpus() {
+  int n = 0;
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  return (int)std::max(1u, std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+  if (n <= 0) n = (int)std::max(1u, std::thread::hardware_concurrency());
+  std::ifstream f("/sys/fs/cgroup/cpu.max");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const int quota = cpus_from_cgroup_cpu_max(text);
+  if (quota > 0) n = std::min(n, quota);
+  return std::max(1, n);
 }
 
 ThreadPool::ThreadPool(int n_threads) {

@@ -7,14 +7,20 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace perfx {
 
 /// CPUs this process may run on: the size of its affinity mask (sched_getaffinity, so `taskset`
-/// and container cpusets count), else std::thread::hardware_concurrency(); at least 1.
+/// and container cpusets count), else std::thread::hardware_concurrency(), lowered to a cgroup v2
+/// CPU quota when one is set (/sys/fs/cgroup/cpu.max, e.g. `docker --cpus=2`); at least 1.
 int available_cpus();
+
+/// CPUs granted by a cgroup v2 `cpu.max` text ("QUOTA PERIOD" in microseconds, or "max PERIOD"):
+/// ceil(QUOTA / PERIOD), or 0 when there is no limit or the text does not parse.
+int cpus_from_cgroup_cpu_max(const std::string& text);
 
 /// Runs fn(begin, end) over [0, n) split into contiguous chunks, one per thread, and waits.
 /// The calling thread takes part. Not re-entrant: do not call parallel_for from inside fn.

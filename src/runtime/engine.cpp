@@ -50,6 +50,12 @@ class EngineImpl : public Engine {
                     std::to_string(c.sliding_window) +
                     " (config.json); attention past the window is not implemented, so use -c <= " +
                     std::to_string(c.sliding_window));
+    // Like vLLM: the cache must hold at least one sequence of the full context, else a long
+    // request could never finish (it would be cut short or preempted forever).
+    PERFX_CHECK(o.kv_cache_tokens == 0 || o.kv_cache_tokens >= ctx_,
+                "a KV cache of " + std::to_string(o.kv_cache_tokens) +
+                    " tokens cannot hold one sequence of the context size " + std::to_string(ctx_) +
+                    ": give --kv-cache-tokens >= " + std::to_string(ctx_) + " or a smaller -c");
     const int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);

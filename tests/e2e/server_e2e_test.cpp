@@ -153,6 +153,17 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
   EXPECT_GT(metric(m, "perfx_kv_blocks_total"), 0);
 }
 
+// Bug (fresh-user run): --kv-cache-tokens 1 was accepted and then cut every reply short with
+// finish_reason "length"; a cache smaller than one full-context sequence is now refused.
+TEST(ServeE2E, KvCacheSmallerThanTheContextIsRefused) {
+  REQUIRE_DEFAULT_MODEL();
+  auto r = run_perfx("serve -m " + sh_quote(default_model()) + " --port 0 --kv-cache-tokens 16", 30);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("perfx: error: a KV cache of 16 tokens cannot hold one sequence of the context size 512"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(ServeE2E, PreemptionByRecomputeWhenKvBlocksRunOut) {
   REQUIRE_DEFAULT_MODEL();
   // 32 blocks of 16 tokens for 16 sequences that each grow to ~105 tokens (7 blocks): even if the

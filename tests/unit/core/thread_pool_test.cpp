@@ -60,5 +60,18 @@ TEST(ThreadPool, DefaultSizeFollowsTheAffinityMask) {
   ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
   EXPECT_EQ(n, 1);
   EXPECT_EQ(size, 1);
-  EXPECT_EQ(perfx::available_cpus(), CPU_COUNT(&saved));
+  // Restored: the whole mask again (or fewer under a cgroup CPU quota).
+  EXPECT_GE(perfx::available_cpus(), 1);
+  EXPECT_LE(perfx::available_cpus(), CPU_COUNT(&saved));
+}
+
+TEST(ThreadPool, CgroupCpuMaxParsing) {
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max("max 100000\n"), 0);
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max("200000 100000\n"), 2);
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max("150000 100000"), 2);  // 1.5 CPUs: 2 threads
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max("50000 100000"), 1);
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max(""), 0);
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max("garbage"), 0);
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max("12x 100000"), 0);
+  EXPECT_EQ(perfx::cpus_from_cgroup_cpu_max("100000 0"), 0);
 }
