@@ -79,7 +79,11 @@ SamplingParams sampling_params(const RunArgs& a) {
 void run(const RunArgs& a) {
   check(a.n_predict >= -1, "-n must be >= -1 (-1: until EOS or the context is full), got " +
                                std::to_string(a.n_predict));
+  check(a.seed >= -1, "--seed must be >= 0, or -1 for a random seed, got " + std::to_string(a.seed));
   const SamplingParams sampling = sampling_params(a);
+  if (a.seed < 0 && sampling.temperature > 0)  // so that a random run can be repeated
+    std::fprintf(stderr, "perfx: seed %llu (random; --seed %llu repeats this run)\n",
+                 (unsigned long long)sampling.seed, (unsigned long long)sampling.seed);
   const auto t0 = std::chrono::steady_clock::now();
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;

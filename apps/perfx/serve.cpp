@@ -40,7 +40,8 @@ int default_kv_tokens(const ServeArgs& a, const ModelConfig& c) {
 }
 
 void serve(ServeArgs a) {
-  check(a.max_batch >= 1 && a.max_batch <= 4096, "--max-batch must be 1..4096");
+  check(a.max_batch >= 1 && a.max_batch <= 4096,
+        "--max-batch must be 1..4096, got " + std::to_string(a.max_batch));
   check(a.max_queue >= 0, "--max-queue must be >= 0");
   check(a.kv_cache_tokens >= 0, "--kv-cache-tokens must be >= 0");
   check(a.ctx >= 0, "-c/--ctx-size must be >= 0");

@@ -269,5 +269,20 @@ TEST(CliErrors, AbsurdFlags) {
   EXPECT_NE(p.err.find("context size"), std::string::npos) << p.err;
 }
 
+// Fresh-user run: a sampled run without --seed could not be repeated (the seed was not shown).
+TEST(CliRun, RandomSeedIsPrintedAndRepeatsTheRun) {
+  auto r = run_perfx("run -p 'In the beginning' -n 24 --temp 1.0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string key = "perfx: seed ";
+  const size_t at = r.err.find(key);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const std::string seed = r.err.substr(at + key.size(), r.err.find(' ', at + key.size()) - at - key.size());
+  auto again = run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --seed " + seed);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, r.out) << "seed " << seed;
+  EXPECT_EQ(again.err.find(key), std::string::npos) << "an explicit seed is not announced";
+  expect_error("run -p hi --seed -2", "perfx: error: --seed must be >= 0, or -1 for a random seed, got -2");
+}
+
 }  // namespace
 }  // namespace perfx::test
