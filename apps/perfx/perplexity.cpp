@@ -24,7 +24,8 @@ struct PplArgs {
 
 void run_perplexity(const PplArgs& a) {
   check(!a.file.empty(), "-f TEXT is required");
-  check(a.ctx >= 4, "-c must be at least 4, got " + std::to_string(a.ctx));
+  check(a.ctx == 0 || a.ctx >= 4,
+        "-c must be at least 4 (or 0: the model's context), got " + std::to_string(a.ctx));
   check(a.threads >= 0, "-t must be >= 0");
   check(a.chunks >= 0, "--chunks must be >= 0");
   const std::string text = read_text_file(a.file);
@@ -37,23 +38,24 @@ void run_perplexity(const PplArgs& a) {
   warn_if_oversubscribed(a.threads);
   auto engine = Engine::load(eo);
   warn_past_trained_context(*engine);
+  const int ctx = engine->ctx();  // -c, or with -c 0 the engine's default (the model's context)
   const Tokenizer& tok = engine->tokenizer();
   const bool add_bos = tok.add_bos_by_default() && tok.bos_id() >= 0;
   const std::vector<int32_t> ids = tok.encode(text, add_bos);
   std::fprintf(stderr, "perplexity: %s: %zu tokens, ctx %d, %zu windows, weights %s\n",
-               eo.model_path.c_str(), ids.size(), a.ctx, ids.size() / static_cast<size_t>(a.ctx),
+               eo.model_path.c_str(), ids.size(), ctx, ids.size() / static_cast<size_t>(ctx),
                human_bytes(engine->weight_bytes()).c_str());
   const bool tty = isatty(fileno(stderr)) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   const quant::PerplexityResult r = quant::evaluate_perplexity(
-      *engine, ids, a.ctx, add_bos ? tok.bos_id() : -1, a.chunks,
+      *engine, ids, ctx, add_bos ? tok.bos_id() : -1, a.chunks,
       [&](int i, int n, const quant::PerplexityResult& run) {
         // A terminal gets one line redrawn in place; a pipe or file a line per 10% of the windows.
         if (!tty && i != n && i * 10 / n == (i - 1) * 10 / n) return;
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "%sperplexity: [%d/%d] PPL %.4f  (%.1f s, %.0f tokens/s)%s",
-                     tty ? "\r\033[K" : "", i, n, run.ppl, s, static_cast<double>(i) * a.ctx / s,
+                     tty ? "\r\033[K" : "", i, n, run.ppl, s, static_cast<double>(i) * ctx / s,
                      tty && i != n ? "" : "\n");
         std::fflush(stderr);
       });
@@ -74,7 +76,7 @@ Register reg("perplexity", 40, [](CLI::App& app) {
   sub->add_option("-m,--model", a->model,
                   "HF checkpoint folder or .gguf file (default: models/default)");
   sub->add_option("-f,--file", a->file, "Text file to evaluate");
-  sub->add_option("-c,--ctx-size", a->ctx, "Window (context) size in tokens")
+  sub->add_option("-c,--ctx-size", a->ctx, "Window (context) size in tokens (0 = the model's context)")
       ->capture_default_str();
   sub->add_option("--chunks", a->chunks, "Evaluate at most this many windows (0 = all)")
       ->capture_default_str();

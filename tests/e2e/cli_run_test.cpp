@@ -125,6 +125,14 @@ TEST(CliRun, ThreadsAboveTheCpusWarnButRun) {
   EXPECT_EQ(ok.err.find("warning"), std::string::npos) << ok.err;
 }
 
+// Fresh-user run: -c 0 ("the model's context" in run and serve) was an error in perplexity.
+TEST(CliPerplexity, ContextZeroIsTheModelsContext) {
+  auto r = run_perfx("perplexity -f " + kDefault + "/heldout.txt -c 0 --chunks 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("ctx 512,"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.rfind("PPL = ", 0), 0u) << r.out;
+}
+
 TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {
   const std::string args = "perplexity -f " + kDefault + "/heldout.txt -c 16 --chunks 40 -t 2";
   auto r = run_perfx(args);
