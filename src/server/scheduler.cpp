@@ -292,10 +292,13 @@ void Scheduler::admit() {
   while ((int)running_.size() < opts_.max_batch) {
     std::unique_ptr<Seq> s;
     {
+      // Moving a sequence from waiting_ to the batch updates n_running_ in the same critical
+      // section, so submit() never sees it in neither (which let the queue bound be exceeded).
       std::lock_guard<std::mutex> lk(mu_);
       if (waiting_.empty()) return;
       s = std::move(waiting_.front());
       waiting_.pop_front();
+      n_running_.fetch_add(1);
     }
     s->id = engine_.create_sequence();
     s->kv = engine_.match_prefix(s->id, s->tokens);
@@ -310,6 +313,7 @@ void Scheduler::admit() {
       s->kv = 0;
       std::lock_guard<std::mutex> lk(mu_);
       waiting_.push_front(std::move(s));
+      n_running_.fetch_sub(1);
       return;
     }
     if (!s->admitted_once) {
@@ -333,6 +337,7 @@ void Scheduler::preempt(size_t i) {
   if (metrics_) metrics_->add_preemption();
   std::lock_guard<std::mutex> lk(mu_);
   waiting_.push_front(std::move(s));
+  n_running_.fetch_sub(1);
 }
 
 bool Scheduler::plan_and_step(std::vector<float>& logits) {

@@ -105,6 +105,8 @@ int FakeEngine::seq_len(SeqId id) const {
 }
 
 int FakeEngine::match_prefix(SeqId id, const std::vector<int32_t>& tokens) {
+  if (o_.match_prefix_sleep_us > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(o_.match_prefix_sleep_us));
   std::lock_guard<std::mutex> lk(mu_);
   int n = blocks_.match_prefix(id, tokens);
   history_[id].assign(tokens.begin(), tokens.begin() + n);

@@ -41,6 +41,7 @@ struct FakeEngineOptions {
   int kv_tokens = 4096;
   int block_size = 16;
   int step_sleep_us = 0;  // simulated compute time per step
+  int match_prefix_sleep_us = 0;  // simulated prefix-cache lookup time (widens admission races)
   int eos_after = 0;      // > 0: emit EOS once a sequence has this many tokens
   std::vector<int32_t> config_eos = {1};  // the config's eos_token_id(s); the tokenizer's is 1
 };

@@ -235,6 +235,28 @@ TEST(Scheduler, BoundedQueueRefusesWhenFull) {
   EXPECT_EQ(run_to_end(*c).finish_reason, "length");
 }
 
+// Bug (a flaky FreeBatchSlotsCountAsQueueRoom): a sequence moved from the queue into the batch was
+// counted in neither until admission finished (its prefix-cache lookup included), so submit() saw
+// free room that was not there. A 300 ms lookup holds that window open.
+TEST(Scheduler, AdmittedSequencesCountAgainstTheQueueAtOnce) {
+  FakeEngineOptions o;
+  o.match_prefix_sleep_us = 300000;
+  o.ctx = 4096;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.max_batch = 2;
+  so.max_queue = 0;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  auto a = s.submit({greedy(prompt_of(engine, "a"), 2000)});
+  auto b = s.submit({greedy(prompt_of(engine, "b"), 2000)});
+  ASSERT_TRUE(wait_until([&] { return s.waiting() == 1; }));  // a is being admitted, b waits
+  EXPECT_THROW(s.submit({greedy(prompt_of(engine, "c"), 5)}), QueueFull);
+  a->cancel();
+  b->cancel();
+  s.stop();
+}
+
 TEST(Scheduler, FreeBatchSlotsCountAsQueueRoom) {
   FakeEngineOptions o;
   o.step_sleep_us = 1000;
