@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   CLI::App app{"PerfXLLM: fast LLM inference (run, tokenize, quantize, perplexity, serve)", "perfx"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "perfx 0.1.0");
+  // A flag given twice takes its last value (as in llama.cpp), e.g. `alias p='perfx run -n 64'`.
+  // Set before the subcommands are added: they copy the parent's option defaults.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto& reg = perfx::cli::registry();
   std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (auto& s : reg) s.setup(app);

@@ -277,6 +277,13 @@ TEST(CliErrors, AbsurdFlags) {
   EXPECT_NE(p.err.find("context size"), std::string::npos) << p.err;
 }
 
+// Fresh-user run: a flag given twice was an error ("At Most 1 required"); the last value wins.
+TEST(CliRun, RepeatedFlagTakesTheLastValue) {
+  auto r = run_perfx("run -p 'In the beginning' --temp 0 -n 1 -n 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("generated 3 tokens"), std::string::npos) << r.err;
+}
+
 // Fresh-user run: a sampled run without --seed could not be repeated (the seed was not shown).
 TEST(CliRun, RandomSeedIsPrintedAndRepeatsTheRun) {
   auto r = run_perfx("run -p 'In the beginning' -n 24 --temp 1.0");
