@@ -113,8 +113,14 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
   // only the GEMM's efficiency over the GEMV's. Asserting 3x here would fail on a loaded 2-core CI
   // machine; 2x still catches a scheduler that stops batching (which measures ~1x).
   constexpr double kMinRatio = 2.0;
+#if defined(PERFX_SANITIZE_BUILD)
+  // ASan/UBSan slow compute, locks and syscalls by different factors: no throughput verdict there.
+  constexpr bool kCheckThroughput = false;
+#else
+  constexpr bool kCheckThroughput = true;
+#endif
   double ratio = conc_tps / solo_tps;
-  if (ratio < kMinRatio) {
+  if (kCheckThroughput && ratio < kMinRatio) {
     // Throughput is wall-clock on a machine other tests (ctest -j) may be loading; one more
     // measurement of both phases, back to back, before concluding.
     int solo2 = 0, conc2 = 0;
@@ -137,8 +143,12 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
                 solo2_tps, conc2_tps, conc2_tps / solo2_tps);
     ratio = std::max(ratio, conc2_tps / solo2_tps);
   }
-  EXPECT_GE(ratio, kMinRatio) << "64 concurrent clients should get >= " << kMinRatio
-                               << "x one client's throughput";
+  if (kCheckThroughput) {
+    EXPECT_GE(ratio, kMinRatio) << "64 concurrent clients should get >= " << kMinRatio
+                                << "x one client's throughput";
+  } else {
+    std::printf("[ perfx ] sanitizer build: throughput ratio not checked\n");
+  }
 
   // Nothing left in the KV cache once everything finished.
   std::string m;
