@@ -56,6 +56,17 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
+void release_pages(const void* data, size_t nbytes) {
+#if defined(__linux__) && defined(MADV_PAGEOUT)
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(data), e = b + nbytes;
+  const uintptr_t b2 = (b + page - 1) & ~(page - 1), e2 = e & ~(page - 1);
+  if (data && e2 > b2) madvise(reinterpret_cast<void*>(b2), e2 - b2, MADV_PAGEOUT);
+#else
+  (void)data, (void)nbytes;
+#endif
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot open '" + path + "': " + std::strerror(errno));

@@ -29,6 +29,13 @@ class MappedFile {
   std::string path_;
 };
 
+/// Advises the kernel to reclaim the pages lying wholly inside [data, data + nbytes)
+/// (MADV_PAGEOUT, Linux >= 5.4; elsewhere nothing). Non-destructive: clean file pages of a mmapped
+/// checkpoint are dropped and re-read if touched again, anonymous pages stay or go to swap. Used
+/// once a tensor has been converted (AWQ repack, quantizer), so the source stops counting toward
+/// the resident set. Errors (older kernels) are ignored.
+void release_pages(const void* data, size_t nbytes);
+
 /// Reads a whole (small) file into a string. Throws perfx::Error naming the path on failure.
 std::string read_text_file(const std::string& path);
 

@@ -5,10 +5,6 @@
 #include <chrono>
 #include <filesystem>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
@@ -28,20 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// Advises out the pages lying wholly inside a tensor already converted (MADV_PAGEOUT; clean
-/// file pages are dropped and re-read if touched again), so reading a mmapped checkpoint layer by
-/// layer keeps about one layer resident.
-void release_pages(const TensorView& t) {
-#if defined(__linux__) && defined(MADV_PAGEOUT)
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t b = reinterpret_cast<uintptr_t>(t.data), e = b + t.nbytes;
-  const uintptr_t b2 = (b + page - 1) & ~(page - 1), e2 = e & ~(page - 1);
-  if (t.data && e2 > b2) madvise(reinterpret_cast<void*>(b2), e2 - b2, MADV_PAGEOUT);
-#else
-  (void)t;
-#endif
-}
-
 /// A whole tensor as fp32 (F32/F16/BF16 and GGUF's Q8_0/Q4_0/Q4_1 through the reference
 /// dequantizer); rows along the last dimension. The source pages are released afterwards.
 std::vector<float> to_f32(const TensorView& t) {
@@ -55,7 +37,7 @@ std::vector<float> to_f32(const TensorView& t) {
   for (int64_t r = 0; r < rows; ++r)
     cpu::dequantize_row(t.dtype, static_cast<const uint8_t*>(t.data) + r * row_bytes,
                         v.data() + r * cols, cols);
-  release_pages(t);
+  release_pages(t.data, t.nbytes);
   return v;
 }
 

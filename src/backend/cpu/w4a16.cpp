@@ -14,12 +14,9 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
 #include "core/dtype.h"
+#include "core/mmap.h"
 #include "perfx/status.h"
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -130,22 +127,6 @@ void repack_gemv(const LinearSource& src, W4A16Matrix& m) {
   }
 }
 
-/// Advises the kernel to reclaim the pages lying wholly inside a repacked source tensor
-/// (MADV_PAGEOUT, Linux >= 5.4). For a mmapped checkpoint this drops the file pages the repack
-/// touched, so they stop counting toward the resident set (the Llama-2-7B budget of issue 4 has
-/// no room for both copies). Non-destructive for any memory: clean file pages are re-read if
-/// touched again, anonymous pages stay or go to swap. Errors (old kernels) are ignored.
-void release_source_pages(const TensorView& t) {
-#if defined(__linux__) && defined(MADV_PAGEOUT)
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t b = reinterpret_cast<uintptr_t>(t.data), e = b + t.nbytes;
-  const uintptr_t b2 = (b + page - 1) & ~(page - 1), e2 = e & ~(page - 1);
-  if (t.data && e2 > b2) madvise(reinterpret_cast<void*>(b2), e2 - b2, MADV_PAGEOUT);
-#else
-  (void)t;
-#endif
-}
-
 }  // namespace
 
 W4A16Matrix repack_awq(const LinearSource& src) {
@@ -173,7 +154,7 @@ W4A16Matrix repack_awq(const LinearSource& src) {
     repack_gemv(src, m);
   else
     throw Error(who + ": unsupported AWQ version '" + src.awq_version + "' (gemm or gemv)");
-  for (const TensorView* t : {&src.qweight, &src.qzeros, &src.scales}) release_source_pages(*t);
+  for (const TensorView* t : {&src.qweight, &src.qzeros, &src.scales}) release_pages(t->data, t->nbytes);
   return m;
 }
 
