@@ -26,15 +26,8 @@ struct RunArgs {
 };
 
 void dump_logits(Engine& e, const std::vector<int32_t>& ids, const std::string& path) {
-  const SeqId s = e.create_sequence();
   std::vector<float> logits;
-  try {
-    e.step({Engine::StepItem{s, ids, true, true}}, logits);
-  } catch (...) {
-    e.release_sequence(s);
-    throw;
-  }
-  e.release_sequence(s);
+  e.prompt_logits(ids, logits);
   TensorView in;
   in.name = "input_ids";
   in.dtype = DType::I32;

@@ -71,6 +71,11 @@ class Engine {
   /// Throws perfx::Error when blocks run out (check blocks_needed) or a sequence passes ctx().
   virtual void step(const std::vector<StepItem>& items, std::vector<float>& logits) = 0;
 
+  /// Forwards `ids` as one fresh sequence and writes the logits of every token into `logits`
+  /// (fp32 [ids.size(), vocab], row-major); the sequence is released afterwards, also when step()
+  /// throws (its perfx::Error passes through). For --dump-logits and perplexity windows.
+  void prompt_logits(const std::vector<int32_t>& ids, std::vector<float>& logits);
+
   // ---- convenience: one sequence, prefill then decode
   struct GenerateOptions {
     int max_tokens = 128;

@@ -59,14 +59,7 @@ PerplexityResult evaluate_perplexity(
     std::vector<int32_t> window(ids.begin() + static_cast<int64_t>(c) * n_ctx,
                                 ids.begin() + static_cast<int64_t>(c + 1) * n_ctx);
     if (bos >= 0) window[0] = bos;
-    const SeqId s = engine.create_sequence();
-    try {
-      engine.step({Engine::StepItem{s, window, true, true}}, logits);
-    } catch (...) {
-      engine.release_sequence(s);
-      throw;
-    }
-    engine.release_sequence(s);
+    engine.prompt_logits(window, logits);
     const int64_t v = static_cast<int64_t>(logits.size()) / n_ctx;
     check(v > 0 && v * n_ctx == static_cast<int64_t>(logits.size()),
           "perplexity: unexpected logits size");

@@ -23,6 +23,13 @@ double now_seconds() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+/// Releases a sequence when the scope ends, however it ends.
+struct SequenceRelease {
+  Engine& engine;
+  SeqId seq;
+  ~SequenceRelease() { engine.release_sequence(seq); }
+};
+
 class EngineImpl : public Engine {
  public:
   explicit EngineImpl(const EngineOptions& o) {
@@ -144,11 +151,7 @@ class EngineImpl : public Engine {
     GenerateResult r;
     r.prompt_tokens = (int)prompt.size();
     const SeqId seq = create_sequence();
-    struct Release {
-      EngineImpl* e;
-      SeqId s;
-      ~Release() { e->release_sequence(s); }
-    } release{this, seq};
+    const SequenceRelease release{*this, seq};
     const int V = (int)config().vocab_size;
     Sampler sampler(o.sampling);
     for (int32_t t : prompt) sampler.accept(t);
@@ -220,6 +223,11 @@ std::vector<int32_t> Engine::eos_ids() const {
   for (int32_t e : tokenizer().eos_ids())
     if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
   return ids;
+}
+
+void Engine::prompt_logits(const std::vector<int32_t>& ids, std::vector<float>& logits) {
+  const SequenceRelease release{*this, create_sequence()};
+  step({StepItem{release.seq, ids, true, true}}, logits);
 }
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& o) { return std::make_unique<EngineImpl>(o); }
