@@ -51,8 +51,18 @@ size_t dtype_row_bytes(DType t, int64_t n) {
   return (size_t)(n / be) * dtype_block_bytes(t);
 }
 
-bool is_float_dtype(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+bool is_weight_dtype(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void float_to_f32(DType t, const void* src, float* dst, int64_t n, const std::string& what) {

@@ -20,8 +20,9 @@ int dtype_block_elems(DType t);
 size_t dtype_block_bytes(DType t);
 /// Bytes taken by n elements along a row; n must be a multiple of the block size (else perfx::Error).
 size_t dtype_row_bytes(DType t, int64_t n);
-/// True for F32, F16 and BF16.
-bool is_float_dtype(DType t);
+/// True for the dtypes a weight matrix may be stored in: F32, F16, BF16 and GGUF's
+/// Q8_0/Q4_0/Q4_1 (the ones the CPU reference dequantize_row converts).
+bool is_weight_dtype(DType t);
 /// Converts n F32/F16/BF16 elements at src (any alignment) to fp32 (exact). Other dtypes:
 /// perfx::Error naming `what` and the dtype.
 void float_to_f32(DType t, const void* src, float* dst, int64_t n, const std::string& what = "tensor");

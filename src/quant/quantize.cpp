@@ -29,8 +29,7 @@ namespace fs = std::filesystem;
 std::vector<float> to_f32(const TensorView& t) {
   const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
   const int64_t rows = cols ? t.numel() / cols : 0;
-  check(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 ||
-            t.dtype == DType::Q8_0 || t.dtype == DType::Q4_0 || t.dtype == DType::Q4_1,
+  check(is_weight_dtype(t.dtype),
         "quantize: tensor '" + t.name + "' has unsupported dtype " + dtype_name(t.dtype));
   std::vector<float> v(static_cast<size_t>(t.numel()));
   const size_t row_bytes = dtype_row_bytes(t.dtype, cols);

@@ -100,14 +100,6 @@ class DensePanels final : public PanelSource {
 
 const CpuWeight& as_cpu(const Weight& w) { return static_cast<const CpuWeight&>(w); }
 
-bool is_dense_weight_type(DType t) {
-  switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16:
-    case DType::Q8_0: case DType::Q4_0: case DType::Q4_1: return true;
-    default: return false;
-  }
-}
-
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(int n_threads) : pool_(n_threads) {}
@@ -131,7 +123,7 @@ class CpuBackend : public Backend {
         p.w4 = std::make_unique<W4A16Matrix>(repack_awq(src));
       } else {
         const TensorView& t = src.weight;
-        check(is_dense_weight_type(t.dtype),
+        check(is_weight_dtype(t.dtype),
               "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", not usable as a weight");
         check(t.shape.size() == 2 && t.shape[0] == src.out && t.shape[1] == src.in,
               "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected [" +
