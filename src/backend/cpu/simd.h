@@ -10,8 +10,6 @@ namespace perfx::cpu {
 
 /// Σ a[i]·b[i] (fp32; summation order differs from dot_ref, so results differ by rounding).
 float dot(const float* a, const float* b, int64_t n);
-/// y[i] += a * x[i].
-void axpy(float a, const float* x, float* y, int64_t n);
 /// dequantize_row with F16C/AVX2 for F16/BF16 rows; falls back to the reference for other types.
 void dequantize_row_fast(DType t, const void* src, float* dst, int64_t n);
 /// Small-batch GEMV for 16-bit-float weights: out[t * ldo + r] = Σ_k x[t * ldx + k] · w_r[k] for

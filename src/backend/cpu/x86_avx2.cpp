@@ -25,21 +25,9 @@ __attribute__((target("avx2,fma"))) static float dot_avx2(const float* a, const 
     s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-  float r = _mm_cvtss_f32(h);
+  float r = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
   for (; i < n; ++i) r += a[i] * b[i];
   return r;
-}
-
-__attribute__((target("avx2,fma"))) static void axpy_avx2(float a, const float* x, float* y, int64_t n) {
-  const __m256 va = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += a * x[i];
 }
 
 __attribute__((target("avx2,f16c"))) static void f16_row_avx2(const uint16_t* s, float* d, int64_t n) {
@@ -180,13 +168,6 @@ float dot(const float* a, const float* b, int64_t n) {
   if (kAvx2) return dot_avx2(a, b, n);
 #endif
   return dot_ref(a, b, n);
-}
-
-void axpy(float a, const float* x, float* y, int64_t n) {
-#if defined(__x86_64__)
-  if (kAvx2) return axpy_avx2(a, x, y, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 void silu_mul_row_fast(const float* g, const float* u, int64_t n, float* out) {

@@ -24,14 +24,6 @@ TEST(CpuKernels, DotMatchesReference) {
   }
 }
 
-TEST(CpuKernels, AxpyMatchesReference) {
-  for (int n : {3, 17, 129}) {
-    auto x = random_normal(n, 3), y = random_normal(n, 4), y2 = y;
-    axpy(0.37f, x.data(), y.data(), n);
-    for (int i = 0; i < n; ++i) EXPECT_NEAR(y[i], y2[i] + 0.37f * x[i], 1e-6f * (1 + std::fabs(y2[i])));
-  }
-}
-
 TEST(CpuKernels, HalfRowsFastEqualsReference) {
   for (int n : {5, 8, 67}) {
     auto f = random_normal(n, 9);
