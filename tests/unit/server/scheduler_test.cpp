@@ -171,6 +171,10 @@ TEST(Scheduler, PrefixCachingReusesPromptBlocks) {
 
 TEST(Scheduler, PreemptsByRecomputeWhenBlocksRunOutAndNeverFails) {
   FakeEngineOptions o;
+  // Steps take 2 ms so the four requests overlap: with instant steps a loaded machine could let
+  // the first finish before the last is submitted, and then nothing needs preempting (it failed
+  // once in a full ctest -j2 run).
+  o.step_sleep_us = 2000;
   o.kv_tokens = 48;  // 12 blocks of 4
   o.block_size = 4;
   o.ctx = 48;
