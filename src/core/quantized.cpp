@@ -1,0 +1,83 @@
+#include "core/quantized.h"
+
+#include <cstring>
+#include <string>
+
+#include "perfx/status.h"
+
+namespace perfx {
+namespace {
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+/// Checks a 2-D GGUF block tensor of `dt` and returns its rows and columns.
+void expect_blocks(const TensorView& t, DType dt, int64_t& out, int64_t& in) {
+  check(t.dtype == dt, "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected " +
+                           dtype_name(dt));
+  check(t.shape.size() == 2 && t.shape[0] > 0 && t.shape[1] > 0,
+        "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected a non-empty matrix");
+  out = t.shape[0];
+  in = t.shape[1];
+  check(in % 32 == 0, "tensor '" + t.name + "' has " + std::to_string(in) +
+                          " columns, not a multiple of the block size 32");
+  check(t.data != nullptr && t.nbytes >= (size_t)out * dtype_row_bytes(dt, in),
+        "tensor '" + t.name + "' is truncated");
+}
+
+}  // namespace
+
+Int4Matrix int4_from_gguf(const TensorView& t) {
+  check(t.dtype == DType::Q4_0 || t.dtype == DType::Q4_1,
+        "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected Q4_0 or Q4_1");
+  Int4Matrix m;
+  expect_blocks(t, t.dtype, m.out, m.in);
+  const bool q41 = t.dtype == DType::Q4_1;
+  m.group_size = 32;
+  const int64_t G = m.in / 32, W = m.in / 8;
+  m.q.assign((size_t)(m.out * W), 0);
+  m.scales.assign((size_t)(m.out * G), 0);
+  if (q41)
+    m.mins.assign((size_t)(m.out * G), 0);
+  else
+    m.zeros.assign((size_t)(m.out * G), 8);
+  const size_t bb = dtype_block_bytes(t.dtype), row_bytes = dtype_row_bytes(t.dtype, m.in);
+  const uint8_t* base = static_cast<const uint8_t*>(t.data);
+  for (int64_t r = 0; r < m.out; ++r) {
+    for (int64_t g = 0; g < G; ++g) {
+      const uint8_t* blk = base + r * row_bytes + g * bb;
+      m.scales[(size_t)(r * G + g)] = load_u16(blk);
+      if (q41) m.mins[(size_t)(r * G + g)] = load_u16(blk + 2);
+      const uint8_t* qs = blk + (q41 ? 4 : 2);
+      uint32_t* words = m.q.data() + r * W + g * 4;  // 32 values = 4 words
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t lo = qs[j] & 0xFu, hi = qs[j] >> 4;  // elements j and j + 16
+        words[j / 8] |= lo << (4 * (j % 8));
+        words[2 + j / 8] |= hi << (4 * (j % 8));
+      }
+    }
+  }
+  return m;
+}
+
+Int8Matrix int8_from_gguf(const TensorView& t) {
+  Int8Matrix m;
+  expect_blocks(t, DType::Q8_0, m.out, m.in);
+  m.group_size = 32;
+  const int64_t G = m.in / 32;
+  m.q.resize((size_t)(m.out * m.in));
+  m.scales.resize((size_t)(m.out * G));
+  const uint8_t* base = static_cast<const uint8_t*>(t.data);
+  for (int64_t r = 0; r < m.out; ++r)
+    for (int64_t g = 0; g < G; ++g) {
+      const uint8_t* blk = base + (r * G + g) * 34;
+      m.scales[(size_t)(r * G + g)] = load_u16(blk);
+      std::memcpy(m.q.data() + r * m.in + g * 32, blk + 2, 32);
+    }
+  return m;
+}
+
+}  // namespace perfx

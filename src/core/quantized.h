@@ -1,0 +1,71 @@
+// Canonical forms of group-quantized weight matrices. The loader decodes every on-disk packing
+// (AutoAWQ GEMM / GEMV, GGUF Q4_0 / Q4_1 / Q8_0) into one of these once; each backend then packs
+// the canonical form into its own kernels' layout at load (no backend knows a checkpoint format).
+//
+// Orientation: a matrix is an HF nn.Linear weight W [out, in]; a group is `group_size` consecutive
+// input channels of one output row (AWQ, FORMATS.md §1.8; GGUF blocks, FORMATS.md §4.4).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace perfx {
+
+/// Group-wise asymmetric int4 matrix, values in natural order.
+///   W[r, k] = (q[r, k] − zeros[r, g]) · scales[r, g]   (AWQ, GGUF Q4_0 with zero 8), or, when
+///   `mins` is not empty, W[r, k] = q[r, k] · scales[r, g] + mins[r, g]   (GGUF Q4_1),
+/// with g = k / group_size, all products in fp32 from the fp16 scale (and min).
+struct Int4Matrix {
+  int64_t out = 0, in = 0;
+  int group_size = 128;          // a multiple of 8 dividing `in`
+  std::vector<uint32_t> q;       // [out, in / 8]: nibble i (bits 4i..4i+3) of word c = q[r, 8c + i]
+  std::vector<uint16_t> scales;  // [out, in / group_size] IEEE fp16 bits
+  std::vector<uint8_t> zeros;    // [out, in / group_size] in [0, 15] (empty when mins is used)
+  std::vector<uint16_t> mins;    // empty, or [out, in / group_size] IEEE fp16 bits (Q4_1)
+
+  int64_t groups() const { return in / group_size; }
+  bool has_mins() const { return !mins.empty(); }
+  /// q[r, k] in [0, 15].
+  uint32_t value(int64_t r, int64_t k) const { return (q[(size_t)(r * (in / 8) + k / 8)] >> (4 * (k % 8))) & 0xFu; }
+  /// W[r, k] in fp32 by the formula above.
+  float dequant(int64_t r, int64_t k) const {
+    const size_t gi = (size_t)(r * groups() + k / group_size);
+    const float s = fp16_to_fp32(scales[gi]);
+    if (has_mins()) return (float)value(r, k) * s + fp16_to_fp32(mins[gi]);
+    return ((float)value(r, k) - (float)zeros[gi]) * s;
+  }
+  size_t bytes() const {
+    return q.size() * 4 + scales.size() * 2 + zeros.size() + mins.size() * 2;
+  }
+};
+
+/// Group-wise symmetric int8 matrix (GGUF Q8_0): W[r, k] = q[r, k] · scales[r, k / group_size].
+struct Int8Matrix {
+  int64_t out = 0, in = 0;
+  int group_size = 32;
+  std::vector<int8_t> q;         // [out, in]
+  std::vector<uint16_t> scales;  // [out, in / group_size] IEEE fp16 bits
+
+  int64_t groups() const { return in / group_size; }
+  float dequant(int64_t r, int64_t k) const {
+    return (float)q[(size_t)(r * in + k)] * fp16_to_fp32(scales[(size_t)(r * groups() + k / group_size)]);
+  }
+  size_t bytes() const { return q.size() + scales.size() * 2; }
+};
+
+/// Decodes a GGUF Q4_0 matrix view [out, in] (blocks of 32: fp16 d, 16 bytes of nibbles; element j
+/// of a block is the low nibble of byte j for j < 16, the high nibble of byte j − 16 otherwise;
+/// W = (q − 8) · d; FORMATS.md §4.4) into the canonical form: group 32, zeros 8.
+/// Q4_1 (fp16 d, fp16 m, 16 bytes; W = q · d + m) gives group 32 with `mins`.
+/// Throws perfx::Error for another dtype, a non-2-D shape or a truncated tensor, naming it.
+Int4Matrix int4_from_gguf(const TensorView& t);
+
+/// Decodes a GGUF Q8_0 matrix view [out, in] (blocks of 32: fp16 d, 32 int8; W = q · d).
+/// Throws perfx::Error for another dtype, a non-2-D shape or a truncated tensor, naming it.
+Int8Matrix int8_from_gguf(const TensorView& t);
+
+}  // namespace perfx
