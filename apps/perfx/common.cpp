@@ -7,7 +7,7 @@
 #include "core/mmap.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "model/weights.h"
 #include "perfx/status.h"
 

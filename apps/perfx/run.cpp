@@ -7,7 +7,7 @@
 #include "backend/backend.h"
 #include "common.h"
 #include "formats/safetensors.h"
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "perfx/status.h"
 #include "subcommand.h"
 
@@ -89,7 +89,7 @@ void run(const RunArgs& a) {
   std::fprintf(stderr, "perfx: loaded %s (%s, %lld layers) in %.2f s; weights %s on %s\n",
                engine->model_name().c_str(), engine->config().model_type.c_str(),
                (long long)engine->config().num_hidden_layers, load_s, human_bytes(engine->weight_bytes()).c_str(),
-               engine->backend().name().c_str());
+               engine->device().c_str());
 
   // -c past the trained context is allowed (the user asked for it), with a warning; -n -1 then
   // stops at the trained context, so that it ends in the time the model is good for.

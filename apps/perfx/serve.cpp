@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "common.h"
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "model/weights.h"
 #include "perfx/engine.h"
 #include "perfx/status.h"

@@ -14,7 +14,6 @@
 namespace perfx {
 
 struct ModelConfig;
-class Backend;
 
 struct EngineOptions {
   std::string model_path;        // HF checkpoint folder (safetensors) or a .gguf file
@@ -35,7 +34,8 @@ class Engine {
 
   virtual const ModelConfig& config() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;
-  virtual Backend& backend() = 0;
+  /// The backend the model runs on ("cpu", "cuda:0", ...).
+  virtual std::string device() const = 0;
   virtual int ctx() const = 0;
   /// Bytes of weights held by the backend.
   virtual size_t weight_bytes() const = 0;

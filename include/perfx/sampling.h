@@ -12,6 +12,8 @@
 
 namespace perfx {
 
+struct SampleRow;  // backend/backend.h
+
 /// A SamplingParams field out of range, from SamplingParams::validate(). what() is
 /// "<field> <reason>", e.g. "top_p must be in (0, 1] (1 = off), got 0"; field() ("top_p", the
 /// member's name) and reason() let a front end name the field its own way (a CLI flag, an API
@@ -59,6 +61,9 @@ class Sampler {
   int32_t sample(float* logits, int n_vocab);
   /// Records a token in the penalty history (prompt tokens too, if penalties should see them).
   void accept(int32_t id);
+  /// The parameters, penalty history and (unless greedy) the next random draw for one
+  /// Backend::sample row; sample() is fill_row + the reference sampler (backend/cpu/sampling.h).
+  void fill_row(SampleRow& r);
   const SamplingParams& params() const { return p_; }
 
  private:

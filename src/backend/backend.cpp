@@ -1,5 +1,8 @@
 #include "backend/backend.h"
 
+#include <map>
+#include <mutex>
+
 #include "backend/cpu/cpu_backend.h"
 #include "perfx/status.h"
 
@@ -21,11 +24,62 @@ Tensor Tensor::rows_view(int64_t r0, int64_t n) const {
   return t;
 }
 
+size_t Tensor::span_bytes() const {
+  if (rows <= 0 || cols <= 0) return 0;
+  return (size_t)((rows - 1) * stride + cols) * dtype_block_bytes(dtype);
+}
+
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, BackendFactory>& registry() {
+  static std::map<std::string, BackendFactory> r;
+  return r;
+}
+
+/// The backends compiled into this build: one line each.
+void builtin_backends(std::map<std::string, BackendFactory>& r) {
+  r.emplace("cpu", [](int, int n_threads) { return cpu::create_cpu_backend(n_threads); });
+}
+
+}  // namespace
+
+void register_backend(const std::string& name, BackendFactory make) {
+  std::lock_guard<std::mutex> lk(registry_mutex());
+  registry()[name] = std::move(make);
+}
+
 std::unique_ptr<Backend> create_backend(const std::string& device, int n_threads) {
-  if (device == "cpu") return cpu::create_cpu_backend(n_threads);
-  if (device == "cuda" || device == "opencl")
-    throw Error("device '" + device + "' is not compiled into this build (available: cpu)");
-  throw Error("unknown device '" + device + "' (available: cpu)");
+  std::map<std::string, BackendFactory> all;
+  builtin_backends(all);
+  {
+    std::lock_guard<std::mutex> lk(registry_mutex());
+    for (const auto& [k, v] : registry()) all[k] = v;
+  }
+  std::string available;
+  for (const auto& [k, v] : all) available += (available.empty() ? "" : ", ") + k;
+  std::string name = device;
+  int index = 0;
+  if (const size_t colon = device.find(':'); colon != std::string::npos) {
+    name = device.substr(0, colon);
+    const std::string num = device.substr(colon + 1);
+    bool ok = !num.empty() && num.size() <= 4;
+    for (char c : num) ok = ok && c >= '0' && c <= '9';
+    check(ok, "device '" + device + "': the index after ':' must be a number (e.g. " + name + ":0)");
+    index = std::stoi(num);
+  }
+  const auto it = all.find(name);
+  if (it == all.end()) {
+    if (name == "cuda" || name == "opencl")
+      throw Error("device '" + device + "' is not compiled into this build (available: " + available +
+                  "; configure with -DPERFX_" + (name == "cuda" ? "CUDA" : "OPENCL") + "=ON)");
+    throw Error("unknown device '" + device + "' (available: " + available + ")");
+  }
+  check(name != "cpu" || index == 0, "device '" + device + "': there is one CPU device (cpu or cpu:0)");
+  return it->second(index, n_threads);
 }
 
 }  // namespace perfx

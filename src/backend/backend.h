@@ -1,21 +1,29 @@
 // The op interface every backend (cpu, cuda, opencl) implements. The model's forward pass
 // (src/model/llama.cpp) is written once against it. Ops take device tensors; a backend never knows
-// which model family it runs. Every op has a plain reference in backend/cpu/reference.cpp.
+// which model family it runs, nor which checkpoint format its weights came from. Every op has a
+// plain reference in backend/cpu/reference.{h,cpp}, and tests/unit/backend/conformance_test.cpp
+// drives every op of any backend through create_backend() against those references.
+//
+// Activations live in the backend's activation dtype (act_dtype(): F32 on the CPU, F16 or BF16 on a
+// GPU); logits are F32 on every backend. Unless an op says otherwise, its tensors have that dtype.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/quantized.h"
 #include "core/tensor.h"
 
 namespace perfx {
 
-/// A 2-D activation tensor in the backend's memory: `rows` × `cols` elements of `dtype`, rows
-/// `stride` elements apart (stride >= cols). Non-owning.
+/// A 2-D tensor in the backend's memory: `rows` × `cols` elements of `dtype`, rows `stride`
+/// elements apart (stride >= cols). Non-owning.
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::F32;
@@ -26,6 +34,8 @@ struct Tensor {
   /// Rows [r0, r0 + n).
   Tensor rows_view(int64_t r0, int64_t n) const;
   float* f32() const { return static_cast<float*>(data); }
+  /// Bytes from the first element to one past the last (rows − 1 full strides plus one row).
+  size_t span_bytes() const;
 };
 
 /// Memory owned by a backend.
@@ -36,20 +46,19 @@ class Buffer {
   virtual size_t size() const = 0;
 };
 
-/// Where a linear layer's weight comes from on the host. Either a dense/block-quantized matrix
-/// `weight` [out, in] (F32/F16/BF16/Q8_0/Q4_0/Q4_1, HF orientation), or AWQ W4A16 tensors
-/// (FORMATS.md §2.3/§2.4): `qweight`, `qzeros`, `scales` in the AutoAWQ `awq_version` layout.
+/// Where a linear layer's weight comes from on the host: either `weight` [out, in] in a stored
+/// dtype (F32/F16/BF16, or GGUF Q8_0/Q4_0/Q4_1 blocks read in place; core/quantized.h decodes the
+/// blocks for backends that repack them), or `int4`, a canonical group-quantized int4 matrix the
+/// loader decoded from the checkpoint's packing (AutoAWQ GEMM/GEMV; formats/awq.h).
 struct LinearSource {
-  TensorView weight;  // dense; empty data when AWQ
-  TensorView qweight, qzeros, scales;
-  std::string awq_version;  // "gemm" | "gemv"; empty when dense
-  int group_size = 128;
-  int64_t out = 0, in = 0;  // filled by the loader for both kinds
-  bool is_awq() const { return !awq_version.empty(); }
+  TensorView weight;                         // dense or GGUF blocks; empty data when int4
+  std::shared_ptr<const Int4Matrix> int4;    // canonical int4; null when `weight` is used
+  int64_t out = 0, in = 0;                   // filled by the loader for both kinds
+  bool is_int4() const { return int4 != nullptr; }
 };
 
-/// A weight matrix repacked by a backend at load time into its kernels' layout. When made from
-/// several LinearSource parts, their output rows are stacked in order (fused QKV, fused gate|up).
+/// A weight repacked by a backend at load time into its kernels' layout. When made from several
+/// LinearSource parts, their output rows are stacked in order (fused QKV, fused gate|up).
 class Weight {
  public:
   virtual ~Weight() = default;
@@ -69,6 +78,9 @@ class KvStorage {
 
 /// The shape of one forward step over a batch of sequences (vLLM-style flattened tokens).
 /// Host arrays; a device backend copies what it needs in prepare_batch().
+/// Invariants (Engine::step builds it so; prepare_batch may check): the tokens of one sequence
+/// are contiguous rows in sequence order with consecutive positions, and the last of them is the
+/// sequence's newest token (so the sequence holds positions[last] + 1 keys after the step).
 struct BatchLayout {
   int n_tokens = 0;
   std::vector<int32_t> token_ids;  // [n_tokens]
@@ -88,62 +100,110 @@ struct RopeParams {
   bool interleaved = false;        // pairs (2i, 2i+1) instead of (i, i + rot_dim/2)
   std::vector<float> inv_freq;     // [rot_dim / 2]
   float attention_factor = 1.0f;   // cos/sin multiplier (yarn)
+  bool operator==(const RopeParams&) const = default;
+};
+
+/// A RoPE table a backend built once from RopeParams (load_rope); the angle of pair i at position p
+/// is p · inv_freq[i] in fp32, cos/sin scaled by attention_factor.
+class RopeTable {
+ public:
+  virtual ~RopeTable() = default;
+  RopeParams params;
+};
+
+/// How to pick one token from one row of logits (Backend::sample). The random draw and the
+/// penalty history come from the host (runtime/Sampler), so every backend picks the same token for
+/// the same seed where the arithmetic allows.
+/// Order (llama.cpp's default chain): penalties → greedy (temperature <= 0) or top-k → temperature
+/// → softmax → top-p → min-p → draw with `u`.
+struct SampleRow {
+  float temperature = 0;  // <= 0: greedy (argmax, lowest id on ties)
+  int top_k = 0;          // <= 0: off
+  float top_p = 1;        // >= 1: off
+  float min_p = 0;        // <= 0: off
+  float repeat_penalty = 1;     // CTRL (Keskar et al. 2019): l > 0 ? l / r : l · r, for each id in repeat_ids
+  float presence_penalty = 0;   // OpenAI: l −= presence for each id in counts
+  float frequency_penalty = 0;  // OpenAI: l −= frequency · count
+  double u = 0;                 // uniform draw in [0, 1) (unused when greedy)
+  std::vector<int32_t> repeat_ids;                 // distinct ids, any order
+  std::vector<std::pair<int32_t, int>> counts;     // (id, count > 0), distinct ids
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
+  /// "cpu", "cuda:0", ...
   virtual std::string name() const = 0;
+  /// The dtype of activations, scratch tensors and the KV cache (F32, F16 or BF16).
+  virtual DType act_dtype() const = 0;
 
   // ---- memory
+  /// Backend memory of `bytes` bytes (contents undefined). Throws perfx::Error when out of memory,
+  /// naming the bytes needed and free.
   virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
+  /// Blocks until queued work is done (CPU: no-op).
+  virtual void synchronize() = 0;
 
   // ---- weights (repacked at load)
   /// A linear layer from one or more sources stacked by output rows. All parts share `in`.
   /// Throws perfx::Error for an unsupported dtype or mismatched shapes.
   virtual std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) = 0;
-  /// A 1-D vector (norm weight, bias) of `n` elements, any float dtype; stored as f32.
+  /// A 1-D vector (norm weight, bias) of `n` elements, any float dtype; kept in fp32.
   virtual std::unique_ptr<Weight> load_vector(const TensorView& v) = 0;
-  /// An embedding table [vocab, hidden] (any dtype load_linear accepts; rows read by id).
+  /// An embedding table [vocab, hidden] (any dtype load_linear accepts as `weight`; rows read by id).
   virtual std::unique_ptr<Weight> load_embedding(const TensorView& table) = 0;
+  /// The RoPE table for `p`, built once (the model rebuilds it only when p changes: dynamic NTK).
+  virtual std::unique_ptr<RopeTable> load_rope(const RopeParams& p) = 0;
+  /// KV storage in act_dtype(). Throws perfx::Error when it does not fit (naming bytes needed/free).
   virtual std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size,
                                                int n_kv_heads, int head_dim) = 0;
 
-  // ---- ops (all tensors F32 on the CPU backend)
-  /// Makes the step's layout visible to the device (CPU: no-op).
+  // ---- ops
+  /// Makes the step's layout visible to the device (CPU: no-op). Throws perfx::Error for a token id
+  /// outside the embedding table or a slot outside the KV cache.
   virtual void prepare_batch(const BatchLayout& b) = 0;
   /// out[t, :] = table[ids[t], :]; out [n_tokens, hidden]. ids from the prepared batch.
   virtual void embedding(const Weight& table, const BatchLayout& b, Tensor out) = 0;
-  /// out = x / sqrt(mean(x²) + eps) * w, per row. x, out [T, n]; w [n].
+  /// out = x / sqrt(mean(x²) + eps) * w, per row (HF LlamaRMSNorm, fp32 arithmetic). x, out [T, n];
+  /// w [n].
   virtual void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) = 0;
-  /// residual += x; out = rms_norm(residual) * w. Fused residual add + RMSNorm.
+  /// residual += x; out = rms_norm(residual) * w. Fused residual add + RMSNorm (residual, x, out
+  /// [T, n]; the sum is rounded to the activation dtype before the norm).
   virtual void add_rms_norm(Tensor residual, Tensor x, const Weight& w, float eps, Tensor out) = 0;
-  /// RMSNorm over each head: x [T, n_heads * head_dim] in place, w [head_dim] (Qwen3 q/k norm).
-  virtual void head_rms_norm(Tensor x, int n_heads, int head_dim, const Weight& w, float eps) = 0;
-  /// y [T, W.out] = x [T, W.in] · Wᵀ (+ bias [W.out]).
+  /// y [T, W.out] = x [T, W.in] · Wᵀ (+ bias [W.out]), fp32 accumulation. y is act_dtype() or F32
+  /// (logits).
   virtual void linear(Tensor x, const Weight& w, const Weight* bias, Tensor y) = 0;
-  /// Rotates q [T, n_q_heads*head_dim] and k [T, n_kv_heads*head_dim] in place at the batch's positions.
-  virtual void rope(Tensor q, int n_q_heads, Tensor k, int n_kv_heads, const RopeParams& p,
-                    const BatchLayout& b) = 0;
-  /// Writes k, v [T, n_kv_heads*head_dim] into the batch's slots of `layer`.
-  virtual void kv_store(KvStorage& kv, int layer, Tensor k, Tensor v, const BatchLayout& b) = 0;
-  /// Causal attention over the paged cache (GQA: query head h uses kv head h / (n_q_heads / n_kv_heads)).
-  /// Token t sees keys at positions 0..positions[t] of its sequence. scale = 1/sqrt(head_dim).
-  /// q, out [T, n_q_heads*head_dim]; softmax in f32.
+  /// Per token t, in this order: when q_norm/k_norm are given (Qwen3), RMSNorm of every head of q
+  /// and k over head_dim with weight [head_dim]; RoPE of every head of q (in place) and k at
+  /// positions[t]; then k and v [T, n_kv_heads*head_dim] are written into slot slots[t] of `layer`.
+  /// q [T, n_q_heads*head_dim]. k is rotated in place too.
+  virtual void rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
+                             const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kv,
+                             int layer, const BatchLayout& b) = 0;
+  /// Causal attention over the paged cache (GQA: query head h uses kv head h / (n_q_heads /
+  /// n_kv_heads)). Token t sees keys at positions 0..positions[t] of its sequence. scale =
+  /// 1/sqrt(head_dim). q, out [T, n_q_heads*head_dim]; softmax in fp32.
   virtual void attention(Tensor q, const KvStorage& kv, int layer, int n_q_heads, float scale,
                          const BatchLayout& b, Tensor out) = 0;
   /// out [T, I] = silu(gate_up[:, :I]) * gate_up[:, I:], gate_up [T, 2I] (SwiGLU).
   virtual void silu_mul(Tensor gate_up, Tensor out) = 0;
   /// out [n, cols] = x[rows[i], :] for the batch's logit_rows.
   virtual void gather_rows(Tensor x, const BatchLayout& b, Tensor out) = 0;
-  /// Blocks until queued work is done (CPU: no-op).
-  virtual void synchronize() = 0;
+  /// Picks one token per row of `logits` (F32 [rows.size(), vocab]; may be modified) by
+  /// SampleRow's rules and writes the ids to the host array `ids` [rows.size()]. Blocks until done.
+  virtual void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) = 0;
 };
 
-/// Creates a backend by name ("cpu"). n_threads <= 0: all cores. Throws perfx::Error for an unknown
-/// or not-compiled-in device, naming the devices available.
+/// Creates a backend by name: "cpu", or a device compiled in ("cuda", "cuda:N", "opencl[:N]"), or
+/// one added with register_backend. n_threads <= 0: all usable cores (CPU work). Throws
+/// perfx::Error for an unknown or not-compiled-in device, naming the devices available.
 std::unique_ptr<Backend> create_backend(const std::string& device, int n_threads);
+
+/// Makes create_backend(name or "name:N") call `make(N, n_threads)` (N = 0 without a suffix).
+/// For backends outside src/backend (tests). A later registration of the same name replaces it.
+using BackendFactory = std::function<std::unique_ptr<Backend>(int index, int n_threads)>;
+void register_backend(const std::string& name, BackendFactory make);
 
 }  // namespace perfx

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "model/config.h"
+#include "perfx/model_config.h"
 
 namespace perfx {
 namespace gguf { class File; }

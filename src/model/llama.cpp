@@ -31,21 +31,26 @@ void append_vector(HostVector& hv, const TensorView& t) {
   float_to_f32(t.dtype, t.data, hv.data.data() + n0, t.numel(), "tensor '" + t.name + "'");
 }
 
-Tensor make_tensor(void* base, size_t& off, int64_t rows, int64_t cols) {
+/// Bytes of a rows × cols tensor of `dt` rounded up to 256 (each scratch tensor starts aligned).
+size_t tensor_bytes(DType dt, int64_t rows, int64_t cols) {
+  return ((size_t)(rows * cols) * dtype_block_bytes(dt) + 255) & ~size_t(255);
+}
+
+Tensor make_tensor(void* base, size_t& off, DType dt, int64_t rows, int64_t cols) {
   Tensor t;
   t.data = static_cast<char*>(base) + off;
-  t.dtype = DType::F32;
+  t.dtype = dt;
   t.rows = rows;
   t.cols = cols;
   t.stride = cols;
-  off += (size_t)(rows * cols) * sizeof(float);
-  off = (off + 63) & ~size_t(63);
+  off += tensor_bytes(dt, rows, cols);
   return t;
 }
 
 }  // namespace
 
-LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend) : cfg_(ck.config), be_(backend) {
+LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
+    : cfg_(ck.config), be_(backend), act_(backend.act_dtype()) {
   const TensorNaming nm = ck.naming;
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
   const int64_t qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), hd = cfg_.head_dim;
@@ -86,6 +91,7 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend) : cfg_(ck.config)
     }
   }
 
+  rope_for(1);  // built once here; dynamic NTK scaling rebuilds it when the length needs
   layers_.resize((size_t)cfg_.num_hidden_layers);
   for (int l = 0; l < (int)cfg_.num_hidden_layers; ++l) {
     auto base = [&](LayerTensor t) { return layer_tensor_base(nm, l, t); };
@@ -137,45 +143,56 @@ void LlamaModel::ensure_scratch(int n_tokens, int n_logits) {
   if (n_tokens <= cap_tokens_ && n_logits <= cap_logits_) return;
   cap_tokens_ = std::max(n_tokens, cap_tokens_);
   cap_logits_ = std::max(n_logits, cap_logits_);
-  const int64_t T = cap_tokens_, H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const int64_t T = cap_tokens_, L = cap_logits_, H = cfg_.hidden_size, I = cfg_.intermediate_size;
   const int64_t qkvd = cfg_.q_dim() + 2 * cfg_.kv_dim();
   const int64_t widest = std::max<int64_t>(H, cfg_.q_dim());
-  const size_t bytes = (size_t)(T * (H + H + qkvd + cfg_.q_dim() + widest + 2 * I + I) +
-                                (int64_t)cap_logits_ * (H + cfg_.vocab_size)) *
-                           sizeof(float) + 64 * 16;
+  const DType a = act_;
+  const size_t bytes = tensor_bytes(a, T, H) * 2 + tensor_bytes(a, T, qkvd) + tensor_bytes(a, T, cfg_.q_dim()) +
+                       tensor_bytes(a, T, widest) + tensor_bytes(a, T, 2 * I) + tensor_bytes(a, T, I) +
+                       tensor_bytes(a, L, H) + tensor_bytes(DType::F32, L, cfg_.vocab_size);
+  buf_.reset();  // free the old scratch first (device memory)
   buf_ = be_.alloc(bytes);
   size_t off = 0;
   void* base = buf_->data();
-  x_ = make_tensor(base, off, T, H);
-  h_ = make_tensor(base, off, T, H);
-  qkv_ = make_tensor(base, off, T, qkvd);
-  attn_ = make_tensor(base, off, T, cfg_.q_dim());
-  tmp_ = make_tensor(base, off, T, widest);
-  gu_ = make_tensor(base, off, T, 2 * I);
-  act_ = make_tensor(base, off, T, I);
-  sel_ = make_tensor(base, off, cap_logits_, H);
-  logits_ = make_tensor(base, off, cap_logits_, cfg_.vocab_size);
+  x_ = make_tensor(base, off, a, T, H);
+  h_ = make_tensor(base, off, a, T, H);
+  qkv_ = make_tensor(base, off, a, T, qkvd);
+  attn_ = make_tensor(base, off, a, T, cfg_.q_dim());
+  tmp_ = make_tensor(base, off, a, T, widest);
+  gu_ = make_tensor(base, off, a, T, 2 * I);
+  act_t_ = make_tensor(base, off, a, T, I);
+  sel_ = make_tensor(base, off, a, L, H);
+  logits_ = make_tensor(base, off, DType::F32, L, cfg_.vocab_size);
 }
 
-void LlamaModel::forward(const BatchLayout& b, KvStorage& kv, std::vector<float>& logits) {
+const RopeTable& LlamaModel::rope_for(int64_t seq_len) {
+  RopeParams p = make_rope_params(cfg_, seq_len);
+  if (!rope_freq_factors_.empty())
+    for (size_t i = 0; i < p.inv_freq.size(); ++i) p.inv_freq[i] /= rope_freq_factors_[i];
+  // Only dynamic NTK scaling depends on the length; every other kind builds the table once.
+  if (!rope_ || !(rope_->params == p)) rope_ = be_.load_rope(p);
+  return *rope_;
+}
+
+Tensor LlamaModel::forward(const BatchLayout& b, KvStorage& kv) {
   const int T = b.n_tokens;
   const int n_out = (int)b.logit_rows.size();
   check(T > 0, "forward: empty batch");
   ensure_scratch(T, std::max(n_out, 1));
   const int64_t H = cfg_.hidden_size, qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
-  const int nh = (int)cfg_.num_attention_heads, nkv = (int)cfg_.num_key_value_heads, hd = (int)cfg_.head_dim;
+  const int nh = (int)cfg_.num_attention_heads;
   const float eps = cfg_.rms_norm_eps;
-  const float scale = 1.0f / std::sqrt((float)hd);
+  const float scale = 1.0f / std::sqrt((float)cfg_.head_dim);
 
   int max_pos = 0;
   for (int t = 0; t < T; ++t) max_pos = std::max(max_pos, b.positions[t]);
-  RopeParams rope = make_rope_params(cfg_, (int64_t)max_pos + 1);
-  if (!rope_freq_factors_.empty())
-    for (size_t i = 0; i < rope.inv_freq.size(); ++i) rope.inv_freq[i] /= rope_freq_factors_[i];
+  const RopeTable& rope = cfg_.rope_scaling.type == RopeScaling::Type::Dynamic || !rope_
+                              ? rope_for((int64_t)max_pos + 1)
+                              : *rope_;
 
   be_.prepare_batch(b);
   Tensor x = x_.rows_view(0, T), h = h_.rows_view(0, T), qkv = qkv_.rows_view(0, T);
-  Tensor attn = attn_.rows_view(0, T), gu = gu_.rows_view(0, T), act = act_.rows_view(0, T);
+  Tensor attn = attn_.rows_view(0, T), gu = gu_.rows_view(0, T), act = act_t_.rows_view(0, T);
   Tensor o = tmp_.rows_view(0, T).cols_view(0, H);
   Tensor q = qkv.cols_view(0, qd), k = qkv.cols_view(qd, kvd), v = qkv.cols_view(qd + kvd, kvd);
 
@@ -185,12 +202,7 @@ void LlamaModel::forward(const BatchLayout& b, KvStorage& kv, std::vector<float>
     const LayerWeights& L = layers_[l];
     if (observer) observer(l, "qkv", h);
     be_.linear(h, *L.qkv, L.qkv_bias.get(), qkv);
-    if (L.q_norm) {
-      be_.head_rms_norm(q, nh, hd, *L.q_norm, eps);
-      be_.head_rms_norm(k, nkv, hd, *L.k_norm, eps);
-    }
-    be_.rope(q, nh, k, nkv, rope, b);
-    be_.kv_store(kv, l, k, v, b);
+    be_.rope_kv_store(q, k, v, nh, L.q_norm.get(), L.k_norm.get(), eps, rope, kv, l, b);
     be_.attention(q, kv, l, nh, scale, b, attn);
     if (observer) observer(l, "o", attn);
     be_.linear(attn, *L.o, L.o_bias.get(), o);
@@ -203,16 +215,18 @@ void LlamaModel::forward(const BatchLayout& b, KvStorage& kv, std::vector<float>
     const Weight& next_norm = l + 1 < (int)layers_.size() ? *layers_[l + 1].attn_norm : *final_norm_;
     be_.add_rms_norm(x, o, next_norm, eps, h);
   }
-  if (n_out == 0) {
-    logits.clear();
-    return;
-  }
+  if (n_out == 0) return logits_.rows_view(0, 0);
   Tensor sel = sel_.rows_view(0, n_out), lg = logits_.rows_view(0, n_out);
   be_.gather_rows(h, b, sel);
   be_.linear(sel, *lm_head_, nullptr, lg);
+  return lg;
+}
+
+void LlamaModel::forward(const BatchLayout& b, KvStorage& kv, std::vector<float>& logits) {
+  const Tensor lg = forward(b, kv);
   be_.synchronize();
-  logits.resize((size_t)n_out * cfg_.vocab_size);
-  be_.to_host(logits.data(), lg.data, logits.size() * sizeof(float));
+  logits.resize((size_t)(lg.rows * lg.cols));
+  if (!logits.empty()) be_.to_host(logits.data(), lg.data, logits.size() * sizeof(float));
 }
 
 }  // namespace perfx

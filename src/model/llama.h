@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "model/weights.h"
 
 namespace perfx {
@@ -38,16 +38,25 @@ class LlamaModel {
   size_t weight_bytes() const;
 
   /// Runs the batch: writes K/V of every token into `kv` and returns the logits of the batch's
-  /// logit_rows in `logits` (host, [logit_rows.size(), vocab], f32).
+  /// logit_rows as a backend tensor (F32 [logit_rows.size(), vocab], valid until the next forward;
+  /// work may still be queued: Backend::to_host / sample synchronize).
+  Tensor forward(const BatchLayout& b, KvStorage& kv);
+  /// Same, with the logits copied to the host ([logit_rows.size(), vocab], f32).
   void forward(const BatchLayout& b, KvStorage& kv, std::vector<float>& logits);
+  /// Activations' dtype on this model's backend.
+  DType act_dtype() const { return act_; }
 
   LinearInputObserver observer;
 
  private:
   void ensure_scratch(int n_tokens, int n_logits);
+  /// The RoPE table for sequences up to seq_len tokens (rebuilt only when the parameters change).
+  const RopeTable& rope_for(int64_t seq_len);
 
   ModelConfig cfg_;
   Backend& be_;
+  DType act_;
+  std::unique_ptr<RopeTable> rope_;
   std::unique_ptr<Weight> embed_, final_norm_, lm_head_;
   bool lm_head_is_embed_ = false;  // tied embeddings
   std::vector<LayerWeights> layers_;
@@ -55,7 +64,7 @@ class LlamaModel {
   // scratch
   int cap_tokens_ = 0, cap_logits_ = 0;
   std::unique_ptr<Buffer> buf_;
-  Tensor x_, h_, qkv_, attn_, tmp_, gu_, act_, sel_, logits_;
+  Tensor x_, h_, qkv_, attn_, tmp_, gu_, act_t_, sel_, logits_;
 };
 
 }  // namespace perfx

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backend/backend.h"
-#include "model/config.h"
+#include "perfx/model_config.h"
 
 namespace perfx {
 

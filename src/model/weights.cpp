@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/mmap.h"
+#include "formats/awq.h"
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
@@ -128,11 +129,15 @@ LinearSource linear_source(const Checkpoint& ck, const std::string& base, int64_
   s.in = in;
   const QuantConfig& q = ck.config.quant;
   if (q.enabled && !not_converted(q, base) && ck.source->find(base + ".qweight")) {
-    s.qweight = require_tensor(ck, base + ".qweight");
-    s.qzeros = require_tensor(ck, base + ".qzeros");
-    s.scales = require_tensor(ck, base + ".scales");
-    s.awq_version = q.version;
-    s.group_size = q.group_size;
+    AwqTensors t;
+    t.qweight = require_tensor(ck, base + ".qweight");
+    t.qzeros = require_tensor(ck, base + ".qzeros");
+    t.scales = require_tensor(ck, base + ".scales");
+    t.version = q.version;
+    t.group_size = q.group_size;
+    t.out = out;
+    t.in = in;
+    s.int4 = std::make_shared<const Int4Matrix>(decode_awq(t));
     return s;
   }
   s.weight = require_tensor(ck, base + ".weight");

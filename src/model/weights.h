@@ -7,9 +7,12 @@
 
 #include "backend/backend.h"
 #include "core/tensor.h"
-#include "model/config.h"
+#include "perfx/model_config.h"
 
 namespace perfx {
+namespace gguf {
+class File;
+}
 
 /// Which naming scheme the checkpoint uses.
 enum class TensorNaming { HuggingFace, Gguf };
@@ -24,7 +27,7 @@ struct Checkpoint {
   ModelConfig config;
   std::string path;
   /// The GGUF file when naming == Gguf (for the tokenizer); owned by `source`.
-  const void* gguf = nullptr;
+  const gguf::File* gguf = nullptr;
 };
 
 /// Opens a HF checkpoint folder (config.json + safetensors) or a .gguf file.
@@ -48,9 +51,10 @@ const TensorView& require_tensor(const Checkpoint& ck, const std::string& name);
 /// A 1-D tensor with `n` elements (norm weight, bias); shape checked.
 const TensorView& require_vector(const Checkpoint& ck, const std::string& name, int64_t n);
 
-/// Describes linear `base` with expected [out, in]: AWQ (base.qweight/qzeros/scales) when the
-/// config is AWQ-quantized and the module is not in modules_to_not_convert, else dense base.weight.
-/// Shapes are checked; a mismatch is a perfx::Error naming the tensor and both shapes.
+/// Describes linear `base` with expected [out, in]: AWQ (base.qweight/qzeros/scales, decoded here
+/// into the canonical Int4Matrix by formats/awq.h) when the config is AWQ-quantized and the module
+/// is not in modules_to_not_convert, else dense base.weight. Shapes are checked; a mismatch is a
+/// perfx::Error naming the tensor and both shapes.
 LinearSource linear_source(const Checkpoint& ck, const std::string& base, int64_t out, int64_t in);
 
 }  // namespace perfx

@@ -25,10 +25,6 @@ inline float h(float x) {
   return fp16_to_fp32(fp32_to_fp16(x));
 }
 
-inline uint32_t u32(int32_t v) {
-  return static_cast<uint32_t>(v);
-}
-
 }  // namespace
 
 void fake_quantize_group(float* w, int n, int bits) {
@@ -127,11 +123,6 @@ uint32_t pack_gemm_word(const uint8_t v[8]) {
   return word;
 }
 
-void unpack_gemm_word(uint32_t word, uint8_t v[8]) {
-  for (int r = 0; r < 8; ++r)
-    v[r] = static_cast<uint8_t>((word >> (4 * kAwqReverseOrder[r])) & 0xF);
-}
-
 namespace {
 void check_pack(const QuantizedMatrix& m, const char* what) {
   check(m.bits == 4, std::string(what) + ": only 4-bit packing is supported, got " +
@@ -168,57 +159,11 @@ GemmTensors pack_gemm(const QuantizedMatrix& m) {
   return t;
 }
 
-QuantizedMatrix unpack_gemm(const int32_t* qweight, const int32_t* qzeros, const uint16_t* scales,
-                            int64_t out, int64_t in, int group_size) {
-  check(out % 8 == 0 && group_size > 0 && in % group_size == 0,
-        "unpack_gemm: bad shape [" + std::to_string(out) + ", " + std::to_string(in) +
-            "] g=" + std::to_string(group_size));
-  QuantizedMatrix m;
-  m.out = out;
-  m.in = in;
-  m.group_size = group_size;
-  const int64_t G = in / group_size, C = out / 8;
-  m.q.resize(static_cast<size_t>(out * in));
-  m.zeros.resize(static_cast<size_t>(out * G));
-  m.scales.resize(static_cast<size_t>(out * G));
-  uint8_t v[8];
-  for (int64_t k = 0; k < in; ++k) {
-    for (int64_t c = 0; c < C; ++c) {
-      unpack_gemm_word(u32(qweight[k * C + c]), v);
-      for (int j = 0; j < 8; ++j) m.q[static_cast<size_t>((8 * c + j) * in + k)] = v[j];
-    }
-  }
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t c = 0; c < C; ++c) {
-      unpack_gemm_word(u32(qzeros[g * C + c]), v);
-      for (int j = 0; j < 8; ++j) m.zeros[static_cast<size_t>((8 * c + j) * G + g)] = v[j];
-    }
-    for (int64_t n = 0; n < out; ++n)
-      m.scales[static_cast<size_t>(n * G + g)] = scales[g * out + n];
-  }
-  return m;
-}
-
-int64_t gemv_zeros_width(int64_t in, int group_size) {
-  int64_t mult = 1;
-  if (group_size >= 128)
-    mult = 1;
-  else if (group_size == 64)
-    mult = 2;
-  else if (group_size == 32)
-    mult = 4;
-  else
-    throw Error("gemv: unsupported group size " + std::to_string(group_size) +
-                " (AutoAWQ GEMV supports 32, 64 and >= 128)");
-  const int64_t base = (in / group_size + 7) / 8;
-  return (base + mult - 1) / mult * mult;
-}
-
 GemvTensors pack_gemv(const QuantizedMatrix& m) {
   check_pack(m, "pack_gemv");
   check(m.in % 8 == 0,
         "pack_gemv: in_features " + std::to_string(m.in) + " is not a multiple of 8");
-  const int64_t I = m.in, O = m.out, G = m.groups(), ZW = gemv_zeros_width(I, m.group_size);
+  const int64_t I = m.in, O = m.out, G = m.groups(), ZW = awq_gemv_zeros_width(I, m.group_size);
   GemvTensors t;
   t.qweight.assign(static_cast<size_t>(O * (I / 8)), 0);
   t.qzeros.assign(static_cast<size_t>(O * ZW), 0);
@@ -239,32 +184,18 @@ GemvTensors pack_gemv(const QuantizedMatrix& m) {
   return t;
 }
 
-QuantizedMatrix unpack_gemv(const int32_t* qweight, const int32_t* qzeros, const uint16_t* scales,
-                            int64_t out, int64_t in, int group_size) {
-  check(in % 8 == 0 && group_size > 0 && in % group_size == 0,
-        "unpack_gemv: bad shape [" + std::to_string(out) + ", " + std::to_string(in) +
-            "] g=" + std::to_string(group_size));
+QuantizedMatrix from_int4(const Int4Matrix& c) {
+  check(!c.has_mins(), "from_int4: a matrix with mins (GGUF Q4_1) has no integer zeros");
   QuantizedMatrix m;
-  m.out = out;
-  m.in = in;
-  m.group_size = group_size;
-  const int64_t G = in / group_size, ZW = gemv_zeros_width(in, group_size);
-  m.q.resize(static_cast<size_t>(out * in));
-  m.zeros.resize(static_cast<size_t>(out * G));
-  m.scales.resize(static_cast<size_t>(out * G));
-  for (int64_t n = 0; n < out; ++n) {
-    for (int64_t c = 0; c < in / 8; ++c) {
-      const uint32_t word = u32(qweight[n * (in / 8) + c]);
-      for (int i = 0; i < 8; ++i)
-        m.q[static_cast<size_t>(n * in + 8 * c + i)] =
-            static_cast<uint8_t>((word >> (4 * i)) & 0xF);
-    }
-    for (int64_t g = 0; g < G; ++g) {
-      const uint32_t word = u32(qzeros[n * ZW + g / 8]);
-      m.zeros[static_cast<size_t>(n * G + g)] = static_cast<uint8_t>((word >> (4 * (g % 8))) & 0xF);
-      m.scales[static_cast<size_t>(n * G + g)] = scales[n * ZW * 8 + g];
-    }
-  }
+  m.out = c.out;
+  m.in = c.in;
+  m.group_size = c.group_size;
+  m.bits = 4;
+  m.q.resize(static_cast<size_t>(c.out * c.in));
+  for (int64_t r = 0; r < c.out; ++r)
+    for (int64_t k = 0; k < c.in; ++k) m.q[static_cast<size_t>(r * c.in + k)] = static_cast<uint8_t>(c.value(r, k));
+  m.zeros = c.zeros;
+  m.scales = c.scales;
   return m;
 }
 

@@ -1,5 +1,6 @@
-// Group-wise asymmetric integer quantization (AWQ's quantizer, FORMATS.md §1.8) and the AutoAWQ
-// int4 packings (GEMM: FORMATS.md §2.3, GEMV: §2.4).
+// Group-wise asymmetric integer quantization (AWQ's quantizer, FORMATS.md §1.8) and the writers of
+// the AutoAWQ int4 packings (GEMM: FORMATS.md §2.3, GEMV: §2.4); reading them back is
+// formats/awq.h's decode_awq, the one decoder.
 //
 // Orientation: every matrix here is an HF nn.Linear weight W [out, in]; a group is `group_size`
 // consecutive *input* channels of one output row.
@@ -8,6 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "core/quantized.h"
+#include "formats/awq.h"
 
 namespace perfx::quant {
 
@@ -57,16 +61,8 @@ void dequantize(const QuantizedMatrix& m, float* w);
 // ---------------------------------------------------------------------------------------------
 // AutoAWQ packings (4-bit only; 8 nibbles per int32).
 
-/// AWQ_ORDER: nibble i of a GEMM word holds column 8c + kAwqOrder[i] (FORMATS.md §2.3).
-inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-/// AWQ_REVERSE_ORDER: column 8c + r lives in nibble kAwqReverseOrder[r].
-inline constexpr int kAwqReverseOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-
 /// Packs 8 values (each 0..15) of consecutive output columns 8c..8c+7 into one GEMM word.
 uint32_t pack_gemm_word(const uint8_t v[8]);
-/// Unpacks a GEMM word into the values of columns 8c..8c+7.
-void unpack_gemm_word(uint32_t word, uint8_t v[8]);
-
 /// The GEMM-format tensors of one linear (FORMATS.md §2.2/§2.3), I = in, O = out, G = I/g.
 struct GemmTensors {
   std::vector<int32_t> qweight;  // [I, O/8]
@@ -75,16 +71,7 @@ struct GemmTensors {
 };
 /// Requires bits == 4 and out % 8 == 0 (else perfx::Error).
 GemmTensors pack_gemm(const QuantizedMatrix& m);
-/// Inverse of pack_gemm. Nibbles are read with unsigned shifts (the sign bit is a data bit).
-QuantizedMatrix unpack_gemm(const int32_t* qweight, const int32_t* qzeros, const uint16_t* scales,
-                            int64_t out, int64_t in, int group_size);
-
-/// Width in int32 words of a GEMV qzeros row: ceil(G/8), rounded up to a multiple of 2 for g = 64
-/// and of 4 for g = 32 (AutoAWQ gemv.py calculate_zeros_width; FORMATS.md §2.2). Throws
-/// perfx::Error for other group sizes below 128.
-int64_t gemv_zeros_width(int64_t in, int group_size);
-
-/// The GEMV-format tensors of one linear (FORMATS.md §2.4), ZW = gemv_zeros_width.
+/// The GEMV-format tensors of one linear (FORMATS.md §2.4), ZW = awq_gemv_zeros_width (formats/awq.h).
 struct GemvTensors {
   std::vector<int32_t> qweight;  // [O, I/8], nibble i of word c = input column 8c + i
   std::vector<int32_t> qzeros;   // [O, ZW], nibble i of word j = zero of group 8j + i, padding 0
@@ -92,8 +79,8 @@ struct GemvTensors {
 };
 /// Requires bits == 4 and in % 8 == 0 (else perfx::Error).
 GemvTensors pack_gemv(const QuantizedMatrix& m);
-/// Inverse of pack_gemv (padding ignored).
-QuantizedMatrix unpack_gemv(const int32_t* qweight, const int32_t* qzeros, const uint16_t* scales,
-                            int64_t out, int64_t in, int group_size);
+/// The canonical matrix (formats/awq.h decode_awq's result) unpacked to one byte per value.
+/// Throws perfx::Error when it uses mins (GGUF Q4_1).
+QuantizedMatrix from_int4(const Int4Matrix& m);
 
 }  // namespace perfx::quant

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "backend/backend.h"
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "quant/awq.h"
 
 namespace perfx {

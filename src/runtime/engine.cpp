@@ -44,7 +44,7 @@ class EngineImpl : public Engine {
     backend_ = create_backend(o.device, o.n_threads);
     model_ = std::make_unique<LlamaModel>(ck_, *backend_);
     if (ck_.naming == TensorNaming::Gguf)
-      tokenizer_ = Tokenizer::from_gguf(*static_cast<const gguf::File*>(ck_.gguf));
+      tokenizer_ = Tokenizer::from_gguf(*ck_.gguf);
     else
       tokenizer_ = Tokenizer::from_hf_dir(o.model_path);
     const ModelConfig& c = model_->config();
@@ -76,7 +76,7 @@ class EngineImpl : public Engine {
 
   const ModelConfig& config() const override { return model_->config(); }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
-  Backend& backend() override { return *backend_; }
+  std::string device() const override { return backend_->name(); }
   int ctx() const override { return ctx_; }
   size_t weight_bytes() const override { return model_->weight_bytes(); }
   std::string model_name() const override { return name_; }

@@ -5,6 +5,9 @@
 
 #include "perfx/sampling.h"
 
+#include "backend/backend.h"
+#include "backend/cpu/sampling.h"
+
 namespace perfx {
 namespace {
 
@@ -64,87 +67,30 @@ void Sampler::accept(int32_t id) {
   }
 }
 
-int32_t Sampler::sample(float* logits, int n_vocab) {
-  // 1. penalties over the recent window
+void Sampler::fill_row(SampleRow& r) {
+  r.temperature = p_.temperature;
+  r.top_k = p_.top_k;
+  r.top_p = p_.top_p;
+  r.min_p = p_.min_p;
+  r.repeat_penalty = p_.repeat_penalty;
+  r.presence_penalty = p_.presence_penalty;
+  r.frequency_penalty = p_.frequency_penalty;
+  r.repeat_ids.clear();
+  r.counts.clear();
   if (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
     for (const auto& [id, cnt] : counts_) {
-      if (id < 0 || id >= n_vocab) continue;
-      float& l = logits[id];
-      if (p_.repeat_penalty != 1.0f) l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-      l -= p_.presence_penalty + p_.frequency_penalty * (float)cnt;
+      if (p_.repeat_penalty != 1.0f) r.repeat_ids.push_back(id);
+      r.counts.emplace_back(id, cnt);
     }
   }
-  // 2. greedy
-  if (p_.temperature <= 0.0f) {
-    int32_t best = 0;
-    for (int i = 1; i < n_vocab; ++i)
-      if (logits[i] > logits[best]) best = i;
-    return best;
-  }
-  // 3. top-k (sorted candidates, descending)
-  int k = (p_.top_k > 0 && p_.top_k < n_vocab) ? p_.top_k : n_vocab;
-  if (k == n_vocab && p_.top_p >= 1.0f && p_.min_p <= 0.0f) {
-    // No truncation at all: draw from softmax(logits / T) in O(vocab), without sorting.
-    float mx = logits[0];
-    for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-    double total = 0;
-    for (int i = 0; i < n_vocab; ++i) total += std::exp((double)(logits[i] - mx) / p_.temperature);
-    double r = uniform() * total;
-    for (int i = 0; i < n_vocab; ++i) {
-      r -= std::exp((double)(logits[i] - mx) / p_.temperature);
-      if (r < 0) return i;
-    }
-    return n_vocab - 1;
-  }
-  auto& c = scratch_;
-  c.resize(n_vocab);
-  for (int i = 0; i < n_vocab; ++i) c[i] = {logits[i], i};
-  auto cmp = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  if (k == n_vocab) {
-    std::sort(c.begin(), c.end(), cmp);  // partial_sort degrades to a heap sort here
-  } else {
-    std::partial_sort(c.begin(), c.begin() + k, c.end(), cmp);
-  }
-  c.resize(k);
-  // 4. temperature + softmax
-  const float mx = c[0].first;
-  double sum = 0;
-  for (auto& e : c) {
-    e.first = std::exp((e.first - mx) / p_.temperature);
-    sum += e.first;
-  }
-  for (auto& e : c) e.first = (float)(e.first / sum);
-  // 5. top-p: smallest prefix with mass >= top_p
-  if (p_.top_p < 1.0f) {
-    double cum = 0;
-    size_t keep = c.size();
-    for (size_t i = 0; i < c.size(); ++i) {
-      cum += c[i].first;
-      if (cum >= p_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-    c.resize(keep);
-  }
-  // 6. min-p: keep p >= min_p * p_max
-  if (p_.min_p > 0.0f) {
-    const float thr = p_.min_p * c[0].first;
-    size_t keep = 1;
-    while (keep < c.size() && c[keep].first >= thr) ++keep;
-    c.resize(keep);
-  }
-  // 7. draw
-  double total = 0;
-  for (auto& e : c) total += e.first;
-  double r = uniform() * total;
-  for (auto& e : c) {
-    r -= e.first;
-    if (r < 0) return e.second;
-  }
-  return c.back().second;
+  // One draw per sampled token, none when greedy (as the sampler always drew).
+  r.u = p_.temperature > 0.0f ? uniform() : 0.0;
+}
+
+int32_t Sampler::sample(float* logits, int n_vocab) {
+  SampleRow r;
+  fill_row(r);
+  return cpu::sample_logits(logits, n_vocab, r, scratch_);
 }
 
 static double log_sum_exp(const float* logits, int n) {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <random>
 
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "perfx/status.h"
 
 namespace perfx::server {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "runtime/stop_strings.h"
 
 namespace perfx::server {

@@ -12,6 +12,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/reference.h"
+#include "backend/cpu/sampling.h"
 #include "backend/cpu/simd.h"
 #include "backend/cpu/w4a16.h"
 #include "core/thread_pool.h"
@@ -49,7 +50,7 @@ struct Part {
   DType dtype = DType::F32;
   const uint8_t* data = nullptr;  // dense: [rows, in] in `dtype`
   size_t row_bytes = 0;
-  std::unique_ptr<W4A16Matrix> w4;
+  std::shared_ptr<const W4A16Matrix> w4;  // the loader's canonical matrix, read as is
 };
 
 class CpuWeight : public Weight {
@@ -104,6 +105,7 @@ class CpuBackend : public Backend {
  public:
   explicit CpuBackend(int n_threads) : pool_(n_threads) {}
   std::string name() const override { return "cpu"; }
+  DType act_dtype() const override { return DType::F32; }
 
   std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<CpuBuffer>(bytes); }
   void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
@@ -119,8 +121,14 @@ class CpuBackend : public Backend {
       Part p;
       p.row0 = row;
       p.rows = src.out;
-      if (src.is_awq()) {
-        p.w4 = std::make_unique<W4A16Matrix>(repack_awq(src));
+      if (src.is_int4()) {
+        const Int4Matrix& m = *src.int4;
+        check(m.out == src.out && m.in == src.in && !m.has_mins() && m.group_size % 8 == 0 &&
+                  m.in % m.group_size == 0,
+              "load_linear: int4 part [" + std::to_string(m.out) + ", " + std::to_string(m.in) +
+                  "] does not match [" + std::to_string(src.out) + ", " + std::to_string(src.in) +
+                  "] or uses mins / a group size the CPU kernels do not support");
+        p.w4 = src.int4;
       } else {
         const TensorView& t = src.weight;
         check(is_weight_dtype(t.dtype),
@@ -155,6 +163,15 @@ class CpuBackend : public Backend {
     s.out = table.shape[0];
     s.in = table.shape[1];
     return load_linear({s});
+  }
+
+  std::unique_ptr<RopeTable> load_rope(const RopeParams& p) override {
+    check(p.rot_dim >= 0 && p.rot_dim <= p.head_dim && p.rot_dim % 2 == 0 &&
+              (int)p.inv_freq.size() == p.rot_dim / 2,
+          "load_rope: inconsistent RoPE parameters");
+    auto t = std::make_unique<RopeTable>();
+    t->params = p;
+    return t;
   }
 
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
@@ -211,19 +228,10 @@ class CpuBackend : public Backend {
     });
   }
 
-  void head_rms_norm(Tensor x, int n_heads, int head_dim, const Weight& w, float eps) override {
-    const float* wv = as_cpu(w).vec.data();
-    pool_.parallel_for(x.rows * n_heads, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        float* h = x.f32() + (i / n_heads) * x.stride + (i % n_heads) * head_dim;
-        rms_norm_row(h, wv, eps, head_dim, h);
-      }
-    });
-  }
-
   void linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) override {
     const auto& w = as_cpu(wt);
-    check(x.cols == w.in && y.cols == w.out && x.rows == y.rows, "linear: shape mismatch");
+    PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == DType::F32 && y.dtype == DType::F32,
+                "linear: shape or dtype mismatch");
     if (x.rows == 0) return;
     const int T = (int)x.rows;
     // One parallel loop over all output rows of all parts, in units of 8 rows (the int4 packing
@@ -277,9 +285,20 @@ class CpuBackend : public Backend {
     }
   }
 
-  void rope(Tensor q, int n_q_heads, Tensor k, int n_kv_heads, const RopeParams& rp,
-            const BatchLayout& b) override {
-    const int half = rp.rot_dim / 2;
+  void rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
+                     const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kvs, int layer,
+                     const BatchLayout& b) override {
+    auto& kv = static_cast<CpuKv&>(kvs);
+    const RopeParams& rp = rope.params;
+    const int hd = kv.head_dim, n_kv_heads = kv.n_kv_heads, half = rp.rot_dim / 2;
+    PERFX_CHECK(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 && rp.head_dim == hd,
+                "rope_kv_store: dtype or head_dim mismatch");
+    const int64_t n_slots = (int64_t)kv.n_blocks * kv.block_size;
+    for (int t = 0; t < b.n_tokens; ++t)
+      PERFX_CHECK(b.slots[t] >= 0 && b.slots[t] < n_slots, "KV slot " + std::to_string(b.slots[t]) + " out of range");
+    const float* qn = q_norm ? as_cpu(*q_norm).vec.data() : nullptr;
+    const float* kn = k_norm ? as_cpu(*k_norm).vec.data() : nullptr;
+    const size_t width = (size_t)n_kv_heads * hd;
     pool_.parallel_for(b.n_tokens, [&](int64_t t0, int64_t t1) {
       std::vector<float> cs(half), sn(half);
       for (int64_t t = t0; t < t1; ++t) {
@@ -289,24 +308,20 @@ class CpuBackend : public Backend {
           cs[i] = (float)std::cos((double)ang) * rp.attention_factor;
           sn[i] = (float)std::sin((double)ang) * rp.attention_factor;
         }
-        for (int h = 0; h < n_q_heads; ++h)
-          rope_head(q.f32() + t * q.stride + h * rp.head_dim, cs.data(), sn.data(), rp.rot_dim, rp.interleaved);
-        for (int h = 0; h < n_kv_heads; ++h)
-          rope_head(k.f32() + t * k.stride + h * rp.head_dim, cs.data(), sn.data(), rp.rot_dim, rp.interleaved);
+        for (int h = 0; h < n_q_heads; ++h) {
+          float* x = q.f32() + t * q.stride + h * hd;
+          if (qn) rms_norm_row(x, qn, eps, hd, x);
+          rope_head(x, cs.data(), sn.data(), rp.rot_dim, rp.interleaved);
+        }
+        for (int h = 0; h < n_kv_heads; ++h) {
+          float* x = k.f32() + t * k.stride + h * hd;
+          if (kn) rms_norm_row(x, kn, eps, hd, x);
+          rope_head(x, cs.data(), sn.data(), rp.rot_dim, rp.interleaved);
+        }
+        std::memcpy(kv.k(layer, b.slots[t]), k.f32() + t * k.stride, width * sizeof(float));
+        std::memcpy(kv.v(layer, b.slots[t]), v.f32() + t * v.stride, width * sizeof(float));
       }
     });
-  }
-
-  void kv_store(KvStorage& kvs, int layer, Tensor k, Tensor v, const BatchLayout& b) override {
-    auto& kv = static_cast<CpuKv&>(kvs);
-    const size_t width = (size_t)kv.n_kv_heads * kv.head_dim;
-    const int64_t n_slots = (int64_t)kv.n_blocks * kv.block_size;
-    for (int t = 0; t < b.n_tokens; ++t) {
-      const int64_t s = b.slots[t];
-      PERFX_CHECK(s >= 0 && s < n_slots, "KV slot " + std::to_string(s) + " out of range");
-      std::memcpy(kv.k(layer, s), k.f32() + t * k.stride, width * sizeof(float));
-      std::memcpy(kv.v(layer, s), v.f32() + t * v.stride, width * sizeof(float));
-    }
   }
 
   void attention(Tensor q, const KvStorage& kvs, int layer, int n_q_heads, float scale,
@@ -348,6 +363,16 @@ class CpuBackend : public Backend {
   void gather_rows(Tensor x, const BatchLayout& b, Tensor out) override {
     for (size_t i = 0; i < b.logit_rows.size(); ++i)
       std::memcpy(out.f32() + i * out.stride, x.f32() + b.logit_rows[i] * x.stride, x.cols * sizeof(float));
+  }
+
+  void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
+    PERFX_CHECK(logits.dtype == DType::F32 && logits.rows >= (int64_t)rows.size(),
+                "sample: logits must be F32 with a row per sampled row");
+    pool_.parallel_for((int64_t)rows.size(), [&](int64_t r0, int64_t r1) {
+      thread_local std::vector<std::pair<float, int32_t>> scratch;
+      for (int64_t r = r0; r < r1; ++r)
+        ids[r] = sample_logits(logits.f32() + r * logits.stride, (int)logits.cols, rows[(size_t)r], scratch);
+    });
   }
 
  private:

@@ -1,38 +1,21 @@
-// W4A16 (AWQ int4 weights, group-wise scale and zero; fp32 activations on the CPU) linear kernels.
-// The AutoAWQ tensors are repacked once at load into `W4A16Matrix`; kernels dequantize inside the
-// dot product (never a full fp copy of the weight). Reference + AVX2 (picked at run time).
+// W4A16 (int4 weights, group-wise scale and zero; fp32 activations on the CPU) linear kernels over
+// the canonical Int4Matrix the loader decodes (AutoAWQ, formats/awq.h); kernels dequantize inside
+// the dot product (never a full fp copy of the weight). Reference + AVX2 (picked at run time).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/quantized.h"
 
 namespace perfx::cpu {
 
-/// CPU layout of an int4 matrix [out, in] with groups of `group_size` input channels.
-/// Layout details are private to w4a16.cpp; only the kernels below read them.
-/// Memory budget (issue 4): a Llama-2-7B AWQ g128 model must run in <= 3.9 GB RSS, so scales and
-/// zeros are stored in 16 + 8 bits per group (3 bytes per 128 weights, +4.7% over the nibbles).
-struct W4A16Matrix {
-  int64_t out = 0, in = 0;
-  int group_size = 128;          // a multiple of 8 dividing `in`
-  std::vector<uint32_t> q;       // [out, in / 8]: nibble i (bits 4i..4i+3) of word c = W[r, 8c + i]
-  std::vector<uint16_t> scales;  // [out, in / group_size] IEEE fp16 bits
-  std::vector<uint8_t> zeros;    // [out, in / group_size] in [0, 15]; W = (q − zero) · scale
-  size_t bytes() const {
-    return q.size() * sizeof(uint32_t) + scales.size() * sizeof(uint16_t) + zeros.size();
-  }
-};
-
-/// Repacks an AutoAWQ linear (src.awq_version "gemm" or "gemv", FORMATS.md §2.3/§2.4) into the CPU
-/// layout. qweight/qzeros: I32; scales: F16 (or BF16, converted exactly when in fp16 range).
-/// src.group_size <= 0 means one group per row (AutoAWQ's −1). Tensors may be unaligned.
-/// Throws perfx::Error for wrong shapes/dtypes (naming the tensor), in % group_size != 0,
-/// group_size % 8 != 0 or an unknown version. Afterwards the pages wholly inside the source
-/// tensors are advised out (MADV_PAGEOUT; non-destructive) so a mmapped checkpoint does not stay
-/// resident next to its repacked copy.
-W4A16Matrix repack_awq(const LinearSource& src);
+/// The CPU kernels read the canonical int4 form directly (core/quantized.h: nibbles in natural
+/// order, fp16 scales and uint8 zeros per group; 3 bytes per 128 weights, +4.7% over the nibbles,
+/// which keeps a Llama-2-7B AWQ g128 model within the 3.9 GB RSS budget of issue 4). `mins`
+/// (GGUF Q4_1) is not supported here: the backend keeps such weights in their block format.
+using W4A16Matrix = Int4Matrix;
 
 /// For output rows r in [r0, r1) and tokens t < T: y[t*ldy + r] = Σ_k x[t*ldx + k] · W[r, k]
 /// (note: y is indexed by the absolute row r; pass y already offset for a fused part).

@@ -1,6 +1,6 @@
-// W4A16 CPU kernels: repack of AutoAWQ GEMM/GEMV tensors built in memory by an independent packer
-// written here from FORMATS.md §2.3/§2.4, the reference against a dense double-precision matmul,
-// and the AVX2 kernels against the reference on odd shapes.
+// W4A16 CPU kernels, and the AutoAWQ decoder (formats/awq.h) on GEMM/GEMV tensors built in memory
+// by an independent packer written here from FORMATS.md §2.3/§2.4: the reference against a dense
+// double-precision matmul, and the AVX2 kernels against the reference on odd shapes.
 #include "backend/cpu/w4a16.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "formats/awq.h"
 #include "perfx/status.h"
 
 using namespace perfx;
@@ -33,9 +34,9 @@ struct AwqCase {
   float w(int64_t n, int64_t k) const {
     return (static_cast<float>(q[n * in + k]) - z[n * G() + k / g]) * s[n * G() + k / g];
   }
-  LinearSource source(const std::string& version, int group_size_field) const {
-    LinearSource src;
-    src.awq_version = version;
+  AwqTensors source(const std::string& version, int group_size_field) const {
+    AwqTensors src;
+    src.version = version;
     src.group_size = group_size_field;
     src.out = out;
     src.in = in;
@@ -153,7 +154,7 @@ TEST(W4A16, RepackGemmAndGemvMatchDense) {
         pack_gemv(c);
       else
         pack_gemm(c);
-      const W4A16Matrix m = repack_awq(c.source(version, g));
+      const W4A16Matrix m = decode_awq(c.source(version, g));
       EXPECT_EQ(m.out, 24);
       EXPECT_EQ(m.in, 256);
       EXPECT_EQ(m.bytes(), 24u * 256 / 2 + 24u * (256 / g) * 3);
@@ -169,7 +170,7 @@ TEST(W4A16, RepackGemmAndGemvMatchDense) {
 TEST(W4A16, WholeRowGroup) {  // AutoAWQ group_size -1
   AwqCase c = make_values(16, 384, 384, 3);
   pack_gemm(c);
-  const W4A16Matrix m = repack_awq(c.source("gemm", -1));
+  const W4A16Matrix m = decode_awq(c.source("gemm", -1));
   EXPECT_EQ(m.group_size, 384);
   const auto x = random_x(1, 384, 2);
   std::vector<float> y(16, kSentinel);
@@ -181,29 +182,29 @@ TEST(W4A16, RepackErrors) {
   AwqCase c = make_values(16, 256, 128, 5);
   pack_gemm(c);
   {
-    LinearSource s = c.source("gemm", 128);
+    AwqTensors s = c.source("gemm", 128);
     s.scales.dtype = DType::F32;
     try {
-      repack_awq(s);
+      decode_awq(s);
       FAIL() << "no error";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("layer.scales"), std::string::npos) << e.what();
     }
   }
   {
-    LinearSource s = c.source("gemm", 128);
+    AwqTensors s = c.source("gemm", 128);
     s.qweight.shape = {256, 3};
-    EXPECT_THROW(repack_awq(s), Error);
+    EXPECT_THROW(decode_awq(s), Error);
   }
   {
-    LinearSource s = c.source("gemm", 128);
+    AwqTensors s = c.source("gemm", 128);
     s.qzeros.dtype = DType::F16;
-    EXPECT_THROW(repack_awq(s), Error);
+    EXPECT_THROW(decode_awq(s), Error);
   }
-  EXPECT_THROW(repack_awq(c.source("gemv", 128)), Error);    // GEMM shapes are not GEMV's
-  EXPECT_THROW(repack_awq(c.source("marlin", 128)), Error);  // unsupported version
-  EXPECT_THROW(repack_awq(c.source("gemm", 96)), Error);     // 256 % 96 != 0
-  EXPECT_THROW(repack_awq(c.source("gemm", 12)), Error);     // not a multiple of 8
+  EXPECT_THROW(decode_awq(c.source("gemv", 128)), Error);    // GEMM shapes are not GEMV's
+  EXPECT_THROW(decode_awq(c.source("marlin", 128)), Error);  // unsupported version
+  EXPECT_THROW(decode_awq(c.source("gemm", 96)), Error);     // 256 % 96 != 0
+  EXPECT_THROW(decode_awq(c.source("gemm", 12)), Error);     // not a multiple of 8
 }
 
 TEST(W4A16, UnalignedTensors) {
@@ -211,9 +212,9 @@ TEST(W4A16, UnalignedTensors) {
   pack_gemm(c);
   std::vector<uint8_t> raw(c.qweight.size() * 4 + 1);
   std::memcpy(raw.data() + 1, c.qweight.data(), c.qweight.size() * 4);
-  LinearSource s = c.source("gemm", 128);
+  AwqTensors s = c.source("gemm", 128);
   s.qweight.data = raw.data() + 1;
-  const W4A16Matrix m = repack_awq(s);
+  const W4A16Matrix m = decode_awq(s);
   const auto x = random_x(1, 128, 4);
   std::vector<float> y(8, kSentinel);
   w4a16_linear_ref(x.data(), 1, 128, m, 0, 8, y.data(), 8);
@@ -232,7 +233,7 @@ TEST(W4A16, Avx2MatchesReference) {
   for (const Shape& sh : shapes) {
     AwqCase c = make_values(sh.out, sh.in, sh.g, seed++);
     pack_gemm(c);
-    const W4A16Matrix m = repack_awq(c.source("gemm", sh.g));
+    const W4A16Matrix m = decode_awq(c.source("gemm", sh.g));
     for (int T : {1, 2, 3, 4, 17, 50}) {
       const int64_t ldx = sh.in + 5, ldy = sh.out + 3;
       const auto x = random_x(T, ldx, seed++);
@@ -263,7 +264,7 @@ TEST(W4A16, Avx2MatchesReference) {
 TEST(W4A16, DispatchMatchesReference) {
   AwqCase c = make_values(16, 256, 128, 11);
   pack_gemv(c);
-  const W4A16Matrix m = repack_awq(c.source("gemv", 128));
+  const W4A16Matrix m = decode_awq(c.source("gemv", 128));
   const auto x = random_x(3, 256, 12);
   std::vector<float> y(3 * 16, kSentinel);
   w4a16_linear(x.data(), 3, 256, m, 0, 16, y.data(), 16);
@@ -283,7 +284,7 @@ TEST(W4A16, Q8ActivationsWithinRoundingBound) {
                           Shape{24, 640, 64}, Shape{13 * 8, 896, 128}}) {
     AwqCase c = make_values(sh.out, sh.in, sh.g, seed++);
     pack_gemm(c);
-    const W4A16Matrix m = repack_awq(c.source("gemm", sh.g));
+    const W4A16Matrix m = decode_awq(c.source("gemm", sh.g));
     for (int T : {1, 2, 3, 5, 17}) {
       const int64_t ldx = sh.in + 3, ldy = sh.out + 1;
       auto x = random_x(T, ldx, seed++);

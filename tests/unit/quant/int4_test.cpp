@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "core/dtype.h"
 #include "perfx/status.h"
@@ -38,6 +39,28 @@ void expect_same(const QuantizedMatrix& a, const QuantizedMatrix& b) {
   EXPECT_EQ(a.scales, b.scales);
 }
 
+/// AutoAWQ tensors read back through the one decoder (formats/awq.h), unpacked to bytes.
+QuantizedMatrix decode(const int32_t* qweight, const int32_t* qzeros, const uint16_t* scales,
+                       int64_t out, int64_t in, int g, const std::string& version) {
+  const int64_t G = in / g;
+  AwqTensors t;
+  t.version = version;
+  t.group_size = g;
+  t.out = out;
+  t.in = in;
+  if (version == "gemm") {
+    t.qweight = {"qweight", DType::I32, {in, out / 8}, qweight, (size_t)(in * out / 8) * 4};
+    t.qzeros = {"qzeros", DType::I32, {G, out / 8}, qzeros, (size_t)(G * out / 8) * 4};
+    t.scales = {"scales", DType::F16, {G, out}, scales, (size_t)(G * out) * 2};
+  } else {
+    const int64_t ZW = awq_gemv_zeros_width(in, g);
+    t.qweight = {"qweight", DType::I32, {out, in / 8}, qweight, (size_t)(out * in / 8) * 4};
+    t.qzeros = {"qzeros", DType::I32, {out, ZW}, qzeros, (size_t)(out * ZW) * 4};
+    t.scales = {"scales", DType::F16, {out, ZW * 8}, scales, (size_t)(out * ZW * 8) * 2};
+  }
+  return from_int4(decode_awq(t));
+}
+
 }  // namespace
 
 TEST(Int4, RoundHalfEven) {
@@ -59,20 +82,20 @@ TEST(Int4, GemmWorkedExample) {  // FORMATS.md §2.3
   const uint32_t word = pack_gemm_word(q);
   EXPECT_EQ(word, 0x86427531u);
   EXPECT_EQ(static_cast<int32_t>(word), -2042464975);
-  uint8_t back[8];
-  unpack_gemm_word(word, back);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(back[i], q[i]);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ((word >> (4 * kAwqReverseOrder[r])) & 0xF, q[r]) << r;
 
-  // One input row (k = 0) with group size 1: qzeros 0x88888888, scales 0.01.
-  const int32_t qweight[1] = {-2042464975};
+  // 8 input rows holding that word, one group of 8: qzeros 0x88888888, scales 0.01.
+  int32_t qweight[8];
+  for (auto& q : qweight) q = -2042464975;
   const int32_t qzeros[1] = {static_cast<int32_t>(0x88888888u)};
   uint16_t scales[8];
   for (auto& s : scales) s = fp32_to_fp16(0.01f);
-  const QuantizedMatrix m = unpack_gemm(qweight, qzeros, scales, 8, 1, 1);
-  std::vector<float> w(8);
+  const QuantizedMatrix m = decode(qweight, qzeros, scales, 8, 8, 8, "gemm");
+  std::vector<float> w(64);
   dequantize(m, w.data());
   const float s = fp16_to_fp32(fp32_to_fp16(0.01f));
-  for (int r = 0; r < 8; ++r) EXPECT_FLOAT_EQ(w[r], (r - 7) * s) << r;  // -0.07 ... 0.00
+  for (int r = 0; r < 8; ++r)
+    for (int k = 0; k < 8; ++k) EXPECT_FLOAT_EQ(w[r * 8 + k], (r - 7) * s) << r;  // -0.07 ... 0.00
 }
 
 TEST(Int4, GemmRoundTrip) {
@@ -91,7 +114,7 @@ TEST(Int4, GemmRoundTrip) {
     EXPECT_EQ((z >> (4 * kAwqReverseOrder[n % 8])) & 0xF, m.zeros[n * 2 + 1]);
     EXPECT_EQ(t.scales[1 * 24 + n], m.scales[n * 2 + 1]);
   }
-  expect_same(unpack_gemm(t.qweight.data(), t.qzeros.data(), t.scales.data(), 24, 256, 128), m);
+  expect_same(decode(t.qweight.data(), t.qzeros.data(), t.scales.data(), 24, 256, 128, "gemm"), m);
 }
 
 TEST(Int4, GemvRoundTripAndOrder) {
@@ -118,18 +141,18 @@ TEST(Int4, GemvRoundTripAndOrder) {
   for (int i = 0; i < 8; ++i) m2.q[i] = 15;
   const GemvTensors t2 = pack_gemv(m2);
   EXPECT_LT(t2.qweight[0], 0);
-  expect_same(unpack_gemv(t2.qweight.data(), t2.qzeros.data(), t2.scales.data(), 8, 1280, 128), m2);
-  expect_same(unpack_gemv(t.qweight.data(), t.qzeros.data(), t.scales.data(), 8, 1280, 128), m);
+  expect_same(decode(t2.qweight.data(), t2.qzeros.data(), t2.scales.data(), 8, 1280, 128, "gemv"), m2);
+  expect_same(decode(t.qweight.data(), t.qzeros.data(), t.scales.data(), 8, 1280, 128, "gemv"), m);
 }
 
 TEST(Int4, GemvZerosWidth) {  // FORMATS.md §2.2 examples
-  EXPECT_EQ(gemv_zeros_width(4096, 128), 4);
-  EXPECT_EQ(gemv_zeros_width(11008, 128), 11);
-  EXPECT_EQ(gemv_zeros_width(4096, 64), 8);
-  EXPECT_EQ(gemv_zeros_width(4224, 64), 10);  // 66 groups -> 9 words -> multiple of 2
-  EXPECT_EQ(gemv_zeros_width(4096, 32), 16);
-  EXPECT_EQ(gemv_zeros_width(4352, 32), 20);  // 136 groups -> 17 words -> multiple of 4
-  EXPECT_THROW(gemv_zeros_width(4096, 16), Error);
+  EXPECT_EQ(awq_gemv_zeros_width(4096, 128), 4);
+  EXPECT_EQ(awq_gemv_zeros_width(11008, 128), 11);
+  EXPECT_EQ(awq_gemv_zeros_width(4096, 64), 8);
+  EXPECT_EQ(awq_gemv_zeros_width(4224, 64), 10);  // 66 groups -> 9 words -> multiple of 2
+  EXPECT_EQ(awq_gemv_zeros_width(4096, 32), 16);
+  EXPECT_EQ(awq_gemv_zeros_width(4352, 32), 20);  // 136 groups -> 17 words -> multiple of 4
+  EXPECT_THROW(awq_gemv_zeros_width(4096, 16), Error);
 }
 
 TEST(Int4, PackRejectsBadShapes) {

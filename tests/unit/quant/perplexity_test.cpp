@@ -25,7 +25,7 @@ class FakeEngine : public Engine {
 
   const ModelConfig& config() const override { throw Error("unused"); }
   const Tokenizer& tokenizer() const override { throw Error("unused"); }
-  Backend& backend() override { throw Error("unused"); }
+  std::string device() const override { return "fake"; }
   int ctx() const override { return context; }
   size_t weight_bytes() const override { return 0; }
   std::string model_name() const override { return "fake"; }

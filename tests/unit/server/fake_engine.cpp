@@ -81,10 +81,6 @@ std::vector<int32_t> FakeEngine::solo(const std::vector<int32_t>& prompt, int ma
   return out;
 }
 
-Backend& FakeEngine::backend() {
-  throw Error("FakeEngine has no backend");
-}
-
 SeqId FakeEngine::create_sequence() {
   std::lock_guard<std::mutex> lk(mu_);
   SeqId id = next_++;

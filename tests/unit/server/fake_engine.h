@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "perfx/model_config.h"
 #include "perfx/engine.h"
 #include "runtime/kv_cache.h"
 
@@ -57,7 +57,7 @@ class FakeEngine : public Engine {
 
   const ModelConfig& config() const override { return cfg_; }
   const Tokenizer& tokenizer() const override { return tok_; }
-  Backend& backend() override;
+  std::string device() const override { return "fake"; }
   int ctx() const override { return o_.ctx; }
   size_t weight_bytes() const override { return 0; }
   std::string model_name() const override { return "fake-model"; }

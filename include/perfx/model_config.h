@@ -1,5 +1,6 @@
 // One configuration struct for every Llama-family model (llama, mistral, qwen2, qwen3), whatever file it
-// came from (HF config.json or GGUF metadata). Header-only so formats/ can fill it without linking model/.
+// came from (HF config.json or GGUF metadata). Public and header-only: formats/ fills it, model/ and the
+// server read it, and no module includes another's internals for it.
 #pragma once
 
 #include <cstdint>

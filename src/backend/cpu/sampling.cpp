@@ -1,0 +1,95 @@
+#include "backend/cpu/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace perfx::cpu {
+
+int32_t sample_logits(float* logits, int n_vocab, const SampleRow& p,
+                      std::vector<std::pair<float, int32_t>>& scratch) {
+  // 1. penalties
+  if (p.repeat_penalty != 1.0f)
+    for (int32_t id : p.repeat_ids) {
+      if (id < 0 || id >= n_vocab) continue;
+      float& l = logits[id];
+      l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
+    for (const auto& [id, cnt] : p.counts) {
+      if (id < 0 || id >= n_vocab) continue;
+      logits[id] -= p.presence_penalty + p.frequency_penalty * (float)cnt;
+    }
+  // 2. greedy
+  if (p.temperature <= 0.0f) {
+    int32_t best = 0;
+    for (int i = 1; i < n_vocab; ++i)
+      if (logits[i] > logits[best]) best = i;
+    return best;
+  }
+  // 3. top-k (sorted candidates, descending)
+  const int k = (p.top_k > 0 && p.top_k < n_vocab) ? p.top_k : n_vocab;
+  if (k == n_vocab && p.top_p >= 1.0f && p.min_p <= 0.0f) {
+    // No truncation at all: draw from softmax(logits / T) in O(vocab), without sorting.
+    float mx = logits[0];
+    for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+    double total = 0;
+    for (int i = 0; i < n_vocab; ++i) total += std::exp((double)(logits[i] - mx) / p.temperature);
+    double r = p.u * total;
+    for (int i = 0; i < n_vocab; ++i) {
+      r -= std::exp((double)(logits[i] - mx) / p.temperature);
+      if (r < 0) return i;
+    }
+    return n_vocab - 1;
+  }
+  auto& c = scratch;
+  c.resize(n_vocab);
+  for (int i = 0; i < n_vocab; ++i) c[i] = {logits[i], i};
+  auto cmp = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  if (k == n_vocab) {
+    std::sort(c.begin(), c.end(), cmp);  // partial_sort degrades to a heap sort here
+  } else {
+    std::partial_sort(c.begin(), c.begin() + k, c.end(), cmp);
+  }
+  c.resize(k);
+  // 4. temperature + softmax
+  const float mx = c[0].first;
+  double sum = 0;
+  for (auto& e : c) {
+    e.first = std::exp((e.first - mx) / p.temperature);
+    sum += e.first;
+  }
+  for (auto& e : c) e.first = (float)(e.first / sum);
+  // 5. top-p: smallest prefix with mass >= top_p
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = c.size();
+    for (size_t i = 0; i < c.size(); ++i) {
+      cum += c[i].first;
+      if (cum >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    c.resize(keep);
+  }
+  // 6. min-p: keep p >= min_p * p_max
+  if (p.min_p > 0.0f) {
+    const float thr = p.min_p * c[0].first;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].first >= thr) ++keep;
+    c.resize(keep);
+  }
+  // 7. draw
+  double total = 0;
+  for (auto& e : c) total += e.first;
+  double r = p.u * total;
+  for (auto& e : c) {
+    r -= e.first;
+    if (r < 0) return e.second;
+  }
+  return c.back().second;
+}
+
+}  // namespace perfx::cpu
