@@ -68,17 +68,20 @@ std::unique_ptr<Backend> create_backend(const std::string& device, int n_threads
     const std::string num = device.substr(colon + 1);
     bool ok = !num.empty() && num.size() <= 4;
     for (char c : num) ok = ok && c >= '0' && c <= '9';
-    check(ok, "device '" + device + "': the index after ':' must be a number (e.g. " + name + ":0)");
+    check(ok,
+          "device '" + device + "': the index after ':' must be a number (e.g. " + name + ":0)");
     index = std::stoi(num);
   }
   const auto it = all.find(name);
   if (it == all.end()) {
     if (name == "cuda" || name == "opencl")
-      throw Error("device '" + device + "' is not compiled into this build (available: " + available +
+      throw Error("device '" + device +
+                  "' is not compiled into this build (available: " + available +
                   "; configure with -DPERFX_" + (name == "cuda" ? "CUDA" : "OPENCL") + "=ON)");
     throw Error("unknown device '" + device + "' (available: " + available + ")");
   }
-  check(name != "cpu" || index == 0, "device '" + device + "': there is one CPU device (cpu or cpu:0)");
+  check(name != "cpu" || index == 0,
+        "device '" + device + "': there is one CPU device (cpu or cpu:0)");
   return it->second(index, n_threads);
 }
 

@@ -51,9 +51,9 @@ class Buffer {
 /// blocks for backends that repack them), or `int4`, a canonical group-quantized int4 matrix the
 /// loader decoded from the checkpoint's packing (AutoAWQ GEMM/GEMV; formats/awq.h).
 struct LinearSource {
-  TensorView weight;                         // dense or GGUF blocks; empty data when int4
-  std::shared_ptr<const Int4Matrix> int4;    // canonical int4; null when `weight` is used
-  int64_t out = 0, in = 0;                   // filled by the loader for both kinds
+  TensorView weight;                       // dense or GGUF blocks; empty data when int4
+  std::shared_ptr<const Int4Matrix> int4;  // canonical int4; null when `weight` is used
+  int64_t out = 0, in = 0;                 // filled by the loader for both kinds
   bool is_int4() const { return int4 != nullptr; }
 };
 
@@ -96,10 +96,10 @@ struct BatchLayout {
 /// RoPE parameters (HF modeling_rope_utils.py; FORMATS.md §5.2–5.3), resolved on the host.
 struct RopeParams {
   int head_dim = 0;
-  int rot_dim = 0;                 // rotated dims (head_dim · partial_rotary_factor)
-  bool interleaved = false;        // pairs (2i, 2i+1) instead of (i, i + rot_dim/2)
-  std::vector<float> inv_freq;     // [rot_dim / 2]
-  float attention_factor = 1.0f;   // cos/sin multiplier (yarn)
+  int rot_dim = 0;                // rotated dims (head_dim · partial_rotary_factor)
+  bool interleaved = false;       // pairs (2i, 2i+1) instead of (i, i + rot_dim/2)
+  std::vector<float> inv_freq;    // [rot_dim / 2]
+  float attention_factor = 1.0f;  // cos/sin multiplier (yarn)
   bool operator==(const RopeParams&) const = default;
 };
 
@@ -121,12 +121,13 @@ struct SampleRow {
   int top_k = 0;          // <= 0: off
   float top_p = 1;        // >= 1: off
   float min_p = 0;        // <= 0: off
-  float repeat_penalty = 1;     // CTRL (Keskar et al. 2019): l > 0 ? l / r : l · r, for each id in repeat_ids
-  float presence_penalty = 0;   // OpenAI: l −= presence for each id in counts
-  float frequency_penalty = 0;  // OpenAI: l −= frequency · count
-  double u = 0;                 // uniform draw in [0, 1) (unused when greedy)
-  std::vector<int32_t> repeat_ids;                 // distinct ids, any order
-  std::vector<std::pair<int32_t, int>> counts;     // (id, count > 0), distinct ids
+  float repeat_penalty =
+      1;  // CTRL (Keskar et al. 2019): l > 0 ? l / r : l · r, for each id in repeat_ids
+  float presence_penalty = 0;                   // OpenAI: l −= presence for each id in counts
+  float frequency_penalty = 0;                  // OpenAI: l −= frequency · count
+  double u = 0;                                 // uniform draw in [0, 1) (unused when greedy)
+  std::vector<int32_t> repeat_ids;              // distinct ids, any order
+  std::vector<std::pair<int32_t, int>> counts;  // (id, count > 0), distinct ids
 };
 
 class Backend {
@@ -152,11 +153,13 @@ class Backend {
   virtual std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) = 0;
   /// A 1-D vector (norm weight, bias) of `n` elements, any float dtype; kept in fp32.
   virtual std::unique_ptr<Weight> load_vector(const TensorView& v) = 0;
-  /// An embedding table [vocab, hidden] (any dtype load_linear accepts as `weight`; rows read by id).
+  /// An embedding table [vocab, hidden] (any dtype load_linear accepts as `weight`; rows read by
+  /// id).
   virtual std::unique_ptr<Weight> load_embedding(const TensorView& table) = 0;
   /// The RoPE table for `p`, built once (the model rebuilds it only when p changes: dynamic NTK).
   virtual std::unique_ptr<RopeTable> load_rope(const RopeParams& p) = 0;
-  /// KV storage in act_dtype(). Throws perfx::Error when it does not fit (naming bytes needed/free).
+  /// KV storage in act_dtype(). Throws perfx::Error when it does not fit (naming bytes
+  /// needed/free).
   virtual std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size,
                                                int n_kv_heads, int head_dim) = 0;
 

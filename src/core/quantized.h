@@ -30,7 +30,9 @@ struct Int4Matrix {
   int64_t groups() const { return in / group_size; }
   bool has_mins() const { return !mins.empty(); }
   /// q[r, k] in [0, 15].
-  uint32_t value(int64_t r, int64_t k) const { return (q[(size_t)(r * (in / 8) + k / 8)] >> (4 * (k % 8))) & 0xFu; }
+  uint32_t value(int64_t r, int64_t k) const {
+    return (q[(size_t)(r * (in / 8) + k / 8)] >> (4 * (k % 8))) & 0xFu;
+  }
   /// W[r, k] in fp32 by the formula above.
   float dequant(int64_t r, int64_t k) const {
     const size_t gi = (size_t)(r * groups() + k / group_size);
@@ -38,9 +40,7 @@ struct Int4Matrix {
     if (has_mins()) return (float)value(r, k) * s + fp16_to_fp32(mins[gi]);
     return ((float)value(r, k) - (float)zeros[gi]) * s;
   }
-  size_t bytes() const {
-    return q.size() * 4 + scales.size() * 2 + zeros.size() + mins.size() * 2;
-  }
+  size_t bytes() const { return q.size() * 4 + scales.size() * 2 + zeros.size() + mins.size() * 2; }
 };
 
 /// Group-wise symmetric int8 matrix (GGUF Q8_0): W[r, k] = q[r, k] · scales[r, k / group_size].
@@ -52,7 +52,8 @@ struct Int8Matrix {
 
   int64_t groups() const { return in / group_size; }
   float dequant(int64_t r, int64_t k) const {
-    return (float)q[(size_t)(r * in + k)] * fp16_to_fp32(scales[(size_t)(r * groups() + k / group_size)]);
+    return (float)q[(size_t)(r * in + k)] *
+           fp16_to_fp32(scales[(size_t)(r * groups() + k / group_size)]);
   }
   size_t bytes() const { return q.size() + scales.size() * 2; }
 };

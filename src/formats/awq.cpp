@@ -131,7 +131,8 @@ Int4Matrix decode_awq(const AwqTensors& src) {
     decode_gemv(src, m);
   else
     throw Error(who + ": unsupported AWQ version '" + src.version + "' (gemm or gemv)");
-  for (const TensorView* t : {&src.qweight, &src.qzeros, &src.scales}) release_pages(t->data, t->nbytes);
+  for (const TensorView* t : {&src.qweight, &src.qzeros, &src.scales})
+    release_pages(t->data, t->nbytes);
   return m;
 }
 

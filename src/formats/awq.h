@@ -24,8 +24,8 @@ int64_t awq_gemv_zeros_width(int64_t in, int group_size);
 /// The tensors of one AutoAWQ linear as found in a checkpoint.
 struct AwqTensors {
   TensorView qweight, qzeros, scales;
-  std::string version;  // "gemm" | "gemv" (any case)
-  int group_size = 128; // <= 0: one group per row (AutoAWQ's −1)
+  std::string version;   // "gemm" | "gemv" (any case)
+  int group_size = 128;  // <= 0: one group per row (AutoAWQ's −1)
   int64_t out = 0, in = 0;
 };
 

@@ -12,9 +12,10 @@
 
 namespace perfx::test {
 
-std::vector<float> model_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* vocab) {
+std::vector<float> model_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* vocab,
+                                const std::string& device) {
   Checkpoint ck = open_checkpoint(path);
-  auto be = create_backend("cpu", 2);
+  auto be = create_backend(device, 2);
   LlamaModel model(ck, *be);
   const auto& c = model.config();
   const int bs = 16;

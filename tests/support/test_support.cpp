@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -59,6 +60,22 @@ std::vector<int> parse_ints(const std::string& line) {
   long x;
   while (ss >> x) v.push_back((int)x);
   return v;
+}
+
+std::vector<std::string> env_test_devices() {
+  std::vector<std::string> d;
+  const char* e = std::getenv("PERFX_TEST_DEVICE");
+  if (!e) return d;
+  const std::string s = e;
+  size_t p = 0;
+  while (p <= s.size()) {
+    const size_t c = s.find(',', p);
+    const std::string one = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
+    if (!one.empty() && std::find(d.begin(), d.end(), one) == d.end()) d.push_back(one);
+    if (c == std::string::npos) break;
+    p = c + 1;
+  }
+  return d;
 }
 
 }  // namespace perfx::test

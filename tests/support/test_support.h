@@ -50,4 +50,8 @@ namespace perfx::test {
 bool path_exists_for_test(const std::string& p);
 /// True when the environment sets PERFX_REQUIRE_FIXTURES=1.
 bool fixtures_required();
+
+/// Devices named in the environment variable PERFX_TEST_DEVICE (comma-separated, e.g.
+/// "cuda:0,opencl"), in order, without duplicates; empty when unset.
+std::vector<std::string> env_test_devices();
 }

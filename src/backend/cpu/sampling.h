@@ -1,5 +1,6 @@
 // The reference sampler (the numerical contract of Backend::sample): one token from one row of
-// logits by SampleRow's rules. The CPU backend runs it per row; device backends are tested against it.
+// logits by SampleRow's rules. The CPU backend runs it per row; device backends are tested against
+// it.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,825 @@
+// Backend conformance suite (after llama.cpp's tests/test-backend-ops.cpp): every op of backend.h,
+// driven only through create_backend(device), on grids of odd shapes, weight formats, GQA ratios
+// and paged block tables with holes, compared with plain double-precision references written here.
+//
+// Devices: "cpu" and the test-only "f16-ref" always; more from PERFX_TEST_DEVICE (comma-separated,
+// e.g. "cuda:0" or "opencl"); a device that cannot be created here (not compiled in, no GPU) is
+// skipped with its error. Tolerances are per op and per activation dtype (tolerance()).
+// `--perf` (or PERFX_CONFORMANCE_PERF=1) also times each case (median of repeated calls) and
+// runs the larger perf-only cases (DISABLED_*PerfShapes otherwise): the cases double as
+// microbenchmarks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/sampling.h"
+#include "core/dtype.h"
+#include "core/quantized.h"
+#include "perfx/status.h"
+#include "support/test_support.h"
+
+namespace perfx::test {
+namespace {
+
+bool g_perf = false;
+
+std::vector<std::string> devices() {
+  std::vector<std::string> d = {"cpu", "f16-ref"};
+  for (const auto& e : env_test_devices())
+    if (std::find(d.begin(), d.end(), e) == d.end()) d.push_back(e);
+  return d;
+}
+
+/// Relative error bound ‖out − ref‖₂ / ‖ref‖₂ per activation dtype, for ops whose output is one
+/// rounding of an fp32 result (norms, SwiGLU, RoPE) or a sum the backend accumulates in fp32
+/// (linear, attention). fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 8 (3.9e-3):
+/// the bounds allow a few roundings of inputs and output plus accumulation-order differences.
+double tolerance(DType act) {
+  switch (act) {
+    case DType::F32:
+      return 2e-5;
+    case DType::F16:
+      return 3e-3;
+    case DType::BF16:
+      return 2.5e-2;
+    default:
+      return 0;
+  }
+}
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    x = d(rng);
+    if (x == 0.0f) x = 0.25f * scale;  // never zeros
+  }
+  return v;
+}
+
+/// fp32 -> activation dtype -> fp32 (what storing a value on the device does).
+float round_to(DType t, float x) {
+  if (t == DType::F16) return fp16_to_fp32(fp32_to_fp16(x));
+  if (t == DType::BF16) return bf16_to_fp32(fp32_to_bf16(x));
+  return x;
+}
+
+/// A backend plus the buffers a case uploaded (kept alive until the case ends).
+class Dev {
+ public:
+  explicit Dev(std::unique_ptr<Backend> be) : be_(std::move(be)), act_(be_->act_dtype()) {}
+  Backend& be() { return *be_; }
+  DType act() const { return act_; }
+
+  /// Uploads host fp32 values [rows, cols] (row stride `stride` >= cols elements, the gap filled
+  /// with NaN) in dtype `dt` (default: the activation dtype).
+  Tensor upload(const std::vector<float>& host, int64_t rows, int64_t cols, int64_t stride = 0,
+                DType dt = DType::F32, bool as_act = true) {
+    if (stride == 0) stride = cols;
+    const DType t = as_act ? act_ : dt;
+    const size_t es = dtype_block_bytes(t);
+    std::vector<unsigned char> bytes((size_t)(rows * stride) * es + 16);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < stride; ++c) {
+        const float v = c < cols ? host[(size_t)(r * cols + c)] : NAN;
+        unsigned char* p = bytes.data() + (size_t)(r * stride + c) * es;
+        if (t == DType::F32)
+          std::memcpy(p, &v, 4);
+        else {
+          const uint16_t h = t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+          std::memcpy(p, &h, 2);
+        }
+      }
+    bufs_.push_back(be_->alloc(bytes.size()));
+    be_->to_device(bufs_.back()->data(), bytes.data(), bytes.size());
+    Tensor tt;
+    tt.data = bufs_.back()->data();
+    tt.dtype = t;
+    tt.rows = rows;
+    tt.cols = cols;
+    tt.stride = stride;
+    return tt;
+  }
+  /// A NaN-filled output tensor (every element the op writes must be overwritten).
+  Tensor poisoned(int64_t rows, int64_t cols, int64_t stride = 0, DType dt = DType::F32,
+                  bool as_act = true) {
+    return upload(std::vector<float>((size_t)(rows * cols), NAN), rows, cols, stride, dt, as_act);
+  }
+  std::vector<float> download(const Tensor& t) {
+    be_->synchronize();
+    const size_t es = dtype_block_bytes(t.dtype);
+    std::vector<unsigned char> bytes((size_t)(t.rows * t.stride) * es);
+    be_->to_host(bytes.data(), t.data, t.span_bytes());
+    std::vector<float> out((size_t)(t.rows * t.cols));
+    for (int64_t r = 0; r < t.rows; ++r)
+      float_to_f32(t.dtype, bytes.data() + (size_t)(r * t.stride) * es, out.data() + r * t.cols,
+                   t.cols);
+    return out;
+  }
+  /// Times `fn` (median of repeated calls, synchronized) when --perf is on; prints one line.
+  void perf(const std::string& what, const std::function<void()>& fn) {
+    if (!g_perf) return;
+    fn();
+    be_->synchronize();
+    std::vector<double> us;
+    const auto start = std::chrono::steady_clock::now();
+    while (us.size() < 200 &&
+           (us.size() < 5 || std::chrono::steady_clock::now() - start < std::chrono::seconds(2))) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      be_->synchronize();
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("  perf %-10s %-60s %10.1f us (median of %zu)\n", be_->name().c_str(), what.c_str(),
+                us[us.size() / 2], us.size());
+  }
+
+ private:
+  std::unique_ptr<Backend> be_;
+  DType act_;
+  std::vector<std::unique_ptr<Buffer>> bufs_;
+};
+
+/// Compares out with ref: no NaN, rel err within tol; reports the worst element.
+void expect_close(const std::vector<float>& out, const std::vector<double>& ref, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(out.size(), ref.size()) << what;
+  double num = 0, den = 0, worst = -1;
+  size_t worst_i = 0, nan = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (std::isnan(out[i])) {
+      ++nan;
+      continue;
+    }
+    const double d = out[i] - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+    if (std::fabs(d) > worst) {
+      worst = std::fabs(d);
+      worst_i = i;
+    }
+  }
+  ASSERT_EQ(nan, 0u) << what << ": " << nan << " NaN or unwritten elements of " << out.size();
+  const double rel = std::sqrt(num / std::max(den, 1e-300));
+  EXPECT_LE(rel, tol) << what << ": rel err " << rel << ", worst |d| " << worst << " at " << worst_i
+                      << " (got " << out[worst_i] << ", want " << ref[worst_i] << ")";
+}
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    try {
+      dev_ = std::make_unique<Dev>(create_backend(GetParam(), 2));
+    } catch (const std::exception& e) {
+      GTEST_SKIP() << "device '" << GetParam() << "' unavailable here: " << e.what();
+    }
+  }
+  Dev& d() { return *dev_; }
+  double tol() const { return tolerance(dev_->act()); }
+  /// Host fp32 copy of values as the device stores them.
+  std::vector<float> rounded(std::vector<float> v) const {
+    for (auto& x : v) x = round_to(dev_->act(), x);
+    return v;
+  }
+  std::unique_ptr<Dev> dev_;
+};
+
+// ---- memory and vectors
+
+TEST_P(Conformance, MemoryRoundTrip) {
+  std::mt19937 rng(1);
+  std::vector<unsigned char> a(12345);
+  for (auto& x : a) x = (unsigned char)rng();
+  auto buf = d().be().alloc(a.size());
+  d().be().to_device(buf->data(), a.data(), a.size());
+  std::vector<unsigned char> b(a.size(), 0);
+  d().be().synchronize();
+  d().be().to_host(b.data(), buf->data(), b.size());
+  EXPECT_EQ(a, b);
+}
+
+// ---- weights in every format, as host bytes + a dequantized fp32 reference
+
+struct HostWeight {
+  std::string fmt;
+  int64_t out = 0, in = 0;
+  std::vector<unsigned char> bytes;  // dense / GGUF blocks
+  std::shared_ptr<Int4Matrix> int4;  // canonical int4
+  std::vector<float> deq;            // [out, in] fp32 as the format defines it
+  LinearSource source(const std::string& name) const {
+    LinearSource s;
+    s.out = out;
+    s.in = in;
+    if (int4) {
+      s.int4 = int4;
+      return s;
+    }
+    DType dt = fmt == "F32"    ? DType::F32
+               : fmt == "F16"  ? DType::F16
+               : fmt == "BF16" ? DType::BF16
+               : fmt == "Q8_0" ? DType::Q8_0
+               : fmt == "Q4_0" ? DType::Q4_0
+                               : DType::Q4_1;
+    s.weight = TensorView{name, dt, {out, in}, bytes.data(), bytes.size()};
+    return s;
+  }
+};
+
+/// A random weight [out, in] stored as `fmt`: F32, F16, BF16, Q8_0, Q4_0, Q4_1 (GGUF blocks,
+/// FORMATS.md §4.4) or INT4_G<g> (canonical int4 with group g).
+HostWeight make_weight(const std::string& fmt, int64_t out, int64_t in, std::mt19937& rng) {
+  HostWeight w;
+  w.fmt = fmt;
+  w.out = out;
+  w.in = in;
+  w.deq.resize((size_t)(out * in));
+  const auto v = randn((size_t)(out * in), rng, 0.5f);
+  auto put16 = [&](size_t at, uint16_t h) { std::memcpy(w.bytes.data() + at, &h, 2); };
+  if (fmt == "F32" || fmt == "F16" || fmt == "BF16") {
+    const size_t es = fmt == "F32" ? 4 : 2;
+    w.bytes.resize(v.size() * es);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (fmt == "F32") {
+        std::memcpy(w.bytes.data() + 4 * i, &v[i], 4);
+        w.deq[i] = v[i];
+      } else if (fmt == "F16") {
+        put16(2 * i, fp32_to_fp16(v[i]));
+        w.deq[i] = fp16_to_fp32(fp32_to_fp16(v[i]));
+      } else {
+        put16(2 * i, fp32_to_bf16(v[i]));
+        w.deq[i] = bf16_to_fp32(fp32_to_bf16(v[i]));
+      }
+    }
+    return w;
+  }
+  if (fmt == "Q8_0" || fmt == "Q4_0" || fmt == "Q4_1") {
+    const DType dt = fmt == "Q8_0" ? DType::Q8_0 : fmt == "Q4_0" ? DType::Q4_0 : DType::Q4_1;
+    const size_t bb = dtype_block_bytes(dt), nb = (size_t)(in / 32);
+    w.bytes.assign((size_t)out * nb * bb, 0);
+    for (int64_t r = 0; r < out; ++r)
+      for (size_t b = 0; b < nb; ++b) {
+        unsigned char* blk = w.bytes.data() + ((size_t)r * nb + b) * bb;
+        const uint16_t d = fp32_to_fp16(0.01f + 0.02f * (float)(rng() % 100) / 100.0f);
+        const uint16_t m = fp32_to_fp16(-0.1f * (float)(rng() % 100) / 100.0f);
+        std::memcpy(blk, &d, 2);
+        const float df = fp16_to_fp32(d), mf = fp16_to_fp32(m);
+        for (int j = 0; j < 32; ++j) {
+          float val;
+          if (dt == DType::Q8_0) {
+            const int8_t q = (int8_t)((int)(rng() % 255) - 127);
+            blk[2 + j] = (unsigned char)q;
+            val = (float)q * df;
+          } else {
+            const unsigned q = rng() % 16;
+            unsigned char* qs = blk + (dt == DType::Q4_1 ? 4 : 2);
+            qs[j % 16] |= (unsigned char)(j < 16 ? q : q << 4);
+            val = dt == DType::Q4_0 ? ((float)q - 8.0f) * df : (float)q * df + mf;
+          }
+          w.deq[(size_t)(r * in) + b * 32 + (size_t)j] = val;
+        }
+        if (dt == DType::Q4_1) std::memcpy(blk + 2, &m, 2);
+      }
+    return w;
+  }
+  const int g = std::stoi(fmt.substr(fmt.find('G') + 1));  // INT4_G<g>
+  auto m = std::make_shared<Int4Matrix>();
+  m->out = out;
+  m->in = in;
+  m->group_size = g;
+  const int64_t G = in / g;
+  m->q.assign((size_t)(out * in / 8), 0);
+  m->scales.resize((size_t)(out * G));
+  m->zeros.resize((size_t)(out * G));
+  for (auto& s : m->scales) s = fp32_to_fp16(0.005f + 0.03f * (float)(rng() % 1000) / 1000.0f);
+  for (auto& z : m->zeros) z = (uint8_t)(rng() % 16);
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t k = 0; k < in; ++k)
+      m->q[(size_t)(r * (in / 8) + k / 8)] |= (uint32_t)(rng() % 16) << (4 * (k % 8));
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t k = 0; k < in; ++k) w.deq[(size_t)(r * in + k)] = m->dequant(r, k);
+  w.int4 = m;
+  return w;
+}
+
+TensorView vector_view(const std::string& name, const std::vector<float>& v) {
+  return TensorView{name, DType::F32, {(int64_t)v.size()}, v.data(), v.size() * 4};
+}
+
+// ---- embedding
+
+TEST_P(Conformance, Embedding) {
+  for (const char* fmt : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"}) {
+    std::mt19937 rng(2);
+    const int64_t V = 37, H = 96;
+    const HostWeight w = make_weight(fmt, V, H, rng);
+    auto table = d().be().load_embedding(w.source("token_embd.weight").weight);
+    BatchLayout b;
+    b.token_ids = {5, 0, 36, 5, 17, 2, 30};
+    b.n_tokens = (int)b.token_ids.size();
+    d().be().prepare_batch(b);
+    Tensor out = d().poisoned(b.n_tokens, H, H + 3);
+    d().be().embedding(*table, b, out);
+    std::vector<double> ref;
+    for (int32_t id : b.token_ids)
+      for (int64_t c = 0; c < H; ++c)
+        ref.push_back(round_to(d().act(), w.deq[(size_t)(id * H + c)]));
+    expect_close(d().download(out), ref, 1e-7, std::string("embedding ") + fmt);
+  }
+}
+
+// ---- norms
+
+double rms_inv(const float* x, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += (double)x[i] * x[i];
+  return 1.0 / std::sqrt(ss / (double)n + eps);
+}
+
+TEST_P(Conformance, RmsNorm) {
+  for (int64_t n : {8, 100, 2072}) {
+    for (int T : {1, 3, 17}) {
+      std::mt19937 rng((uint32_t)(n * 31 + T));
+      const auto x = rounded(randn((size_t)(T * n), rng, 2.0f));
+      const auto wv = randn((size_t)n, rng);
+      auto w = d().be().load_vector(vector_view("norm.weight", wv));
+      Tensor xt = d().upload(x, T, n, n + 5), out = d().poisoned(T, n);
+      d().be().rms_norm(xt, *w, 1e-5f, out);
+      std::vector<double> ref;
+      for (int t = 0; t < T; ++t) {
+        const double inv = rms_inv(&x[(size_t)(t * n)], n, 1e-5f);
+        for (int64_t i = 0; i < n; ++i) ref.push_back(wv[(size_t)i] * x[(size_t)(t * n + i)] * inv);
+      }
+      expect_close(d().download(out), ref, tol(),
+                   "rms_norm n=" + std::to_string(n) + " T=" + std::to_string(T));
+      d().perf("rms_norm n=" + std::to_string(n) + " T=" + std::to_string(T),
+               [&] { d().be().rms_norm(xt, *w, 1e-5f, out); });
+    }
+  }
+}
+
+TEST_P(Conformance, AddRmsNorm) {
+  for (int64_t n : {24, 2048 + 8}) {
+    for (int T : {1, 5}) {
+      std::mt19937 rng((uint32_t)(n + T));
+      const auto res = rounded(randn((size_t)(T * n), rng)),
+                 x = rounded(randn((size_t)(T * n), rng));
+      const auto wv = randn((size_t)n, rng);
+      auto w = d().be().load_vector(vector_view("norm.weight", wv));
+      Tensor rt = d().upload(res, T, n), xt = d().upload(x, T, n, n + 1), out = d().poisoned(T, n);
+      d().be().add_rms_norm(rt, xt, *w, 1e-6f, out);
+      std::vector<double> ref_res, ref_out;
+      std::vector<float> sum((size_t)n);
+      for (int t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < n; ++i) {
+          sum[(size_t)i] = round_to(d().act(), res[(size_t)(t * n + i)] + x[(size_t)(t * n + i)]);
+          ref_res.push_back(sum[(size_t)i]);
+        }
+        const double inv = rms_inv(sum.data(), n, 1e-6f);
+        for (int64_t i = 0; i < n; ++i) ref_out.push_back(wv[(size_t)i] * sum[(size_t)i] * inv);
+      }
+      const std::string what = "add_rms_norm n=" + std::to_string(n) + " T=" + std::to_string(T);
+      expect_close(d().download(rt), ref_res, tol(), what + " (residual)");
+      expect_close(d().download(out), ref_out, tol(), what + " (out)");
+    }
+  }
+}
+
+// ---- linear
+
+struct LinearCase {
+  std::string fmt;
+  std::vector<int64_t> outs;  // parts stacked by rows
+  int64_t in;
+};
+
+void run_linear(Conformance* self, Dev& dv, double tol, const LinearCase& c,
+                const std::vector<int>& tokens, bool perf_only) {
+  std::mt19937 rng((uint32_t)(c.in * 7 + c.outs.size()));
+  std::vector<HostWeight> parts;
+  std::vector<LinearSource> srcs;
+  int64_t out = 0;
+  for (size_t i = 0; i < c.outs.size(); ++i) {
+    parts.push_back(make_weight(c.fmt, c.outs[i], c.in, rng));
+    out += c.outs[i];
+  }
+  for (size_t i = 0; i < parts.size(); ++i)
+    srcs.push_back(parts[i].source("layer.part" + std::to_string(i)));
+  auto w = dv.be().load_linear(srcs);
+  ASSERT_EQ(w->out, out);
+  ASSERT_EQ(w->in, c.in);
+  const auto bias_v = randn((size_t)out, rng, 0.1f);
+  auto bias = dv.be().load_vector(vector_view("bias", bias_v));
+  for (int T : tokens) {
+    for (int variant = 0; variant < (perf_only ? 1 : 3); ++variant) {
+      // 0: act output, no bias; 1: act output + bias, strided x; 2: F32 output (logits)
+      const bool with_bias = variant == 1, f32_out = variant == 2;
+      auto x = randn((size_t)(T * c.in), rng);
+      for (auto& v : x) v = round_to(dv.act(), v);
+      Tensor xt = dv.upload(x, T, c.in, variant == 1 ? c.in + 8 : 0);
+      Tensor yt = f32_out ? dv.poisoned(T, out, 0, DType::F32, false)
+                          : dv.poisoned(T, out, variant == 1 ? out + 3 : 0);
+      const std::string what = "linear " + c.fmt + " [" + std::to_string(out) + "x" +
+                               std::to_string(c.in) + "] parts=" + std::to_string(c.outs.size()) +
+                               " T=" + std::to_string(T) + (with_bias ? " +bias" : "") +
+                               (f32_out ? " ->F32" : "");
+      dv.be().linear(xt, *w, with_bias ? bias.get() : nullptr, yt);
+      if (!perf_only) {
+        std::vector<double> ref((size_t)(T * out));
+        int64_t row = 0;
+        for (const auto& p : parts) {
+          for (int64_t r = 0; r < p.out; ++r)
+            for (int t = 0; t < T; ++t) {
+              double s = with_bias ? bias_v[(size_t)(row + r)] : 0.0;
+              for (int64_t k = 0; k < c.in; ++k)
+                s += (double)x[(size_t)(t * c.in + k)] * p.deq[(size_t)(r * c.in + k)];
+              ref[(size_t)(t * out + row + r)] = s;
+            }
+          row += p.out;
+        }
+        expect_close(dv.download(yt), ref, f32_out && dv.act() == DType::F32 ? 2e-5 : tol, what);
+      }
+      dv.perf(what, [&] { dv.be().linear(xt, *w, with_bias ? bias.get() : nullptr, yt); });
+    }
+  }
+  (void)self;
+}
+
+TEST_P(Conformance, Linear) {
+  const std::vector<int> tokens = {1, 2, 3, 4, 5, 8, 9, 17, 33, 100};
+  const std::vector<LinearCase> cases = {
+      {"F32", {37}, 96},
+      {"F16", {5, 3, 3}, 160},
+      {"BF16", {129}, 64},
+      {"Q8_0", {40, 8, 8}, 288},
+      {"Q4_0", {67}, 160},
+      {"Q4_1", {33}, 96},
+      {"INT4_G32", {24, 8, 8}, 160},
+      {"INT4_G64", {72}, 320},
+      {"INT4_G128", {40, 24}, 384},
+      {"INT4_G128", {264}, 128},
+  };
+  for (const auto& c : cases) run_linear(this, d(), tol(), c, tokens, false);
+}
+
+TEST_P(Conformance, DISABLED_LinearPerfShapes) {  // run by --perf
+  // TinyLlama-1.1B shapes: fused QKV, o_proj, fused gate|up, down; int4 g128 and F16.
+  const std::vector<LinearCase> cases = {{"INT4_G128", {2048, 256, 256}, 2048},
+                                         {"INT4_G128", {2048}, 2048},
+                                         {"INT4_G128", {5632, 5632}, 2048},
+                                         {"INT4_G128", {2048}, 5632},
+                                         {"F16", {2048}, 5632}};
+  for (const auto& c : cases) run_linear(this, d(), tol(), c, {1, 8, 64, 512}, true);
+}
+
+// ---- RoPE + head norm + KV store, and attention
+
+RopeParams rope_params(int head_dim, int rot_dim, bool interleaved, float theta, float factor) {
+  RopeParams p;
+  p.head_dim = head_dim;
+  p.rot_dim = rot_dim;
+  p.interleaved = interleaved;
+  p.attention_factor = factor;
+  for (int i = 0; i < rot_dim / 2; ++i)
+    p.inv_freq.push_back((float)(1.0 / std::pow(theta, 2.0 * i / rot_dim)));
+  return p;
+}
+
+/// Rotates one head in double precision (angles from the fp32 product, as the contract says).
+void rope_ref(double* x, const RopeParams& p, int pos) {
+  const int half = p.rot_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float ang = (float)pos * p.inv_freq[(size_t)i];
+    const double c = std::cos((double)ang) * p.attention_factor,
+                 s = std::sin((double)ang) * p.attention_factor;
+    const int a = p.interleaved ? 2 * i : i, b = p.interleaved ? 2 * i + 1 : i + half;
+    const double x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x1 * c + x0 * s;
+  }
+}
+
+void head_norm_ref(double* x, const std::vector<float>& w, int hd, float eps) {
+  double ss = 0;
+  for (int i = 0; i < hd; ++i) ss += x[i] * x[i];
+  const double inv = 1.0 / std::sqrt(ss / hd + eps);
+  for (int i = 0; i < hd; ++i) x[i] = x[i] * inv * w[(size_t)i];
+}
+
+/// A paged batch: sequences with `ctx` tokens already cached and `q_len` new tokens each, their
+/// blocks a shuffled set of physical blocks (so tables have holes and no order), tables padded
+/// with -1 to max_blocks + 1.
+struct PagedBatch {
+  BatchLayout history, step;  // history writes the cached tokens' K/V; step is the tested batch
+  int n_blocks = 0;
+};
+
+PagedBatch make_paged(const std::vector<std::pair<int, int>>& seqs /* (ctx, q_len) */,
+                      int block_size, std::mt19937& rng) {
+  PagedBatch pb;
+  int total_blocks = 0;
+  for (auto [ctx, q] : seqs) total_blocks += (ctx + q + block_size - 1) / block_size;
+  pb.n_blocks = total_blocks + 3;  // spare blocks stay unused (holes in the pool)
+  std::vector<int32_t> phys((size_t)pb.n_blocks);
+  std::iota(phys.begin(), phys.end(), 0);
+  std::shuffle(phys.begin(), phys.end(), rng);
+  size_t next = 0;
+  int max_blocks = 0;
+  std::vector<std::vector<int32_t>> tables;
+  for (auto [ctx, q] : seqs) {
+    const int nb = (ctx + q + block_size - 1) / block_size;
+    tables.emplace_back(phys.begin() + (long)next, phys.begin() + (long)(next + (size_t)nb));
+    next += (size_t)nb;
+    max_blocks = std::max(max_blocks, nb);
+  }
+  for (BatchLayout* b : {&pb.history, &pb.step}) {
+    b->n_seqs = (int)seqs.size();
+    b->max_blocks = max_blocks + 1;
+    b->block_tables.assign((size_t)b->n_seqs * b->max_blocks, -1);
+    for (size_t s = 0; s < tables.size(); ++s)
+      std::copy(tables[s].begin(), tables[s].end(),
+                b->block_tables.begin() + (long)(s * (size_t)b->max_blocks));
+  }
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const auto [ctx, q] = seqs[s];
+    for (int p = 0; p < ctx + q; ++p) {
+      BatchLayout& b = p < ctx ? pb.history : pb.step;
+      const int32_t slot = tables[s][(size_t)(p / block_size)] * block_size + p % block_size;
+      b.token_ids.push_back(p % 7);
+      b.positions.push_back(p);
+      b.slots.push_back(slot);
+      b.token_seq.push_back((int)s);
+      if (&b == &pb.step && p == ctx + q - 1) b.logit_rows.push_back(b.n_tokens);
+      b.n_tokens++;
+    }
+  }
+  return pb;
+}
+
+TEST_P(Conformance, RopeKvStore) {
+  struct C {
+    int nq, nkv, hd, rot;
+    bool inter, norm;
+    float factor;
+  };
+  for (const C c : {C{4, 2, 64, 64, false, false, 1.0f}, C{4, 4, 64, 32, true, false, 1.0f},
+                    C{8, 1, 128, 128, false, true, 1.0f}, C{6, 2, 80, 80, true, true, 1.2f}}) {
+    std::mt19937 rng((uint32_t)(c.hd + c.nq));
+    const PagedBatch pb = make_paged({{0, 5}, {3, 1}, {11, 4}}, 16, rng);
+    const BatchLayout& b = pb.step;
+    const int T = b.n_tokens, qd = c.nq * c.hd, kvd = c.nkv * c.hd, W = qd + 2 * kvd;
+    const auto qkv = rounded(randn((size_t)(T * W), rng));
+    const auto qn = randn((size_t)c.hd, rng), kn = randn((size_t)c.hd, rng);
+    auto qnw = d().be().load_vector(vector_view("q_norm", qn)),
+         knw = d().be().load_vector(vector_view("k_norm", kn));
+    auto rope = d().be().load_rope(rope_params(c.hd, c.rot, c.inter, 10000.0f, c.factor));
+    auto kv = d().be().create_kv(2, pb.n_blocks, 16, c.nkv, c.hd);
+    Tensor t = d().upload(qkv, T, W, W + 2);
+    d().be().prepare_batch(b);
+    d().be().rope_kv_store(t.cols_view(0, qd), t.cols_view(qd, kvd), t.cols_view(qd + kvd, kvd),
+                           c.nq, c.norm ? qnw.get() : nullptr, c.norm ? knw.get() : nullptr, 1e-6f,
+                           *rope, *kv, 1, b);
+    std::vector<double> ref;
+    for (int tk = 0; tk < T; ++tk) {
+      std::vector<double> row(qkv.begin() + (long)tk * W, qkv.begin() + (long)(tk + 1) * W);
+      for (int h = 0; h < c.nq + c.nkv; ++h) {
+        double* x = row.data() + h * c.hd;
+        if (c.norm) head_norm_ref(x, h < c.nq ? qn : kn, c.hd, 1e-6f);
+        rope_ref(x, *&rope->params, b.positions[(size_t)tk]);
+      }
+      ref.insert(ref.end(), row.begin(), row.end());
+    }
+    expect_close(d().download(t), ref, tol(),
+                 "rope_kv_store nq=" + std::to_string(c.nq) + " hd=" + std::to_string(c.hd) +
+                     " rot=" + std::to_string(c.rot) + (c.inter ? " interleaved" : " half") +
+                     (c.norm ? " +norm" : ""));
+  }
+}
+
+/// Attention case: fills the cache with the history batch and the step batch through rope_kv_store
+/// (identity RoPE when rot = 0) and compares attention on the step with a double reference.
+void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int hd, int block_size,
+                    const std::vector<std::pair<int, int>>& seqs, int rot, bool perf_only) {
+  std::mt19937 rng((uint32_t)(nq * 131 + hd * 7 + block_size + seqs.size()));
+  const PagedBatch pb = make_paged(seqs, block_size, rng);
+  const int qd = nq * hd, kvd = nkv * hd, W = qd + 2 * kvd;
+  auto rope = dv.be().load_rope(rope_params(hd, rot, false, 10000.0f, 1.0f));
+  auto kv = dv.be().create_kv(3, pb.n_blocks, block_size, nkv, hd);
+  const int layer = 2;
+  // keys and values of every position of every sequence, as stored (rounded, rotated)
+  std::map<std::pair<int, int>, std::vector<double>> K, V;
+  std::vector<double> Q;  // step queries after RoPE
+  for (const BatchLayout* b : {&pb.history, &pb.step}) {
+    if (b->n_tokens == 0) continue;
+    auto qkv = randn((size_t)(b->n_tokens * W), rng);
+    for (auto& v : qkv) v = round_to(dv.act(), v);
+    Tensor t = dv.upload(qkv, b->n_tokens, W);
+    dv.be().prepare_batch(*b);
+    dv.be().rope_kv_store(t.cols_view(0, qd), t.cols_view(qd, kvd), t.cols_view(qd + kvd, kvd), nq,
+                          nullptr, nullptr, 1e-6f, *rope, *kv, layer, *b);
+    for (int tk = 0; tk < b->n_tokens; ++tk) {
+      std::vector<double> row(qkv.begin() + (long)tk * W, qkv.begin() + (long)(tk + 1) * W);
+      for (int h = 0; h < nq + nkv; ++h)
+        rope_ref(row.data() + h * hd, rope->params, b->positions[(size_t)tk]);
+      for (double& x : row) x = round_to(dv.act(), (float)x);
+      const auto key = std::make_pair(b->token_seq[(size_t)tk], b->positions[(size_t)tk]);
+      K[key].assign(row.begin() + qd, row.begin() + qd + kvd);
+      V[key].assign(row.begin() + qd + kvd, row.end());
+      if (b == &pb.step) Q.insert(Q.end(), row.begin(), row.begin() + qd);
+    }
+    if (b == &pb.step) {
+      // attention reads q from a fresh tensor (the rotated q as stored)
+      std::vector<float> qf(Q.begin(), Q.end());
+      Tensor qt = dv.upload(qf, b->n_tokens, qd, qd + 5);
+      Tensor out = dv.poisoned(b->n_tokens, qd);
+      const float scale = 1.0f / std::sqrt((float)hd);
+      dv.be().attention(qt, *kv, layer, nq, scale, *b, out);
+      std::string what = "attention nq=" + std::to_string(nq) + " nkv=" + std::to_string(nkv) +
+                         " hd=" + std::to_string(hd) + " bs=" + std::to_string(block_size) +
+                         " seqs=";
+      for (auto [c, q] : seqs) what += "(" + std::to_string(c) + "+" + std::to_string(q) + ")";
+      if (!perf_only) {
+        std::vector<double> ref((size_t)(b->n_tokens * qd));
+        const int group = nq / nkv;
+        for (int tk = 0; tk < b->n_tokens; ++tk) {
+          const int s = b->token_seq[(size_t)tk], n_keys = b->positions[(size_t)tk] + 1;
+          for (int h = 0; h < nq; ++h) {
+            const int g = h / group;
+            std::vector<double> sc((size_t)n_keys);
+            double mx = -1e300;
+            for (int j = 0; j < n_keys; ++j) {
+              const auto& k = K.at({s, j});
+              double dot = 0;
+              for (int i = 0; i < hd; ++i)
+                dot += Q[(size_t)(tk * qd + h * hd + i)] * k[(size_t)(g * hd + i)];
+              sc[(size_t)j] = dot * scale;
+              mx = std::max(mx, sc[(size_t)j]);
+            }
+            double sum = 0;
+            for (auto& x : sc) sum += (x = std::exp(x - mx));
+            for (int j = 0; j < n_keys; ++j) {
+              const auto& v = V.at({s, j});
+              for (int i = 0; i < hd; ++i)
+                ref[(size_t)(tk * qd + h * hd + i)] +=
+                    sc[(size_t)j] / sum * v[(size_t)(g * hd + i)];
+            }
+          }
+        }
+        expect_close(dv.download(out), ref, tol, what);
+      }
+      dv.perf(what, [&] { dv.be().attention(qt, *kv, layer, nq, scale, *b, out); });
+    }
+  }
+  (void)self;
+}
+
+TEST_P(Conformance, Attention) {
+  // decode-only, prefill-only, mixed and chunked prefill with context; GQA 1, 2, 4, 8
+  attention_case(this, d(), tol(), 4, 4, 64, 16, {{0, 1}, {7, 1}, {40, 1}}, 0, false);
+  attention_case(this, d(), tol(), 8, 4, 64, 16, {{0, 19}}, 64, false);
+  attention_case(this, d(), tol(), 8, 2, 128, 32, {{5, 1}, {0, 23}, {33, 9}, {64, 1}}, 0, false);
+  attention_case(this, d(), tol(), 8, 1, 80, 8, {{17, 3}, {1, 1}}, 80, false);
+  attention_case(this, d(), tol(), 16, 2, 64, 16, {{130, 1}, {3, 70}}, 0, false);
+  attention_case(this, d(), tol(), 32, 4, 128, 16, {{200, 1}, {0, 64}}, 0, false);
+}
+
+TEST_P(Conformance, DISABLED_AttentionPerfShapes) {  // run by --perf
+  std::vector<std::pair<int, int>> decode8(8, {1023, 1});
+  attention_case(this, d(), tol(), 32, 4, 64, 16, decode8, 64, true);  // TinyLlama decode, ctx 1024
+  attention_case(this, d(), tol(), 32, 32, 128, 16, {{0, 512}}, 128, true);  // 7B prefill 512
+}
+
+// ---- SwiGLU, gather
+
+TEST_P(Conformance, SiluMul) {
+  for (int64_t I : {5, 64, 5632 + 8}) {
+    for (int T : {1, 7}) {
+      std::mt19937 rng((uint32_t)(I + T));
+      const auto gu = rounded(randn((size_t)(T * 2 * I), rng, 3.0f));
+      Tensor g = d().upload(gu, T, 2 * I, 2 * I + 4), out = d().poisoned(T, I);
+      d().be().silu_mul(g, out);
+      std::vector<double> ref;
+      for (int t = 0; t < T; ++t)
+        for (int64_t i = 0; i < I; ++i) {
+          const double a = gu[(size_t)(t * 2 * I + i)], u = gu[(size_t)(t * 2 * I + I + i)];
+          ref.push_back(a / (1.0 + std::exp(-a)) * u);
+        }
+      expect_close(d().download(out), ref, tol(),
+                   "silu_mul I=" + std::to_string(I) + " T=" + std::to_string(T));
+    }
+  }
+}
+
+TEST_P(Conformance, GatherRows) {
+  std::mt19937 rng(9);
+  const int T = 11, H = 72;
+  const auto x = rounded(randn((size_t)(T * H), rng));
+  BatchLayout b;
+  b.n_tokens = T;
+  b.logit_rows = {0, 4, 10, 7};
+  d().be().prepare_batch(b);
+  Tensor xt = d().upload(x, T, H), out = d().poisoned(4, H, H + 2);
+  d().be().gather_rows(xt, b, out);
+  std::vector<double> ref;
+  for (int r : b.logit_rows)
+    for (int c = 0; c < H; ++c) ref.push_back(x[(size_t)(r * H + c)]);
+  expect_close(d().download(out), ref, 0.0, "gather_rows");
+}
+
+// ---- sampling
+
+TEST_P(Conformance, Sample) {
+  const int V = 1000;
+  std::mt19937 rng(11);
+  std::vector<SampleRow> rows;
+  auto add = [&](float temp, int k, float p, float minp, float rep, float pres, float freq,
+                 double u) {
+    SampleRow r;
+    r.temperature = temp;
+    r.top_k = k;
+    r.top_p = p;
+    r.min_p = minp;
+    r.repeat_penalty = rep;
+    r.presence_penalty = pres;
+    r.frequency_penalty = freq;
+    r.u = u;
+    r.repeat_ids = {3, 17, 999, 500};
+    r.counts = {{3, 2}, {17, 1}, {42, 5}};
+    rows.push_back(r);
+  };
+  add(0, 0, 1, 0, 1, 0, 0, 0);           // greedy
+  add(0, 0, 1, 0, 1.5f, 0.5f, 0.3f, 0);  // greedy with penalties
+  add(0.8f, 40, 0.95f, 0.05f, 1, 0, 0, 0.37);
+  add(1.0f, 0, 1, 0, 1, 0, 0, 0.61);  // full softmax, no truncation
+  add(0.7f, 5, 1, 0, 1.1f, 0, 0, 0.99);
+  add(1.3f, 0, 0.5f, 0, 1, 0.2f, 0.1f, 0.12);
+  add(0.9f, 0, 1, 0.2f, 1, 0, 0, 0.5);
+  const int R = (int)rows.size();
+  // Logits on a grid 0.05 apart (distinct, shuffled), so no choice sits on a rounding boundary.
+  std::vector<float> lg((size_t)R * V);
+  for (int r = 0; r < R; ++r) {
+    std::vector<int> perm(V);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    // odd ids on multiples of 0.05, even ids on odd multiples of 0.0125: all distinct
+    for (int i = 0; i < V; ++i)
+      lg[(size_t)(r * V + i)] = i % 2 ? -10.0f + 0.05f * (float)perm[(size_t)i]
+                                      : -10.0f + 0.025f * (float)perm[(size_t)i] + 0.0125f;
+    lg[(size_t)(r * V + 3)] = 40.0f;  // the penalties must move this one (3 is penalised)
+    lg[(size_t)(r * V + 17)] = 39.9f;
+  }
+  std::vector<int32_t> want((size_t)R);
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (int r = 0; r < R; ++r) {
+    std::vector<float> row(lg.begin() + (long)r * V, lg.begin() + (long)(r + 1) * V);
+    want[(size_t)r] = cpu::sample_logits(row.data(), V, rows[(size_t)r], scratch);
+  }
+  Tensor t = d().upload(lg, R, V, V + 1, DType::F32, false);
+  std::vector<int32_t> got((size_t)R, -1);
+  d().be().sample(t, rows, got.data());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(want[0], 3) << "greedy picks the largest logit";
+  EXPECT_NE(want[1], 3) << "the penalties must change the greedy pick";
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& c : n)
+                             if (!std::isalnum((unsigned char)c)) c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace perfx::test
+
+int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--perf")
+      perfx::test::g_perf = true;
+    else
+      args.push_back(argv[i]);
+  }
+  if (const char* e = std::getenv("PERFX_CONFORMANCE_PERF"))
+    perfx::test::g_perf = std::string(e) == "1";
+  static char also[] = "--gtest_also_run_disabled_tests";  // the perf-only shapes
+  if (perfx::test::g_perf) args.push_back(also);
+  int n = (int)args.size();
+  ::testing::InitGoogleTest(&n, args.data());
+  return RUN_ALL_TESTS();
+}
