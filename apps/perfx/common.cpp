@@ -10,8 +10,13 @@
 #include "perfx/model_config.h"
 #include "model/weights.h"
 #include "perfx/status.h"
+#include "subcommand.h"
 
 namespace perfx::cli {
+
+std::string tokenizer_override(const std::string& model_path) {
+  return model_path.rfind("random:", 0) == 0 ? default_model_path() : std::string();
+}
 
 size_t peak_rss_bytes() {
   struct rusage ru {};

@@ -9,6 +9,9 @@
 
 namespace perfx::cli {
 
+/// The tokenizer folder for EngineOptions::tokenizer_path: the bundled default model's for a
+/// synthetic "random:" model (which has none), else "" (the model's own).
+std::string tokenizer_override(const std::string& model_path);
 /// Peak resident set size of this process in bytes (getrusage).
 size_t peak_rss_bytes();
 /// "1.23 GiB"-style size.

@@ -80,6 +80,7 @@ void run(const RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;
+  eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
   eo.ctx = a.ctx;

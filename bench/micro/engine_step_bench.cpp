@@ -32,7 +32,7 @@ void BM_DecodeStep(benchmark::State& state) {
       for (int i = 0; i < 32; ++i)
         prefill[b].tokens.push_back(static_cast<int32_t>(200 + (7 * i + b) % 3000));
     }
-    engine->step(prefill, logits);
+    engine->step_logits(prefill, logits);
   };
   restart();
   for (auto _ : state) {
@@ -41,7 +41,7 @@ void BM_DecodeStep(benchmark::State& state) {
       restart();
       state.ResumeTiming();
     }
-    engine->step(items, logits);
+    engine->step_logits(items, logits);
   }
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(B) * static_cast<double>(state.iterations()),

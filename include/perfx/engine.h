@@ -16,7 +16,9 @@ namespace perfx {
 struct ModelConfig;
 
 struct EngineOptions {
-  std::string model_path;        // HF checkpoint folder (safetensors) or a .gguf file
+  std::string model_path;        // HF checkpoint folder (safetensors), a .gguf file or "random:SHAPE[:FMT]"
+  std::string tokenizer_path;    // HF folder whose tokenizer replaces the model's ("" = the model's own;
+                                 // required for "random:" models, which have none)
   std::string device = "cpu";    // backend name
   int n_threads = 0;             // <= 0: all cores
   int ctx = 0;                   // max tokens per sequence; 0: min(max_position_embeddings, 4096)
@@ -54,8 +56,12 @@ class Engine {
   /// the start of `tokens`; returns how many tokens are now cached (< tokens.size(), a multiple of
   /// block_size). The caller then steps only the remaining tokens.
   virtual int match_prefix(SeqId id, const std::vector<int32_t>& tokens) = 0;
-  /// Free blocks needed to append n_tokens to the sequence.
+  /// Free blocks needed to append n_tokens to the sequence (0 when already allocated).
   virtual int blocks_needed(SeqId id, int n_tokens) const = 0;
+  /// Allocates the KV blocks the sequence needs to take n_new more tokens (vLLM's allocate_slots):
+  /// true when they are now held (also when they already were), false — allocating nothing — when
+  /// too few blocks are free. The scheduler's admission test; step() allocates what is missing.
+  virtual bool allocate_slots(SeqId id, int n_new) = 0;
   virtual int free_blocks() const = 0;
   virtual int total_blocks() const = 0;
   virtual int block_size() const = 0;
@@ -63,13 +69,25 @@ class Engine {
   struct StepItem {
     SeqId seq = 0;
     std::vector<int32_t> tokens;  // appended to the sequence
-    bool want_logits = true;      // logits of the last token
-    bool all_logits = false;      // logits of every token (for --dump-logits, perplexity)
+    bool want_logits = true;      // a logits row for the last token
+    bool all_logits = false;      // a logits row for every token (--dump-logits, perplexity)
+    /// When set (and a row is wanted): the item's last row is sampled on the backend with this
+    /// sampler's parameters, penalty history and next draw (Sampler::fill_row). The token is not
+    /// recorded: call sampler->accept().
+    Sampler* sampler = nullptr;
+    bool copy_logits = false;  // copy the item's rows to the host (before sampling: raw logits)
+  };
+  struct StepResult {
+    std::vector<int32_t> tokens;  // [items.size()]: the sampled id of items with a sampler, else -1
+    std::vector<float> logits;    // [rows, vocab] of the items with copy_logits, item by item
   };
   /// One forward pass over several sequences (continuous batching): appends each item's tokens to
-  /// its KV cache and writes the wanted logits rows, item by item, into `logits` [rows, vocab].
-  /// Throws perfx::Error when blocks run out (check blocks_needed) or a sequence passes ctx().
-  virtual void step(const std::vector<StepItem>& items, std::vector<float>& logits) = 0;
+  /// its KV cache (allocating the blocks not yet allocated), samples on the backend and copies
+  /// to the host only the rows asked for. Throws perfx::Error when blocks run out (check
+  /// allocate_slots first) or a sequence passes ctx().
+  virtual void step(const std::vector<StepItem>& items, StepResult& out) = 0;
+  /// step() with every wanted row copied to the host, item by item, into `logits` [rows, vocab].
+  void step_logits(std::vector<StepItem> items, std::vector<float>& logits);
 
   /// Forwards `ids` as one fresh sequence and writes the logits of every token into `logits`
   /// (fp32 [ids.size(), vocab], row-major); the sequence is released afterwards, also when step()

@@ -126,6 +126,7 @@ struct SampleRow {
   float presence_penalty = 0;                   // OpenAI: l −= presence for each id in counts
   float frequency_penalty = 0;                  // OpenAI: l −= frequency · count
   double u = 0;                                 // uniform draw in [0, 1) (unused when greedy)
+  int row = 0;                                  // row of the logits tensor to sample
   std::vector<int32_t> repeat_ids;              // distinct ids, any order
   std::vector<std::pair<int32_t, int>> counts;  // (id, count > 0), distinct ids
 };
@@ -194,8 +195,9 @@ class Backend {
   virtual void silu_mul(Tensor gate_up, Tensor out) = 0;
   /// out [n, cols] = x[rows[i], :] for the batch's logit_rows.
   virtual void gather_rows(Tensor x, const BatchLayout& b, Tensor out) = 0;
-  /// Picks one token per row of `logits` (F32 [rows.size(), vocab]; may be modified) by
-  /// SampleRow's rules and writes the ids to the host array `ids` [rows.size()]. Blocks until done.
+  /// Picks one token for each SampleRow from row `row` of `logits` (F32 [n, vocab]; the rows
+  /// sampled may be modified) by SampleRow's rules and writes the ids to the host array `ids`
+  /// [rows.size()]. Blocks until done.
   virtual void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
+#include "model/synthetic.h"
 #include "perfx/status.h"
 
 namespace perfx {
@@ -39,6 +40,7 @@ void check_gguf_magic(const std::string& path) {
 
 Checkpoint open_checkpoint(const std::string& path) {
   check(!path.empty(), "no model path given");
+  if (is_synthetic_path(path)) return synthetic_checkpoint(path);
   check(path_exists(path), "model path '" + path + "' does not exist");
   Checkpoint ck;
   ck.path = path;

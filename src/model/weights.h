@@ -30,7 +30,8 @@ struct Checkpoint {
   const gguf::File* gguf = nullptr;
 };
 
-/// Opens a HF checkpoint folder (config.json + safetensors) or a .gguf file.
+/// Opens a HF checkpoint folder (config.json + safetensors), a .gguf file, or a synthetic
+/// "random:SHAPE[:FORMAT]" checkpoint (model/synthetic.h).
 /// Throws perfx::Error: path missing, neither a folder with config.json nor a GGUF file, or the
 /// errors of the format readers.
 Checkpoint open_checkpoint(const std::string& path);

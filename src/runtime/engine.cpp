@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "formats/gguf.h"
 #include "model/llama.h"
+#include "model/synthetic.h"
 #include "model/weights.h"
 #include "perfx/status.h"
 #include "runtime/kv_cache.h"
@@ -43,8 +44,12 @@ class EngineImpl : public Engine {
     ck_ = open_checkpoint(o.model_path);
     backend_ = create_backend(o.device, o.n_threads);
     model_ = std::make_unique<LlamaModel>(ck_, *backend_);
-    if (ck_.naming == TensorNaming::Gguf)
+    if (!o.tokenizer_path.empty())
+      tokenizer_ = Tokenizer::from_hf_dir(o.tokenizer_path);
+    else if (ck_.naming == TensorNaming::Gguf)
       tokenizer_ = Tokenizer::from_gguf(*ck_.gguf);
+    else if (is_synthetic_path(o.model_path))
+      throw Error("model '" + o.model_path + "' has no tokenizer: give one (EngineOptions::tokenizer_path)");
     else
       tokenizer_ = Tokenizer::from_hf_dir(o.model_path);
     const ModelConfig& c = model_->config();
@@ -96,7 +101,12 @@ class EngineImpl : public Engine {
   int total_blocks() const override { return blocks_->total_blocks(); }
   int block_size() const override { return blocks_->block_size(); }
 
-  void step(const std::vector<StepItem>& items, std::vector<float>& logits) override {
+  bool allocate_slots(SeqId id, int n_new) override {
+    PERFX_CHECK(blocks_->has_sequence(id), "allocate_slots: unknown sequence " + std::to_string(id));
+    return blocks_->allocate(id, n_new);
+  }
+
+  void step(const std::vector<StepItem>& items, StepResult& out) override {
     check(!items.empty(), "step: no sequences");
     BatchLayout b;
     b.n_seqs = (int)items.size();
@@ -107,6 +117,7 @@ class EngineImpl : public Engine {
     for (const auto& it : items) {
       PERFX_CHECK(!it.tokens.empty(), "step: a sequence with no new tokens");
       PERFX_CHECK(blocks_->has_sequence(it.seq), "step: unknown sequence " + std::to_string(it.seq));
+      PERFX_CHECK(!it.sampler || it.want_logits || it.all_logits, "step: a sampler on an item with no logits row");
       const int len = blocks_->seq_len(it.seq);
       PERFX_CHECK(len + (int)it.tokens.size() <= ctx_,
             "sequence would have " + std::to_string(len + it.tokens.size()) + " tokens, more than the context size " +
@@ -118,10 +129,12 @@ class EngineImpl : public Engine {
     }
     PERFX_CHECK(need <= blocks_->free_blocks(), "KV cache is full: " + std::to_string(need) + " blocks needed, " +
                                               std::to_string(blocks_->free_blocks()) + " free");
+    std::vector<int> first_row(items.size()), n_rows(items.size());
     for (int i = 0; i < b.n_seqs; ++i) {
       const auto& it = items[i];
       const int len = blocks_->seq_len(it.seq);
       const std::vector<int32_t> slots = blocks_->append(it.seq, it.tokens);
+      first_row[i] = (int)b.logit_rows.size();
       for (size_t j = 0; j < it.tokens.size(); ++j) {
         if (it.all_logits || (it.want_logits && j + 1 == it.tokens.size())) b.logit_rows.push_back(b.n_tokens);
         b.token_ids.push_back(it.tokens[j]);
@@ -130,6 +143,7 @@ class EngineImpl : public Engine {
         b.token_seq.push_back(i);
         b.n_tokens++;
       }
+      n_rows[i] = (int)b.logit_rows.size() - first_row[i];
       b.max_blocks = std::max(b.max_blocks, (int)blocks_->block_table(it.seq).size());
     }
     b.block_tables.assign((size_t)b.n_seqs * b.max_blocks, -1);
@@ -137,8 +151,36 @@ class EngineImpl : public Engine {
       const auto& bt = blocks_->block_table(items[i].seq);
       std::copy(bt.begin(), bt.end(), b.block_tables.begin() + (size_t)i * b.max_blocks);
     }
-    model_->forward(b, *kv_, logits);
+    const Tensor lg = model_->forward(b, *kv_);
     for (const auto& it : items) blocks_->commit(it.seq);  // K/V written: blocks may be shared now
+    // Raw rows to the host first (logprobs want them before penalties), then sample on the device.
+    const size_t V = (size_t)config().vocab_size;
+    size_t copy_rows = 0;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].copy_logits) copy_rows += (size_t)n_rows[i];
+    out.logits.resize(copy_rows * V);
+    size_t at = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].copy_logits || n_rows[i] == 0) continue;
+      backend_->to_host(out.logits.data() + at * V, lg.rows_view(first_row[i], n_rows[i]).data,
+                        (size_t)n_rows[i] * V * sizeof(float));
+      at += (size_t)n_rows[i];
+    }
+    out.tokens.assign(items.size(), -1);
+    std::vector<SampleRow> rows;
+    std::vector<size_t> row_item;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].sampler || n_rows[i] == 0) continue;
+      rows.emplace_back();
+      items[i].sampler->fill_row(rows.back());
+      rows.back().row = first_row[i] + n_rows[i] - 1;
+      row_item.push_back(i);
+    }
+    if (!rows.empty()) {
+      std::vector<int32_t> ids(rows.size());
+      backend_->sample(lg, rows, ids.data());
+      for (size_t r = 0; r < rows.size(); ++r) out.tokens[row_item[r]] = ids[r];
+    }
   }
 
   GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
@@ -152,29 +194,29 @@ class EngineImpl : public Engine {
     r.prompt_tokens = (int)prompt.size();
     const SeqId seq = create_sequence();
     const SequenceRelease release{*this, seq};
-    const int V = (int)config().vocab_size;
     Sampler sampler(o.sampling);
     for (int32_t t : prompt) sampler.accept(t);
     StreamDecoder dec(*tokenizer_);
     StopMatcher stop(o.stop);
-    std::vector<float> logits;
+    StepResult res;
 
     double t0 = now_seconds();
+    const int budget = std::min(o.max_tokens, ctx_ - (int)prompt.size());
     for (size_t i = 0; i < prompt.size(); i += kPrefillChunk) {
       const size_t n = std::min(prompt.size() - i, (size_t)kPrefillChunk);
       StepItem it;
       it.seq = seq;
       it.tokens.assign(prompt.begin() + i, prompt.begin() + i + n);
       it.want_logits = i + n == prompt.size();
-      step({it}, logits);
+      it.sampler = it.want_logits && budget > 0 ? &sampler : nullptr;
+      step({it}, res);
     }
     r.prefill_seconds = now_seconds() - t0;
     t0 = now_seconds();
-    const int budget = std::min(o.max_tokens, ctx_ - (int)prompt.size());
     r.finish_reason = "length";
     bool keep_going = true;
     for (int n = 0; n < budget && keep_going; ++n) {
-      const int32_t tok = sampler.sample(logits.data(), V);
+      const int32_t tok = res.tokens[0];
       sampler.accept(tok);
       if (!o.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) {
         r.finish_reason = "stop";
@@ -190,7 +232,10 @@ class EngineImpl : public Engine {
         r.finish_reason = "stop";
         break;
       }
-      if (n + 1 < budget && keep_going) step({StepItem{seq, {tok}, true, false}}, logits);
+      if (n + 1 < budget && keep_going) {
+        StepItem it{seq, {tok}, true, false, &sampler, false};
+        step({it}, res);
+      }
     }
     if (!stop.stopped()) {
       const std::string tail = stop.push(dec.finish()) + stop.flush();
@@ -225,9 +270,19 @@ std::vector<int32_t> Engine::eos_ids() const {
   return ids;
 }
 
+void Engine::step_logits(std::vector<StepItem> items, std::vector<float>& logits) {
+  for (auto& it : items) {
+    it.copy_logits = true;
+    it.sampler = nullptr;
+  }
+  StepResult r;
+  step(items, r);
+  logits = std::move(r.logits);
+}
+
 void Engine::prompt_logits(const std::vector<int32_t>& ids, std::vector<float>& logits) {
   const SequenceRelease release{*this, create_sequence()};
-  step({StepItem{release.seq, ids, true, true}}, logits);
+  step_logits({StepItem{release.seq, ids, true, true}}, logits);
 }
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& o) { return std::make_unique<EngineImpl>(o); }

@@ -131,6 +131,14 @@ int BlockManager::blocks_needed(int64_t seq, int n_tokens) const {
   return need <= 0 ? 0 : (need + block_size_ - 1) / block_size_;
 }
 
+bool BlockManager::allocate(int64_t seq, int n_tokens) {
+  const int need = blocks_needed(seq, n_tokens);
+  if (need > free_blocks()) return false;
+  Seq& s = find_seq(seq);
+  for (int i = 0; i < need; ++i) s.blocks.push_back(take_block());
+  return true;
+}
+
 std::vector<int32_t> BlockManager::append(int64_t seq, const std::vector<int32_t>& tokens) {
   Seq& s = find_seq(seq);
   check(blocks_needed(seq, (int)tokens.size()) <= free_blocks(),

@@ -34,8 +34,11 @@ class BlockManager {
   /// number of tokens covered (a multiple of block_size, at most tokens.size() - 1 so that at least
   /// one token is left to compute logits from).
   int match_prefix(int64_t seq, const std::vector<int32_t>& tokens);
-  /// Blocks that appending n tokens needs.
+  /// Blocks that appending n tokens needs (beyond those the sequence already holds).
   int blocks_needed(int64_t seq, int n_tokens) const;
+  /// Takes the blocks appending n tokens needs, so a later append() of them cannot fail: true on
+  /// success (also when none were needed), false — taking nothing — when too few are free.
+  bool allocate(int64_t seq, int n_tokens);
   /// Appends tokens: allocates blocks as needed and returns each token's slot. Throws perfx::Error
   /// if not enough blocks are free (the caller checks blocks_needed first).
   std::vector<int32_t> append(int64_t seq, const std::vector<int32_t>& tokens);

@@ -177,7 +177,7 @@ std::shared_ptr<RequestHandle> Scheduler::submit(std::vector<SequenceSpec> specs
 }
 
 void Scheduler::loop() {
-  std::vector<float> logits;
+  Engine::StepResult res;
   while (true) {
     {
       std::unique_lock<std::mutex> lk(mu_);
@@ -206,7 +206,7 @@ void Scheduler::loop() {
     admit();
     update_gauges();
     if (!running_.empty()) {
-      if (!plan_and_step(logits)) {
+      if (!plan_and_step(res)) {
         // Nothing could be scheduled (should not happen: admit() guarantees room for one).
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
@@ -304,10 +304,17 @@ void Scheduler::admit() {
     s->kv = engine_.match_prefix(s->id, s->tokens);
     const int pending = (int)s->tokens.size() - s->kv;
     const int chunk = std::min(pending, opts_.prefill_chunk - s->kv % opts_.prefill_chunk);
-    // Keep one block per running sequence in reserve for their next tokens.
+    // Admission is allocation: the first chunk's KV blocks are taken now, keeping one block per
+    // running sequence in reserve for their next tokens.
     const int reserve = (int)running_.size();
-    const int need = engine_.blocks_needed(s->id, chunk);
-    if (need + reserve > engine_.free_blocks() && !running_.empty()) {
+    const bool room = engine_.blocks_needed(s->id, chunk) + reserve <= engine_.free_blocks();
+    if (running_.empty() && !engine_.allocate_slots(s->id, chunk)) {
+      // Cannot happen for a prompt submit() accepted (it fits the whole cache); never spin on it.
+      fail(*s, 500, "the prompt does not fit the KV cache");
+      n_running_.fetch_sub(1);
+      continue;
+    }
+    if (!running_.empty() && (!room || !engine_.allocate_slots(s->id, chunk))) {
       engine_.release_sequence(s->id);
       s->id = -1;
       s->kv = 0;
@@ -340,13 +347,15 @@ void Scheduler::preempt(size_t i) {
   n_running_.fetch_sub(1);
 }
 
-bool Scheduler::plan_and_step(std::vector<float>& logits) {
+bool Scheduler::plan_and_step(Engine::StepResult& res) {
   struct Planned {
     Seq* s;
     int n;
   };
   std::vector<Planned> plan;
-  // Blocks: preempt the newest sequences until the step fits.
+  // KV allocation is the admission test (vLLM's allocate_slots): the step's items are allocated in
+  // plan order; a prompt chunk that does not fit waits for a later step, a decoding token that does
+  // not fit preempts the newest sequence and the plan is made again.
   while (true) {
     plan.clear();
     int budget = opts_.max_step_tokens;
@@ -364,19 +373,14 @@ bool Scheduler::plan_and_step(std::vector<float>& logits) {
       plan.push_back({s.get(), n});
       budget -= n;
     }
-    auto blocks = [&] {
-      int need = 0;
-      for (const auto& p : plan) need += engine_.blocks_needed(p.s->id, p.n);
-      return need;
-    };
-    int need = blocks();
-    // Defer prompt chunks first (newest first): they can wait a step.
-    while (need > engine_.free_blocks() && plan.size() > 1 &&
-           (int)plan.back().s->tokens.size() - plan.back().s->kv > 1) {
-      plan.pop_back();
-      need = blocks();
+    size_t fit = 0;
+    while (fit < plan.size() && engine_.allocate_slots(plan[fit].s->id, plan[fit].n)) ++fit;
+    if (fit == plan.size()) break;
+    const bool is_chunk = (int)plan[fit].s->tokens.size() - plan[fit].s->kv > 1;
+    if (is_chunk && fit > 0) {  // defer this prompt chunk and the ones after it
+      plan.resize(fit);
+      break;
     }
-    if (need <= engine_.free_blocks()) break;
     if (running_.size() == 1) {
       // A single sequence that outgrew the whole KV cache: it ends as if it hit a length limit.
       finish(*running_[0], "length");
@@ -398,11 +402,13 @@ bool Scheduler::plan_and_step(std::vector<float>& logits) {
     it.seq = p.s->id;
     it.tokens.assign(p.s->tokens.begin() + p.s->kv, p.s->tokens.begin() + p.s->kv + p.n);
     it.want_logits = p.s->kv + p.n == (int)p.s->tokens.size();
+    it.sampler = it.want_logits ? &p.s->sampler : nullptr;
+    it.copy_logits = it.want_logits && p.s->spec.logprobs >= 0;
     items.push_back(std::move(it));
     n_tokens += p.n;
   }
   try {
-    engine_.step(items, logits);
+    engine_.step(items, res);
   } catch (const std::exception& e) {
     // The engine refused the step: fail the sequences in it rather than the server.
     for (const auto& p : plan) fail(*p.s, 500, std::string("engine error: ") + e.what());
@@ -417,8 +423,9 @@ bool Scheduler::plan_and_step(std::vector<float>& logits) {
     Seq& s = *plan[k].s;
     s.kv += plan[k].n;
     if (!items[k].want_logits) continue;
-    on_logits(s, logits.data() + row * (size_t)vocab_);
-    ++row;
+    const float* raw = nullptr;
+    if (items[k].copy_logits) raw = res.logits.data() + (row++) * (size_t)vocab_;
+    on_token(s, res.tokens[k], raw);
   }
   running_.erase(std::remove_if(running_.begin(), running_.end(),
                                 [](const std::unique_ptr<Seq>& s) { return s->done; }),
@@ -426,13 +433,10 @@ bool Scheduler::plan_and_step(std::vector<float>& logits) {
   return true;
 }
 
-void Scheduler::on_logits(Seq& s, float* row) {
+void Scheduler::on_token(Seq& s, int32_t tok, const float* raw) {
   Event e;
   e.kind = Event::Kind::Token;
   e.index = s.index;
-  std::vector<float> raw;
-  if (s.spec.logprobs >= 0) raw.assign(row, row + vocab_);
-  const int32_t tok = s.sampler.sample(row, vocab_);
   s.sampler.accept(tok);
   const auto now = Clock::now();
   if (s.generated == 0 && s.first_token == Clock::time_point()) {
@@ -448,9 +452,9 @@ void Scheduler::on_logits(Seq& s, float* row) {
   s.tokens.push_back(tok);
   if (metrics_) metrics_->add_generation_tokens(1);
   e.token.id = tok;
-  if (s.spec.logprobs >= 0) {
-    e.token.logprob = token_logprob(raw.data(), vocab_, tok);
-    if (s.spec.logprobs > 0) e.token.top = top_logprobs(raw.data(), vocab_, s.spec.logprobs);
+  if (s.spec.logprobs >= 0 && raw) {
+    e.token.logprob = token_logprob(raw, vocab_, tok);
+    if (s.spec.logprobs > 0) e.token.top = top_logprobs(raw, vocab_, s.spec.logprobs);
   }
   e.text = s.stop.push(s.decoder.push(tok));
   const bool stopped = s.stop.stopped();

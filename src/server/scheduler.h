@@ -142,8 +142,9 @@ class Scheduler {
   void loop();
   void reap_running();
   void admit();
-  bool plan_and_step(std::vector<float>& logits);
-  void on_logits(Seq& s, float* row);
+  bool plan_and_step(Engine::StepResult& res);
+  /// A sequence's newly sampled token; raw = its raw logits row when logprobs were asked for.
+  void on_token(Seq& s, int32_t tok, const float* raw);
   // Ends a sequence with a Finished event; `outcome` (for metrics) defaults to the reason.
   void finish(Seq& s, const std::string& reason, const std::string& outcome = "");
   // Ends a sequence with an Error event.

@@ -769,6 +769,7 @@ TEST_P(Conformance, Sample) {
   add(1.3f, 0, 0.5f, 0, 1, 0.2f, 0.1f, 0.12);
   add(0.9f, 0, 1, 0.2f, 1, 0, 0, 0.5);
   const int R = (int)rows.size();
+  for (int i = 0; i < R; ++i) rows[(size_t)i].row = R - 1 - i;  // rows sampled out of order
   // Logits on a grid 0.05 apart (distinct, shuffled), so no choice sits on a rounding boundary.
   std::vector<float> lg((size_t)R * V);
   for (int r = 0; r < R; ++r) {
@@ -785,7 +786,8 @@ TEST_P(Conformance, Sample) {
   std::vector<int32_t> want((size_t)R);
   std::vector<std::pair<float, int32_t>> scratch;
   for (int r = 0; r < R; ++r) {
-    std::vector<float> row(lg.begin() + (long)r * V, lg.begin() + (long)(r + 1) * V);
+    const int lr = rows[(size_t)r].row;
+    std::vector<float> row(lg.begin() + (long)lr * V, lg.begin() + (long)(lr + 1) * V);
     want[(size_t)r] = cpu::sample_logits(row.data(), V, rows[(size_t)r], scratch);
   }
   Tensor t = d().upload(lg, R, V, V + 1, DType::F32, false);
@@ -794,6 +796,8 @@ TEST_P(Conformance, Sample) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(want[0], 3) << "greedy picks the largest logit";
   EXPECT_NE(want[1], 3) << "the penalties must change the greedy pick";
+  EXPECT_GT(std::count_if(want.begin() + 2, want.end(), [](int32_t id) { return id != 3 && id != 17; }), 0)
+      << "some draws must land away from the two largest logits";
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()),

@@ -77,5 +77,61 @@ TEST(GreedyGolden, DefaultModelMatchesTransformers) {
   }
 }
 
+// ---- the same goldens on other backends (f16-ref and PERFX_TEST_DEVICE): greedy output equal to
+// the CPU's golden ids.
+
+class GreedyOnDevice : public ::testing::TestWithParam<std::string> {};
+
+std::unique_ptr<Engine> load_on(const std::string& model, const std::string& device) {
+  EngineOptions eo;
+  eo.model_path = model;
+  eo.n_threads = 2;
+  eo.device = device;
+  try {
+    return Engine::load(eo);
+  } catch (const std::exception& e) {
+    if (device != "f16-ref" && std::string(e.what()).find("device") != std::string::npos) return nullptr;
+    throw;
+  }
+}
+
+TEST_P(GreedyOnDevice, Stories260kHf256Tokens) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/golden_greedy_n256.ids");
+  auto e = load_on(shared_path("models/stories260K-hf"), GetParam());
+  if (!e) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
+  const auto want = golden_ids(shared_path("models/stories260K-hf/golden_greedy_n256.ids"));
+  EXPECT_EQ(greedy(*e, {1}, 256).output_ids, want);
+}
+
+TEST_P(GreedyOnDevice, DefaultModel) {
+  const std::string dir = source_dir() + "/models/default";
+  auto e = load_on(dir, GetParam());
+  if (!e) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
+  for (const auto& c : nlohmann::json::parse(read_file(dir + "/reference_greedy.json"))) {
+    Engine::GenerateOptions o;
+    o.max_tokens = 64;
+    o.sampling.temperature = 0;
+    o.ignore_eos = true;
+    const auto prompt = e->tokenizer().encode(c["prompt"].get<std::string>(), true);
+    EXPECT_EQ(e->generate(prompt, o, nullptr).output_ids, c["generated_ids"].get<std::vector<int32_t>>())
+        << c["prompt"];
+  }
+}
+
+std::vector<std::string> greedy_devices() {
+  std::vector<std::string> d = {"f16-ref"};
+  for (const auto& x : env_test_devices())
+    if (x != "cpu" && x != "f16-ref") d.push_back(x);
+  return d;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, GreedyOnDevice, ::testing::ValuesIn(greedy_devices()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& c : n)
+                             if (!std::isalnum((unsigned char)c)) c = '_';
+                           return n;
+                         });
+
 }  // namespace
 }  // namespace perfx::test

@@ -269,8 +269,8 @@ class F16RefBackend : public Backend {
     check(logits.dtype == DType::F32, "sample: logits must be F32");
     std::vector<std::pair<float, int32_t>> scratch;
     for (size_t r = 0; r < rows.size(); ++r)
-      ids[r] = cpu::sample_logits(logits.f32() + (int64_t)r * logits.stride, (int)logits.cols,
-                                  rows[r], scratch);
+      ids[r] = cpu::sample_logits(logits.f32() + (int64_t)rows[r].row * logits.stride, (int)logits.cols, rows[r],
+                                  scratch);
   }
 };
 

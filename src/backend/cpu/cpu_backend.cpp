@@ -366,12 +366,13 @@ class CpuBackend : public Backend {
   }
 
   void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
-    PERFX_CHECK(logits.dtype == DType::F32 && logits.rows >= (int64_t)rows.size(),
-                "sample: logits must be F32 with a row per sampled row");
+    PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
+    for (const auto& r : rows) PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
     pool_.parallel_for((int64_t)rows.size(), [&](int64_t r0, int64_t r1) {
       thread_local std::vector<std::pair<float, int32_t>> scratch;
       for (int64_t r = r0; r < r1; ++r)
-        ids[r] = sample_logits(logits.f32() + r * logits.stride, (int)logits.cols, rows[(size_t)r], scratch);
+        ids[r] = sample_logits(logits.f32() + rows[(size_t)r].row * logits.stride, (int)logits.cols,
+                               rows[(size_t)r], scratch);
     });
   }
 

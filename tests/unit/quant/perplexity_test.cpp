@@ -37,12 +37,15 @@ class FakeEngine : public Engine {
   int free_blocks() const override { return 1; }
   int total_blocks() const override { return 1; }
   int block_size() const override { return 16; }
-  void step(const std::vector<StepItem>& items, std::vector<float>& logits) override {
+  bool allocate_slots(SeqId, int) override { return true; }
+  void step(const std::vector<StepItem>& items, StepResult& out) override {
     const auto& w = items.at(0).tokens;
     EXPECT_TRUE(items[0].all_logits);
+    EXPECT_TRUE(items[0].copy_logits);
     windows.push_back(w);
-    logits.assign(w.size() * vocab, 0.0f);
-    for (size_t p = 0; p < w.size(); ++p) logits[p * vocab + predicted(w, p)] = bump;
+    out.logits.assign(w.size() * vocab, 0.0f);
+    for (size_t p = 0; p < w.size(); ++p) out.logits[p * vocab + predicted(w, p)] = bump;
+    out.tokens.assign(items.size(), -1);
   }
   GenerateResult generate(const std::vector<int32_t>&, const GenerateOptions&,
                           const std::function<bool(const std::string&)>&) override {

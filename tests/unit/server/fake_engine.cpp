@@ -124,7 +124,12 @@ int FakeEngine::total_blocks() const {
   return blocks_.total_blocks();
 }
 
-void FakeEngine::step(const std::vector<StepItem>& items, std::vector<float>& logits) {
+bool FakeEngine::allocate_slots(SeqId id, int n_new) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return blocks_.allocate(id, n_new);
+}
+
+void FakeEngine::step(const std::vector<StepItem>& items, StepResult& out) {
   if (o_.step_sleep_us > 0)
     std::this_thread::sleep_for(std::chrono::microseconds(o_.step_sleep_us));
   if (fail_steps_ > 0) {
@@ -142,9 +147,11 @@ void FakeEngine::step(const std::vector<StepItem>& items, std::vector<float>& lo
   }
   check(need <= blocks_.free_blocks(), "KV cache is full");
   const int V = tok_.vocab_size();
-  logits.clear();
+  out.logits.clear();
+  out.tokens.assign(items.size(), -1);
   StepRecord rec;
-  for (const auto& it : items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& it = items[i];
     blocks_.append(it.seq, it.tokens);
     auto& h = history_[it.seq];
     h.insert(h.end(), it.tokens.begin(), it.tokens.end());
@@ -154,7 +161,8 @@ void FakeEngine::step(const std::vector<StepItem>& items, std::vector<float>& lo
     const int32_t next = next_token(h, o_.eos_after);
     row[(size_t)next] = 12.0f;
     row[(size_t)((next + 1) % V)] = 1.0f;  // a runner-up for logprob tests
-    logits.insert(logits.end(), row.begin(), row.end());
+    if (it.copy_logits) out.logits.insert(out.logits.end(), row.begin(), row.end());
+    if (it.sampler) out.tokens[i] = it.sampler->sample(row.data(), V);
   }
   for (const auto& it : items) blocks_.commit(it.seq);  // as Engine::step does after forward
   steps_.push_back(std::move(rec));

@@ -69,7 +69,10 @@ class FakeEngine : public Engine {
   int free_blocks() const override;
   int total_blocks() const override;
   int block_size() const override { return o_.block_size; }
-  void step(const std::vector<StepItem>& items, std::vector<float>& logits) override;
+  bool allocate_slots(SeqId id, int n_new) override;
+  /// Rows are the fake model's logits; an item with a sampler is sampled from its row on the host
+  /// (Sampler::sample), as a backend's sample op would.
+  void step(const std::vector<StepItem>& items, StepResult& out) override;
   GenerateResult generate(const std::vector<int32_t>&, const GenerateOptions&,
                           const std::function<bool(const std::string&)>&) override;
 

@@ -1,0 +1,268 @@
+// perfx bench: llama-bench-style prompt processing (pp) and text generation (tg) throughput.
+//   pp N: one sequence prefills N tokens from an empty cache in one step; tokens/s = N / time.
+//   tg N: one sequence (or -B sequences at once) decodes N tokens one step at a time from an empty
+//         cache, each step sampling greedily on the backend; tokens/s = N · B / time.
+// Each test runs once to warm up, then -r times; the table gives mean ± sample standard deviation
+// of tokens/s over the repetitions (llama-bench's avg_ts / stddev_ts). -o json writes llama-bench's
+// field names, one object per test in a list.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common.h"
+#include "perfx/model_config.h"
+#include "perfx/status.h"
+#include "subcommand.h"
+
+namespace perfx::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model, device = "cpu", output = "md";
+  std::vector<int> n_prompt = {512}, n_gen = {128}, batch = {1};
+  int reps = 5, threads = 0;
+};
+
+struct Result {
+  int n_prompt = 0, n_gen = 0, batch = 1;
+  std::vector<double> ns;  // per repetition
+  double avg_ts() const {
+    double s = 0;
+    for (double t : samples_ts()) s += t;
+    return s / (double)ns.size();
+  }
+  double stddev_ts() const {
+    if (ns.size() < 2) return 0;
+    const double m = avg_ts();
+    double s = 0;
+    for (double t : samples_ts()) s += (t - m) * (t - m);
+    return std::sqrt(s / (double)(ns.size() - 1));
+  }
+  std::vector<double> samples_ts() const {
+    std::vector<double> v;
+    const double tokens = n_prompt > 0 ? n_prompt : (double)n_gen * batch;
+    for (double t : ns) v.push_back(tokens * 1e9 / t);
+    return v;
+  }
+  std::string name() const {
+    if (n_prompt > 0) return "pp" + std::to_string(n_prompt);
+    return "tg" + std::to_string(n_gen) + (batch > 1 ? " x" + std::to_string(batch) : "");
+  }
+};
+
+double now_ns() {
+  return (double)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Token ids that are valid for the model, varied so no cache or branch sees the same id twice in
+/// a row (llama-bench uses random ids too).
+std::vector<int32_t> ids_for(const Engine& e, int n, int salt) {
+  std::vector<int32_t> v((size_t)n);
+  const int32_t V = (int32_t)std::min<int64_t>(e.config().vocab_size, e.tokenizer().vocab_size());
+  for (int i = 0; i < n; ++i)
+    v[(size_t)i] = (int32_t)((i * 7919 + salt * 104729 + 3) % std::max(V - 3, 1)) + 3;
+  return v;
+}
+
+/// One pp run: seconds in ns.
+double run_pp(Engine& e, int n, int salt) {
+  const SeqId s = e.create_sequence();
+  std::vector<Engine::StepItem> items(1);
+  items[0].seq = s;
+  items[0].tokens = ids_for(e, n, salt);
+  SamplingParams g;
+  g.temperature = 0;
+  Sampler sampler(g);
+  items[0].sampler = &sampler;  // the step ends with a sampled id, as prefill does for real
+  Engine::StepResult r;
+  const double t0 = now_ns();
+  e.step(items, r);
+  const double t = now_ns() - t0;
+  e.release_sequence(s);
+  return t;
+}
+
+/// One tg run of n tokens for `batch` sequences at once.
+double run_tg(Engine& e, int n, int batch, int salt) {
+  std::vector<SeqId> seqs;
+  SamplingParams g;
+  g.temperature = 0;
+  std::vector<Sampler> samplers((size_t)batch, Sampler(g));
+  std::vector<Engine::StepItem> items((size_t)batch);
+  for (int b = 0; b < batch; ++b) {
+    seqs.push_back(e.create_sequence());
+    items[(size_t)b].seq = seqs.back();
+    items[(size_t)b].tokens = {ids_for(e, 1, salt + b)[0]};
+    items[(size_t)b].sampler = &samplers[(size_t)b];
+  }
+  Engine::StepResult r;
+  const double t0 = now_ns();
+  for (int i = 0; i < n; ++i) {
+    e.step(items, r);
+    for (int b = 0; b < batch; ++b) items[(size_t)b].tokens = {r.tokens[(size_t)b]};
+  }
+  const double t = now_ns() - t0;
+  for (SeqId s : seqs) e.release_sequence(s);
+  return t;
+}
+
+void bench(const BenchArgs& a) {
+  check(a.reps >= 1 && a.reps <= 1000, "-r must be 1..1000, got " + std::to_string(a.reps));
+  for (int p : a.n_prompt)
+    check(p >= 0 && p <= 65536, "-p must be 0..65536, got " + std::to_string(p));
+  for (int n : a.n_gen)
+    check(n >= 0 && n <= 65536, "-n must be 0..65536, got " + std::to_string(n));
+  for (int b : a.batch) check(b >= 1 && b <= 4096, "-B must be 1..4096, got " + std::to_string(b));
+  check(a.output == "md" || a.output == "json", "-o must be md or json, got '" + a.output + "'");
+  EngineOptions eo;
+  eo.model_path = a.model.empty() ? default_model_path() : a.model;
+  eo.tokenizer_path = tokenizer_override(eo.model_path);
+  eo.device = a.device;
+  eo.n_threads = a.threads;
+  int need_ctx = 1;
+  int max_batch = 1;
+  for (int p : a.n_prompt) need_ctx = std::max(need_ctx, p + 1);
+  for (int n : a.n_gen) need_ctx = std::max(need_ctx, n + 2);
+  for (int b : a.batch) max_batch = std::max(max_batch, b);
+  eo.ctx = need_ctx;
+  eo.kv_cache_tokens = need_ctx * max_batch + 64;
+  warn_if_oversubscribed(a.threads);
+  const double t_load = now_ns();
+  auto e = Engine::load(eo);
+  std::fprintf(stderr, "perfx: loaded %s in %.2f s; weights %s on %s\n", eo.model_path.c_str(),
+               (now_ns() - t_load) / 1e9, human_bytes(e->weight_bytes()).c_str(),
+               e->device().c_str());
+  check(need_ctx <= e->config().max_position_embeddings * 4, "the tests need a context of " +
+                                                                 std::to_string(need_ctx) +
+                                                                 " tokens, far beyond the model's");
+
+  std::vector<Result> results;
+  int salt = 1;
+  for (int p : a.n_prompt) {
+    if (p == 0) continue;
+    Result r;
+    r.n_prompt = p;
+    run_pp(*e, p, salt++);  // warm-up
+    for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_pp(*e, p, salt++));
+    results.push_back(r);
+  }
+  for (int n : a.n_gen) {
+    if (n == 0) continue;
+    for (int b : a.batch) {
+      Result r;
+      r.n_gen = n;
+      r.batch = b;
+      run_tg(*e, std::min(n, 16), b, salt++);  // warm-up (also captures decode graphs)
+      for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_tg(*e, n, b, salt++));
+      results.push_back(r);
+    }
+  }
+  const auto& c = e->config();
+  const int64_t n_params =
+      c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) +
+      c.num_hidden_layers * (c.hidden_size * (c.q_dim() + 2 * c.kv_dim()) +
+                             c.q_dim() * c.hidden_size + 3 * c.hidden_size * c.intermediate_size);
+  std::string model = eo.model_path;
+  while (model.size() > 1 && model.back() == '/') model.pop_back();
+  const std::string threads = e->device().rfind("cpu", 0) == 0 ? std::to_string(a.threads) : "-";
+  if (a.output == "json") {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& r : results) {
+      nlohmann::ordered_json j;
+      j["build_commit"] = PERFX_GIT_COMMIT;
+      j["backends"] = e->device();
+      j["model_filename"] = model;
+      j["model_type"] = c.model_type;
+      j["model_size"] = e->weight_bytes();
+      j["model_n_params"] = n_params;
+      j["n_threads"] = a.threads;
+      j["n_prompt"] = r.n_prompt;
+      j["n_gen"] = r.n_gen;
+      j["n_batch_seqs"] = r.batch;
+      double avg_ns = 0;
+      for (double t : r.ns) avg_ns += t / (double)r.ns.size();
+      double sd = 0;
+      for (double t : r.ns) sd += (t - avg_ns) * (t - avg_ns);
+      j["avg_ns"] = (int64_t)avg_ns;
+      j["stddev_ns"] = r.ns.size() > 1 ? (int64_t)std::sqrt(sd / (double)(r.ns.size() - 1)) : 0;
+      j["avg_ts"] = r.avg_ts();
+      j["stddev_ts"] = r.stddev_ts();
+      std::vector<int64_t> sn;
+      for (double t : r.ns) sn.push_back((int64_t)t);
+      j["samples_ns"] = sn;
+      j["samples_ts"] = r.samples_ts();
+      j["peak_rss_bytes"] = peak_rss_bytes();
+      out.push_back(j);
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("| model | size | params | backend | threads | test | t/s |\n");
+  std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  for (const auto& r : results) {
+    char ts[64];
+    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts(), r.stddev_ts());
+    std::printf("| %s | %s | %.2f B | %s | %s | %s | %s |\n", model.c_str(),
+                human_bytes(e->weight_bytes()).c_str(), (double)n_params / 1e9, e->device().c_str(),
+                threads.c_str(), r.name().c_str(), ts);
+  }
+  std::printf("\nweight bytes %zu; peak resident memory %s\n", e->weight_bytes(),
+              human_bytes(peak_rss_bytes()).c_str());
+}
+
+/// "512,1024" -> {512, 1024} (llama-bench accepts comma lists).
+std::vector<int> int_list(const std::string& s, const char* flag) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) {
+    try {
+      size_t used = 0;
+      v.push_back(std::stoi(x, &used));
+      check(used == x.size(), "");
+    } catch (const std::exception&) {
+      throw Error(std::string(flag) + " expects a number or a comma-separated list, got '" + s +
+                  "'");
+    }
+  }
+  check(!v.empty(),
+        std::string(flag) + " expects a number or a comma-separated list, got '" + s + "'");
+  return v;
+}
+
+Register reg("bench", 55, [](CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto p = std::make_shared<std::string>("512"), n = std::make_shared<std::string>("128"),
+       b = std::make_shared<std::string>("1");
+  auto* sub = app.add_subcommand("bench",
+                                 "Prompt-processing and generation throughput (llama-bench style)");
+  sub->add_option(
+      "-m,--model", a->model,
+      "HF folder, .gguf, or random:SHAPE[:FORMAT] (tinyllama-1.1b, llama-2-7b, llama-2-70b; "
+      "awq, f16, q8_0, q4_0) (default: models/default)");
+  sub->add_option("-p,--n-prompt", *p, "Prompt tokens per pp test (comma list; 0 = no pp test)")
+      ->capture_default_str();
+  sub->add_option("-n,--n-gen", *n, "Generated tokens per tg test (comma list; 0 = no tg test)")
+      ->capture_default_str();
+  sub->add_option("-B,--batch-seqs", *b, "Sequences decoding together in tg tests (comma list)")
+      ->capture_default_str();
+  sub->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->capture_default_str();
+  sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
+      ->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], ...")->capture_default_str();
+  sub->add_option("-o,--output", a->output, "md or json")->capture_default_str();
+  sub->callback([a, p, n, b] {
+    a->n_prompt = int_list(*p, "-p");
+    a->n_gen = int_list(*n, "-n");
+    a->batch = int_list(*b, "-B");
+    bench(*a);
+  });
+});
+
+}  // namespace
+}  // namespace perfx::cli
