@@ -147,6 +147,16 @@ class Backend {
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
   /// Blocks until queued work is done (CPU: no-op).
   virtual void synchronize() = 0;
+  /// True when weights are read from the host views given at load (the CPU reads mmapped
+  /// checkpoints in place), so the checkpoint must outlive the backend's weights; false when the
+  /// backend copied them (a GPU), so the loader may release the host copy.
+  virtual bool reads_host_weights() const { return true; }
+  /// Free and total device memory in bytes, when the device has its own (a GPU); false otherwise.
+  virtual bool device_memory(size_t* free_bytes, size_t* total_bytes) const {
+    (void)free_bytes;
+    (void)total_bytes;
+    return false;
+  }
 
   // ---- weights (repacked at load)
   /// A linear layer from one or more sources stacked by output rows. All parts share `in`.
@@ -181,8 +191,9 @@ class Backend {
   virtual void linear(Tensor x, const Weight& w, const Weight* bias, Tensor y) = 0;
   /// Per token t, in this order: when q_norm/k_norm are given (Qwen3), RMSNorm of every head of q
   /// and k over head_dim with weight [head_dim]; RoPE of every head of q (in place) and k at
-  /// positions[t]; then k and v [T, n_kv_heads*head_dim] are written into slot slots[t] of `layer`.
-  /// q [T, n_q_heads*head_dim]. k is rotated in place too.
+  /// positions[t]; then the rotated k and v [T, n_kv_heads*head_dim] are written into slot
+  /// slots[t] of `layer`. q [T, n_q_heads*head_dim]. Afterwards k's contents are unspecified (a
+  /// backend may rotate it in place or leave it); v is unchanged.
   virtual void rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
                              const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kv,
                              int layer, const BatchLayout& b) = 0;

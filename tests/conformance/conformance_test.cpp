@@ -593,17 +593,19 @@ TEST_P(Conformance, RopeKvStore) {
     d().be().rope_kv_store(t.cols_view(0, qd), t.cols_view(qd, kvd), t.cols_view(qd + kvd, kvd),
                            c.nq, c.norm ? qnw.get() : nullptr, c.norm ? knw.get() : nullptr, 1e-6f,
                            *rope, *kv, 1, b);
+    // q is rotated in place (k's contents are unspecified afterwards; the cache holds the rotated
+    // k, checked by the Attention cases that use RoPE).
     std::vector<double> ref;
     for (int tk = 0; tk < T; ++tk) {
-      std::vector<double> row(qkv.begin() + (long)tk * W, qkv.begin() + (long)(tk + 1) * W);
-      for (int h = 0; h < c.nq + c.nkv; ++h) {
+      std::vector<double> row(qkv.begin() + (long)tk * W, qkv.begin() + (long)tk * W + qd);
+      for (int h = 0; h < c.nq; ++h) {
         double* x = row.data() + h * c.hd;
-        if (c.norm) head_norm_ref(x, h < c.nq ? qn : kn, c.hd, 1e-6f);
-        rope_ref(x, *&rope->params, b.positions[(size_t)tk]);
+        if (c.norm) head_norm_ref(x, qn, c.hd, 1e-6f);
+        rope_ref(x, rope->params, b.positions[(size_t)tk]);
       }
       ref.insert(ref.end(), row.begin(), row.end());
     }
-    expect_close(d().download(t), ref, tol(),
+    expect_close(d().download(t.cols_view(0, qd)), ref, tol(),
                  "rope_kv_store nq=" + std::to_string(c.nq) + " hd=" + std::to_string(c.hd) +
                      " rot=" + std::to_string(c.rot) + (c.inter ? " interleaved" : " half") +
                      (c.norm ? " +norm" : ""));
@@ -613,13 +615,17 @@ TEST_P(Conformance, RopeKvStore) {
 /// Attention case: fills the cache with the history batch and the step batch through rope_kv_store
 /// (identity RoPE when rot = 0) and compares attention on the step with a double reference.
 void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int hd, int block_size,
-                    const std::vector<std::pair<int, int>>& seqs, int rot, bool perf_only) {
+                    const std::vector<std::pair<int, int>>& seqs, int rot, bool perf_only,
+                    bool norm = false) {
   std::mt19937 rng((uint32_t)(nq * 131 + hd * 7 + block_size + seqs.size()));
   const PagedBatch pb = make_paged(seqs, block_size, rng);
   const int qd = nq * hd, kvd = nkv * hd, W = qd + 2 * kvd;
   auto rope = dv.be().load_rope(rope_params(hd, rot, false, 10000.0f, 1.0f));
   auto kv = dv.be().create_kv(3, pb.n_blocks, block_size, nkv, hd);
   const int layer = 2;
+  const auto qn = randn((size_t)hd, rng), kn = randn((size_t)hd, rng);
+  auto qnw = dv.be().load_vector(vector_view("q_norm", qn));
+  auto knw = dv.be().load_vector(vector_view("k_norm", kn));
   // keys and values of every position of every sequence, as stored (rounded, rotated)
   std::map<std::pair<int, int>, std::vector<double>> K, V;
   std::vector<double> Q;  // step queries after RoPE
@@ -630,11 +636,14 @@ void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int
     Tensor t = dv.upload(qkv, b->n_tokens, W);
     dv.be().prepare_batch(*b);
     dv.be().rope_kv_store(t.cols_view(0, qd), t.cols_view(qd, kvd), t.cols_view(qd + kvd, kvd), nq,
-                          nullptr, nullptr, 1e-6f, *rope, *kv, layer, *b);
+                          norm ? qnw.get() : nullptr, norm ? knw.get() : nullptr, 1e-6f, *rope, *kv,
+                          layer, *b);
     for (int tk = 0; tk < b->n_tokens; ++tk) {
       std::vector<double> row(qkv.begin() + (long)tk * W, qkv.begin() + (long)(tk + 1) * W);
-      for (int h = 0; h < nq + nkv; ++h)
+      for (int h = 0; h < nq + nkv; ++h) {
+        if (norm) head_norm_ref(row.data() + h * hd, h < nq ? qn : kn, hd, 1e-6f);
         rope_ref(row.data() + h * hd, rope->params, b->positions[(size_t)tk]);
+      }
       for (double& x : row) x = round_to(dv.act(), (float)x);
       const auto key = std::make_pair(b->token_seq[(size_t)tk], b->positions[(size_t)tk]);
       K[key].assign(row.begin() + qd, row.begin() + qd + kvd);
@@ -695,6 +704,7 @@ TEST_P(Conformance, Attention) {
   attention_case(this, d(), tol(), 8, 1, 80, 8, {{17, 3}, {1, 1}}, 80, false);
   attention_case(this, d(), tol(), 16, 2, 64, 16, {{130, 1}, {3, 70}}, 0, false);
   attention_case(this, d(), tol(), 32, 4, 128, 16, {{200, 1}, {0, 64}}, 0, false);
+  attention_case(this, d(), tol(), 4, 2, 64, 16, {{9, 2}, {0, 5}}, 64, false, /*norm=*/true);
 }
 
 TEST_P(Conformance, DISABLED_AttentionPerfShapes) {  // run by --perf

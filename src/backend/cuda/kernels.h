@@ -1,0 +1,56 @@
+// Launchers of the CUDA backend's small kernels (norms, SwiGLU, gathers, bias, sampling helpers),
+// callable from host C++ (no CUDA syntax here). Tensors are device pointers with row strides in
+// elements; `act` is the activation dtype (F16 or BF16); reductions run in fp32. Every launcher
+// enqueues on `stream` and returns at once; errors surface through cudaGetLastError (the backend
+// checks after each op). Formulas: RMSNorm (Zhang & Sennrich 2019; HF LlamaRMSNorm), SwiGLU
+// (Shazeer 2020).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace perfx::cuda {
+
+/// out[t, :] = table[ids[t], :] for t < n_tokens; table [vocab, hidden] and out in `act`.
+void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64_t hidden, void* out,
+                      int64_t ldo, DType act, cudaStream_t stream);
+
+/// out[r] = x[r] / sqrt(mean(x[r]²) + eps) * w for r < rows; x, out [rows, n] in `act`, w fp32 [n].
+void launch_rms_norm(const void* x, int64_t ldx, const float* w, float eps, int rows, int64_t n,
+                     void* out, int64_t ldo, DType act, cudaStream_t stream);
+
+/// residual[r] = round(residual[r] + x[r]); out[r] = rms_norm(residual[r]) * w (fused; the norm
+/// reads the rounded sum). residual, x, out [rows, n] in `act`; w fp32 [n].
+void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx, const float* w,
+                         float eps, int rows, int64_t n, void* out, int64_t ldo, DType act,
+                         cudaStream_t stream);
+
+/// out[r, i] = silu(gu[r, i]) * gu[r, I + i] for i < I; gu [rows, 2I], out [rows, I] in `act`.
+void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo,
+                     DType act, cudaStream_t stream);
+
+/// out[i, :] = x[rows[i], :] for i < n; x, out in `act` with `cols` columns.
+void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols,
+                        void* out, int64_t ldo, DType act, cudaStream_t stream);
+
+/// y[r, c] += bias[c]; y [rows, cols] in `ydt` (act or F32), bias fp32 [cols].
+void launch_add_bias(void* y, int64_t ldy, DType ydt, const float* bias, int rows, int64_t cols,
+                     cudaStream_t stream);
+
+/// One penalty to apply to logits[row, id] (F32): l = repeat != 1 ? (l > 0 ? l / repeat : l · repeat)
+/// : l; then l −= subtract (OpenAI presence + frequency · count). Entries are distinct (row, id).
+struct PenaltyEntry {
+  int32_t row, id;
+  float repeat, subtract;
+};
+void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, int n, cudaStream_t stream);
+
+/// out[i] = argmax_j logits[rows[i], j] over j < vocab (lowest j on ties; NaN never wins), F32
+/// logits with row stride ld; out int32 [n] on the device.
+void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
+                   int32_t* out, cudaStream_t stream);
+
+}  // namespace perfx::cuda
