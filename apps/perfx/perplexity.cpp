@@ -31,6 +31,7 @@ void run_perplexity(const PplArgs& a) {
   const std::string text = read_text_file(a.file);
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;
+  eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
   eo.ctx = a.ctx;
@@ -81,7 +82,7 @@ Register reg("perplexity", 40, [](CLI::App& app) {
   sub->add_option("--chunks", a->chunks, "Evaluate at most this many windows (0 = all)")
       ->capture_default_str();
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
-  sub->add_option("--device", a->device, "Backend: cpu")->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu or cuda[:N]")->capture_default_str();
   sub->callback([a] { run_perplexity(*a); });
 });
 

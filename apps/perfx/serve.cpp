@@ -26,7 +26,7 @@ struct ServeArgs {
   std::string model, host = "127.0.0.1", api_key, chat_template, device = "cpu", model_name;
   int port = 8080, max_batch = 64, kv_cache_tokens = 0, ctx = 0, threads = 0, max_queue = 256;
   int prefill_chunk = 512, kv_cache_mib = 2048;
-  double timeout_s = 600, max_body_mib = 4;
+  double timeout_s = 600, max_body_mib = 4, gpu_memory_utilization = 0.9;
 };
 
 // Default KV capacity: room for every batch slot at full context, within --kv-cache-mib.
@@ -57,14 +57,21 @@ void serve(ServeArgs a) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  check(a.gpu_memory_utilization > 0 && a.gpu_memory_utilization <= 1,
+        "--gpu-memory-utilization must be in (0, 1], got " + std::to_string(a.gpu_memory_utilization));
   EngineOptions eo;
   eo.model_path = a.model;
+  eo.tokenizer_path = tokenizer_override(a.model);
   eo.device = a.device;
   eo.n_threads = a.threads;
   eo.ctx = a.ctx;
-  eo.kv_cache_tokens = a.kv_cache_tokens > 0
-                           ? a.kv_cache_tokens
-                           : default_kv_tokens(a, open_checkpoint(a.model).config);
+  // A GPU: the KV cache takes what --gpu-memory-utilization leaves (vLLM); the CPU: room for every
+  // batch slot at full context within --kv-cache-mib.
+  const bool gpu = a.device.rfind("cuda", 0) == 0;
+  eo.gpu_memory_utilization = a.gpu_memory_utilization;
+  eo.kv_cache_tokens = a.kv_cache_tokens > 0 ? a.kv_cache_tokens
+                       : gpu               ? 0
+                                           : default_kv_tokens(a, open_checkpoint(a.model).config);
   warn_if_oversubscribed(a.threads);
   std::unique_ptr<Engine> engine = Engine::load(eo);
   warn_past_trained_context(*engine);
@@ -151,7 +158,10 @@ static Register reg("serve", 50, [](CLI::App& app) {
                   "chat template: a Jinja file, a tokenizer_config.json, or one of chatml, llama2, "
                   "llama3, mistral, zephyr");
   sub->add_option("-t,--threads", a->threads, "compute threads (default: all cores)");
-  sub->add_option("--device", a->device, "backend (default cpu)");
+  sub->add_option("--device", a->device, "backend: cpu (default) or cuda[:N]");
+  sub->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                  "GPU: fraction of the GPU's memory for weights, activations and the KV cache, which "
+                  "takes what the others leave (vLLM's flag; default 0.9; --kv-cache-tokens overrides)");
   sub->add_option("--max-queue", a->max_queue,
                   "sequences that may wait for a batch slot; more get 429 (default 256)");
   sub->add_option("--prefill-chunk", a->prefill_chunk,

@@ -22,7 +22,11 @@ struct EngineOptions {
   std::string device = "cpu";    // backend name
   int n_threads = 0;             // <= 0: all cores
   int ctx = 0;                   // max tokens per sequence; 0: min(max_position_embeddings, 4096)
-  int kv_cache_tokens = 0;       // KV capacity over all sequences; 0: ctx
+  int kv_cache_tokens = 0;       // KV capacity over all sequences; 0: see gpu_memory_utilization
+  /// With kv_cache_tokens 0 on a device with its own memory (a GPU): the KV cache takes this
+  /// fraction of the device's memory left after the weights and a scratch reserve (vLLM's
+  /// --gpu-memory-utilization); 0 = size it for one sequence of ctx tokens (the CPU's rule).
+  double gpu_memory_utilization = 0;
   int block_size = 16;           // tokens per KV block
 };
 

@@ -4,6 +4,9 @@
 #include <mutex>
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef PERFX_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "perfx/status.h"
 
 namespace perfx {
@@ -43,6 +46,9 @@ std::map<std::string, BackendFactory>& registry() {
 /// The backends compiled into this build: one line each.
 void builtin_backends(std::map<std::string, BackendFactory>& r) {
   r.emplace("cpu", [](int, int n_threads) { return cpu::create_cpu_backend(n_threads); });
+#ifdef PERFX_HAVE_CUDA
+  r.emplace("cuda", [](int index, int) { return cuda::create_cuda_backend(index); });
+#endif
 }
 
 }  // namespace

@@ -41,6 +41,8 @@ class EngineImpl : public Engine {
     check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= 64 * kMaxCtx,
           "KV cache size " + std::to_string(o.kv_cache_tokens) + " tokens is out of range");
     check(o.block_size > 0 && o.block_size <= 4096, "KV block size must be 1..4096");
+    check(o.gpu_memory_utilization >= 0 && o.gpu_memory_utilization <= 1,
+          "GPU memory utilization must be in (0, 1], got " + std::to_string(o.gpu_memory_utilization));
     ck_ = open_checkpoint(o.model_path);
     backend_ = create_backend(o.device, o.n_threads);
     model_ = std::make_unique<LlamaModel>(ck_, *backend_);
@@ -68,12 +70,35 @@ class EngineImpl : public Engine {
                 "a KV cache of " + std::to_string(o.kv_cache_tokens) +
                     " tokens cannot hold one sequence of the context size " + std::to_string(ctx_) +
                     ": give --kv-cache-tokens >= " + std::to_string(ctx_) + " or a smaller -c");
-    const int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
+    int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
+    size_t free_b = 0, total_b = 0;
+    if (o.kv_cache_tokens == 0 && o.gpu_memory_utilization > 0 && backend_->device_memory(&free_b, &total_b)) {
+      // vLLM's rule: weights + activations + KV within utilization · total; activations get a
+      // reserve (the scratch of a 512-token step with its logits, plus 1 GiB for workspaces).
+      const size_t act = dtype_block_bytes(backend_->act_dtype());
+      const size_t scratch = (size_t)512 * (size_t)(6 * c.hidden_size + 4 * c.intermediate_size) * act +
+                             (size_t)512 * (size_t)c.vocab_size * 4 + (size_t(1) << 30);
+      const double budget = o.gpu_memory_utilization * (double)total_b - (double)(total_b - free_b) - (double)scratch;
+      const double per_token = (double)c.num_hidden_layers * 2.0 * (double)c.kv_dim() * (double)act;
+      const double fit = budget / per_token;
+      PERFX_CHECK(fit >= ctx_, "GPU memory: the KV cache for one sequence of " + std::to_string(ctx_) + " tokens needs " +
+                                   std::to_string((size_t)(per_token * ctx_) >> 20) + " MiB, but only " +
+                                   std::to_string(budget > 0 ? (size_t)budget >> 20 : 0) +
+                                   " MiB are left within the GPU memory utilization " +
+                                   std::to_string(o.gpu_memory_utilization) + " (lower -c or raise it)");
+      kv_tokens = (int)std::min<double>(fit, 64.0 * kMaxCtx);
+    }
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
     kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
                               (int)c.head_dim);
     eos_ = eos_ids();
+    // A device backend holds its own copy of the weights: the host checkpoint can go (mmapped
+    // pages, a synthetic model's memory), keeping the host's resident memory small.
+    if (!backend_->reads_host_weights()) {
+      ck_.gguf = nullptr;
+      ck_.source.reset();
+    }
     std::string p = o.model_path;
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     name_ = p.substr(p.find_last_of('/') == std::string::npos ? 0 : p.find_last_of('/') + 1);

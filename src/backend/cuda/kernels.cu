@@ -61,7 +61,8 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, int64_t ldx, const floa
     ss += v * v;
   }
   const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = from_f<T>(w[i] * (to_f(xr[i]) * inv));
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    o[i] = from_f<T>(w[i] * (to_f(xr[i]) * inv));
 }
 
 template <typename T>
@@ -83,20 +84,22 @@ __global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* _
 }
 
 template <typename T>
-__global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I, T* __restrict__ out,
-                                int64_t ldo) {
+__global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I,
+                                T* __restrict__ out, int64_t ldo) {
   const int64_t row = blockIdx.y;
   const T* g = gu + row * ldg;
   T* o = out + row * ldo;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < I; i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < I;
+       i += (int64_t)gridDim.x * blockDim.x) {
     const float a = to_f(g[i]), u = to_f(g[I + i]);
     o[i] = from_f<T>(a / (1.0f + __expf(-a)) * u);
   }
 }
 
 /// Copies rows of `cols` elements of 2 bytes: 16-byte chunks when everything is 16-byte aligned.
-__global__ void copy_rows_kernel(const uint16_t* __restrict__ src, int64_t lds, const int32_t* __restrict__ idx,
-                                 int64_t cols, uint16_t* __restrict__ dst, int64_t ldd, bool vec) {
+__global__ void copy_rows_kernel(const uint16_t* __restrict__ src, int64_t lds,
+                                 const int32_t* __restrict__ idx, int64_t cols,
+                                 uint16_t* __restrict__ dst, int64_t ldd, bool vec) {
   const int64_t r = blockIdx.x;
   const int64_t s = idx ? idx[r] : r;
   const uint16_t* a = src + s * lds;
@@ -111,18 +114,23 @@ __global__ void copy_rows_kernel(const uint16_t* __restrict__ src, int64_t lds, 
 }
 
 template <typename T>
-__global__ void add_bias_kernel(T* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int64_t cols) {
+__global__ void add_bias_kernel(T* __restrict__ y, int64_t ldy, const float* __restrict__ bias,
+                                int64_t cols) {
   T* yr = y + (int64_t)blockIdx.y * ldy;
-  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
+       c += (int64_t)gridDim.x * blockDim.x)
     yr[c] = from_f<T>(to_f(yr[c]) + bias[c]);
 }
-__global__ void add_bias_f32_kernel(float* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int64_t cols) {
+__global__ void add_bias_f32_kernel(float* __restrict__ y, int64_t ldy,
+                                    const float* __restrict__ bias, int64_t cols) {
   float* yr = y + (int64_t)blockIdx.y * ldy;
-  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
+       c += (int64_t)gridDim.x * blockDim.x)
     yr[c] += bias[c];
 }
 
-__global__ void penalties_kernel(float* __restrict__ logits, int64_t ld, const PenaltyEntry* __restrict__ e, int n) {
+__global__ void penalties_kernel(float* __restrict__ logits, int64_t ld,
+                                 const PenaltyEntry* __restrict__ e, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float& l = logits[(int64_t)e[i].row * ld + e[i].id];
@@ -139,8 +147,9 @@ __device__ __forceinline__ void better(float& bv, int& bi, float v, int i) {
   }
 }
 
-__global__ void argmax_kernel(const float* __restrict__ logits, int64_t ld, const int32_t* __restrict__ rows,
-                              int vocab, int32_t* __restrict__ out) {
+__global__ void argmax_kernel(const float* __restrict__ logits, int64_t ld,
+                              const int32_t* __restrict__ rows, int vocab,
+                              int32_t* __restrict__ out) {
   const float* l = logits + (int64_t)rows[blockIdx.x] * ld;
   float bv = -FLT_MAX;
   int bi = 0x7fffffff;
@@ -177,50 +186,52 @@ unsigned grid_cols(int64_t cols, int threads) {
 
 }  // namespace
 
-#define PERFX_DISPATCH_ACT(act, ...)                  \
-  do {                                                \
-    if ((act) == DType::BF16) {                       \
-      using T = __nv_bfloat16;                        \
-      __VA_ARGS__;                                    \
-    } else {                                          \
-      using T = __half;                               \
-      __VA_ARGS__;                                    \
-    }                                                 \
+#define PERFX_DISPATCH_ACT(act, ...) \
+  do {                               \
+    if ((act) == DType::BF16) {      \
+      using T = __nv_bfloat16;       \
+      __VA_ARGS__;                   \
+    } else {                         \
+      using T = __half;              \
+      __VA_ARGS__;                   \
+    }                                \
   } while (0)
 
-void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64_t hidden, void* out,
-                      int64_t ldo, DType, cudaStream_t stream) {
+void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64_t hidden,
+                      void* out, int64_t ldo, DType, cudaStream_t stream) {
   if (n_tokens <= 0) return;
-  const bool vec = hidden % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)table % 16 == 0) && ((uintptr_t)out % 16 == 0);
-  copy_rows_kernel<<<n_tokens, 128, 0, stream>>>(static_cast<const uint16_t*>(table), hidden, ids, hidden,
-                                                 static_cast<uint16_t*>(out), ldo, vec);
+  const bool vec =
+      hidden % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)table % 16 == 0) && ((uintptr_t)out % 16 == 0);
+  copy_rows_kernel<<<n_tokens, 128, 0, stream>>>(static_cast<const uint16_t*>(table), hidden, ids,
+                                                 hidden, static_cast<uint16_t*>(out), ldo, vec);
 }
 
-void launch_rms_norm(const void* x, int64_t ldx, const float* w, float eps, int rows, int64_t n, void* out,
-                     int64_t ldo, DType act, cudaStream_t stream) {
+void launch_rms_norm(const void* x, int64_t ldx, const float* w, float eps, int rows, int64_t n,
+                     void* out, int64_t ldo, DType act, cudaStream_t stream) {
   if (rows <= 0) return;
   PERFX_DISPATCH_ACT(act, rms_norm_kernel<T><<<rows, kNormThreads, 0, stream>>>(
                               static_cast<const T*>(x), ldx, w, eps, n, static_cast<T*>(out), ldo));
 }
 
-void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx, const float* w, float eps,
-                         int rows, int64_t n, void* out, int64_t ldo, DType act, cudaStream_t stream) {
+void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx, const float* w,
+                         float eps, int rows, int64_t n, void* out, int64_t ldo, DType act,
+                         cudaStream_t stream) {
   if (rows <= 0) return;
   PERFX_DISPATCH_ACT(act, add_rms_norm_kernel<T><<<rows, kNormThreads, 0, stream>>>(
-                              static_cast<T*>(residual), ldr, static_cast<const T*>(x), ldx, w, eps, n,
-                              static_cast<T*>(out), ldo));
+                              static_cast<T*>(residual), ldr, static_cast<const T*>(x), ldx, w, eps,
+                              n, static_cast<T*>(out), ldo));
 }
 
-void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo, DType act,
-                     cudaStream_t stream) {
+void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo,
+                     DType act, cudaStream_t stream) {
   if (rows <= 0) return;
   const dim3 grid(grid_cols(I, 256), (unsigned)rows);
-  PERFX_DISPATCH_ACT(act, silu_mul_kernel<T><<<grid, 256, 0, stream>>>(static_cast<const T*>(gu), ldg, I,
-                                                                        static_cast<T*>(out), ldo));
+  PERFX_DISPATCH_ACT(act, silu_mul_kernel<T><<<grid, 256, 0, stream>>>(
+                              static_cast<const T*>(gu), ldg, I, static_cast<T*>(out), ldo));
 }
 
-void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols, void* out,
-                        int64_t ldo, DType, cudaStream_t stream) {
+void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols,
+                        void* out, int64_t ldo, DType, cudaStream_t stream) {
   if (n <= 0) return;
   const bool vec = cols % 8 == 0 && ldx % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)x % 16 == 0) &&
                    ((uintptr_t)out % 16 == 0);
@@ -236,16 +247,18 @@ void launch_add_bias(void* y, int64_t ldy, DType ydt, const float* bias, int row
     add_bias_f32_kernel<<<grid, 256, 0, stream>>>(static_cast<float*>(y), ldy, bias, cols);
     return;
   }
-  PERFX_DISPATCH_ACT(ydt, add_bias_kernel<T><<<grid, 256, 0, stream>>>(static_cast<T*>(y), ldy, bias, cols));
+  PERFX_DISPATCH_ACT(
+      ydt, add_bias_kernel<T><<<grid, 256, 0, stream>>>(static_cast<T*>(y), ldy, bias, cols));
 }
 
-void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, int n, cudaStream_t stream) {
+void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, int n,
+                      cudaStream_t stream) {
   if (n <= 0) return;
   penalties_kernel<<<(n + 255) / 256, 256, 0, stream>>>(logits, ld, entries, n);
 }
 
-void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab, int32_t* out,
-                   cudaStream_t stream) {
+void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
+                   int32_t* out, cudaStream_t stream) {
   if (n <= 0) return;
   argmax_kernel<<<n, 1024, 0, stream>>>(logits, ld, rows, vocab, out);
 }

@@ -15,8 +15,8 @@
 namespace perfx::cuda {
 
 /// out[t, :] = table[ids[t], :] for t < n_tokens; table [vocab, hidden] and out in `act`.
-void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64_t hidden, void* out,
-                      int64_t ldo, DType act, cudaStream_t stream);
+void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64_t hidden,
+                      void* out, int64_t ldo, DType act, cudaStream_t stream);
 
 /// out[r] = x[r] / sqrt(mean(x[r]²) + eps) * w for r < rows; x, out [rows, n] in `act`, w fp32 [n].
 void launch_rms_norm(const void* x, int64_t ldx, const float* w, float eps, int rows, int64_t n,
@@ -40,13 +40,15 @@ void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, 
 void launch_add_bias(void* y, int64_t ldy, DType ydt, const float* bias, int rows, int64_t cols,
                      cudaStream_t stream);
 
-/// One penalty to apply to logits[row, id] (F32): l = repeat != 1 ? (l > 0 ? l / repeat : l · repeat)
-/// : l; then l −= subtract (OpenAI presence + frequency · count). Entries are distinct (row, id).
+/// One penalty to apply to logits[row, id] (F32): l = repeat != 1 ? (l > 0 ? l / repeat : l ·
+/// repeat) : l; then l −= subtract (OpenAI presence + frequency · count). Entries are distinct
+/// (row, id).
 struct PenaltyEntry {
   int32_t row, id;
   float repeat, subtract;
 };
-void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, int n, cudaStream_t stream);
+void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, int n,
+                      cudaStream_t stream);
 
 /// out[i] = argmax_j logits[rows[i], j] over j < vocab (lowest j on ties; NaN never wins), F32
 /// logits with row stride ld; out int32 [n] on the device.

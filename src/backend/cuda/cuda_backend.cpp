@@ -1,0 +1,957 @@
+// The CUDA backend (see cuda_backend.h). Host code: memory, weight upload and repacking, the op
+// dispatch onto the kernels of kernels.h, linear.cuh, attention.cuh and rope_kv.cuh, sampling, and
+// CUDA-graph capture / replay of decode steps.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/cpu/reference.h"
+#include "backend/cpu/sampling.h"
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/rope_kv.cuh"
+#include "core/mmap.h"
+#include "core/quantized.h"
+#include "perfx/status.h"
+
+namespace perfx::cuda {
+namespace {
+
+std::string mib(size_t b) {
+  return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB";
+}
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(e) + " (" +
+                cudaGetErrorString(e) + ")");
+}
+
+void cublas_ok(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuBLAS error in ") + what + ": status " + std::to_string((int)s));
+}
+
+/// Runs `fn`, turning the kernels' std::exceptions (invalid_argument, runtime_error) into
+/// perfx::Error naming the op.
+template <typename F>
+void guarded(const char* op, F&& fn) {
+  try {
+    fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(std::string("CUDA ") + op + ": " + e.what());
+  }
+}
+
+/// Bumped whenever device memory that captured graphs may reference is freed or reallocated.
+struct Generation {
+  std::atomic<uint64_t> value{1};
+};
+
+/// A device allocation (cudaMalloc) freed on destruction; the error message on failure names what
+/// it was for, the bytes needed and the bytes free.
+class DevMem {
+ public:
+  DevMem() = default;
+  DevMem(size_t bytes, const std::string& what, int dev) { alloc(bytes, what, dev); }
+  ~DevMem() { reset(); }
+  DevMem(DevMem&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  DevMem& operator=(DevMem&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = o.p_, n_ = o.n_;
+      o.p_ = nullptr, o.n_ = 0;
+    }
+    return *this;
+  }
+  void alloc(size_t bytes, const std::string& what, int dev) {
+    reset();
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      (void)cudaMemGetInfo(&free_b, &total_b);
+      throw Error("out of GPU memory on cuda:" + std::to_string(dev) + ": " + what + " needs " +
+                  mib(bytes) + ", " + mib(free_b) + " free of " + mib(total_b));
+    }
+    cuda_ok(e, "cudaMalloc");
+    p_ = p;
+    n_ = bytes;
+  }
+  void reset() {
+    if (p_) (void)cudaFree(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+  void* get() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+class CudaBuffer : public Buffer {
+ public:
+  CudaBuffer(size_t bytes, int dev, std::shared_ptr<Generation> gen)
+      : mem_(bytes, "a scratch buffer", dev), gen_(std::move(gen)) {}
+  ~CudaBuffer() override { gen_->value++; }  // graphs may point into it
+  void* data() override { return mem_.get(); }
+  size_t size() const override { return mem_.size(); }
+
+ private:
+  DevMem mem_;
+  std::shared_ptr<Generation> gen_;
+};
+
+class CudaWeight : public Weight {
+ public:
+  enum class Kind { Vector, Dense, W4, W8 };
+  Kind kind = Kind::Dense;
+  DevMem mem;  // Dense: act dtype [out, in] row-major; Vector: fp32 [out]
+  std::unique_ptr<W4Weight> w4;
+  std::unique_ptr<W8Weight> w8;
+  size_t bytes() const override {
+    if (w4) return w4->bytes();
+    if (w8) return w8->bytes();
+    return mem.size();
+  }
+  const float* vec() const { return static_cast<const float*>(mem.get()); }
+};
+
+class CudaKv : public KvStorage {
+ public:
+  DevMem mem;
+  size_t pool_elems = 0;  // elements per K (or V) pool of one layer
+  size_t bytes() const override { return mem.size(); }
+  void* k(int layer) const {
+    return static_cast<uint16_t*>(mem.get()) + (size_t)(2 * layer) * pool_elems;
+  }
+  void* v(int layer) const {
+    return static_cast<uint16_t*>(mem.get()) + (size_t)(2 * layer + 1) * pool_elems;
+  }
+};
+
+class CudaRope : public RopeTable {
+ public:
+  DevMem inv_freq;  // fp32 [rot_dim / 2]
+};
+
+const CudaWeight& cw(const Weight& w) {
+  return static_cast<const CudaWeight&>(w);
+}
+
+uint16_t to_act_bits(float v, DType act) {
+  return act == DType::BF16 ? fp32_to_bf16(v) : fp32_to_fp16(v);
+}
+
+bool aligned16(const void* p) {
+  return ((uintptr_t)p & 15) == 0;
+}
+
+int next_pow2(int v) {
+  int p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(int dev) : dev_(dev), gen_(std::make_shared<Generation>()) {
+    cuda_ok(cudaSetDevice(dev_), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    cuda_ok(cudaGetDeviceProperties(&prop, dev_), "cudaGetDeviceProperties");
+    gpu_name_ = prop.name;
+    check(prop.major >= 8, "cuda:" + std::to_string(dev_) + " (" + gpu_name_ +
+                               ", compute capability " + std::to_string(prop.major) + "." +
+                               std::to_string(prop.minor) +
+                               ") is older than sm_80, which the CUDA backend needs");
+    const char* dt = std::getenv("PERFX_CUDA_DTYPE");
+    const std::string d = dt ? dt : "f16";
+    check(d == "f16" || d == "bf16", "PERFX_CUDA_DTYPE must be f16 or bf16, got '" + d + "'");
+    act_ = d == "bf16" ? DType::BF16 : DType::F16;
+    const char* g = std::getenv("PERFX_CUDA_GRAPHS");
+    graphs_enabled_ = !(g && std::string(g) == "0");
+    cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda_ok(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
+    cublas_ok(cublasCreate(&cublas_), "cublasCreate");
+    cublas_ok(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    cublas_ws_.alloc(32u << 20, "the cuBLAS workspace", dev_);
+    cublas_ok(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
+              "cublasSetWorkspace");
+    guarded("init", [] {
+      linear_kernels_init();
+      paged_attention_init();
+    });
+  }
+
+  ~CudaBackend() override {
+    (void)cudaSetDevice(dev_);
+    if (state_ == State::Capturing) {
+      cudaGraph_t g = nullptr;
+      (void)cudaStreamEndCapture(stream_, &g);
+      if (g) (void)cudaGraphDestroy(g);
+    }
+    (void)cudaStreamSynchronize(stream_);
+    clear_graphs();
+    if (pinned_) (void)cudaFreeHost(pinned_);
+    if (pinned_sample_) (void)cudaFreeHost(pinned_sample_);
+    if (cublas_) (void)cublasDestroy(cublas_);
+    (void)cudaEventDestroy(staged_);
+    (void)cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(dev_); }
+  DType act_dtype() const override { return act_; }
+  bool reads_host_weights() const override { return false; }
+  bool device_memory(size_t* free_b, size_t* total_b) const override {
+    return cudaMemGetInfo(free_b, total_b) == cudaSuccess;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // memory
+
+  std::unique_ptr<Buffer> alloc(size_t bytes) override {
+    gen_->value++;  // a new scratch generation: graphs captured over the old one must not replay
+    return std::make_unique<CudaBuffer>(bytes, dev_, gen_);
+  }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    finish_forward();
+    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+            "cudaMemcpyAsync(to_device)");
+    cuda_ok(cudaStreamSynchronize(stream_), "to_device");
+  }
+  void to_host(void* dst, const void* src, size_t bytes) override {
+    finish_forward();
+    cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+            "cudaMemcpyAsync(to_host)");
+    cuda_ok(cudaStreamSynchronize(stream_), "to_host (a kernel of this step failed)");
+  }
+  void synchronize() override {
+    finish_forward();
+    cuda_ok(cudaStreamSynchronize(stream_), "synchronize (a kernel failed)");
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // weights
+
+  std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) override {
+    check(!parts.empty(), "load_linear: no parts");
+    auto w = std::make_unique<CudaWeight>();
+    w->in = parts[0].in;
+    w->out = 0;
+    bool all_int4 = true, all_q4_0 = true, all_q8_0 = true;
+    for (const auto& p : parts) {
+      check(p.in == w->in, "fused linear parts have different input widths");
+      w->out += p.out;
+      all_int4 = all_int4 && p.is_int4() && !p.int4->has_mins();
+      all_q4_0 = all_q4_0 && !p.is_int4() && p.weight.dtype == DType::Q4_0;
+      all_q8_0 = all_q8_0 && !p.is_int4() && p.weight.dtype == DType::Q8_0;
+    }
+    if (all_int4 || all_q4_0) {
+      std::vector<Int4Matrix> decoded;  // GGUF Q4_0: group 32, zero 8
+      std::vector<const Int4Matrix*> ptrs;
+      if (all_q4_0) {
+        for (const auto& p : parts) decoded.push_back(int4_from_gguf(p.weight));
+        for (const auto& m : decoded) ptrs.push_back(&m);
+      } else {
+        for (const auto& p : parts) ptrs.push_back(p.int4.get());
+      }
+      bool packed = false;
+      guarded("W4 upload", [&] {
+        try {
+          w->w4 = std::make_unique<W4Weight>(W4Weight::from_parts(ptrs));
+          packed = true;
+        } catch (const Error&) {
+          packed = false;  // a group size the kernels do not take: fp16 dense below
+        }
+      });
+      if (packed) {
+        w->kind = CudaWeight::Kind::W4;
+        release_sources(parts);
+        return w;
+      }
+    } else if (all_q8_0) {
+      std::vector<Int8Matrix> decoded;
+      std::vector<const Int8Matrix*> ptrs;
+      for (const auto& p : parts) decoded.push_back(int8_from_gguf(p.weight));
+      for (const auto& m : decoded) ptrs.push_back(&m);
+      bool packed = false;
+      guarded("W8 upload", [&] {
+        try {
+          w->w8 = std::make_unique<W8Weight>(W8Weight::from_parts(ptrs));
+          packed = true;
+        } catch (const Error&) {
+          packed = false;
+        }
+      });
+      if (packed) {
+        w->kind = CudaWeight::Kind::W8;
+        release_sources(parts);
+        return w;
+      }
+    }
+    // Dense: every part converted to the activation dtype, stacked by rows.
+    w->kind = CudaWeight::Kind::Dense;
+    w->mem.alloc((size_t)(w->out * w->in) * 2,
+                 "a weight [" + std::to_string(w->out) + ", " + std::to_string(w->in) + "]", dev_);
+    int64_t row0 = 0;
+    for (const auto& p : parts) {
+      upload_dense_rows(p, static_cast<uint16_t*>(w->mem.get()) + row0 * w->in);
+      row0 += p.out;
+    }
+    release_sources(parts);
+    return w;
+  }
+
+  std::unique_ptr<Weight> load_vector(const TensorView& v) override {
+    auto w = std::make_unique<CudaWeight>();
+    w->kind = CudaWeight::Kind::Vector;
+    w->out = v.numel();
+    w->in = 1;
+    std::vector<float> host((size_t)w->out);
+    float_to_f32(v.dtype, v.data, host.data(), w->out, "tensor '" + v.name + "'");
+    w->mem.alloc(host.size() * 4, "vector '" + v.name + "'", dev_);
+    cuda_ok(cudaMemcpy(w->mem.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice),
+            "upload vector");
+    return w;
+  }
+
+  std::unique_ptr<Weight> load_embedding(const TensorView& table) override {
+    check(table.shape.size() == 2, "embedding '" + table.name + "' is not 2-D");
+    LinearSource s;
+    s.weight = table;
+    s.out = table.shape[0];
+    s.in = table.shape[1];
+    auto w = std::make_unique<CudaWeight>();
+    w->kind = CudaWeight::Kind::Dense;
+    w->out = s.out;
+    w->in = s.in;
+    w->mem.alloc((size_t)(s.out * s.in) * 2, "the embedding table", dev_);
+    upload_dense_rows(s, static_cast<uint16_t*>(w->mem.get()));
+    vocab_ = std::max<int64_t>(vocab_, s.out);
+    return w;
+  }
+
+  std::unique_ptr<RopeTable> load_rope(const RopeParams& p) override {
+    check(p.rot_dim >= 0 && p.rot_dim <= p.head_dim && p.rot_dim % 2 == 0 &&
+              (int)p.inv_freq.size() == p.rot_dim / 2,
+          "load_rope: inconsistent RoPE parameters");
+    auto t = std::make_unique<CudaRope>();
+    t->params = p;
+    t->inv_freq.alloc(std::max<size_t>(p.inv_freq.size(), 1) * 4, "the RoPE table", dev_);
+    if (!p.inv_freq.empty())
+      cuda_ok(cudaMemcpy(t->inv_freq.get(), p.inv_freq.data(), p.inv_freq.size() * 4,
+                         cudaMemcpyHostToDevice),
+              "upload RoPE table");
+    gen_->value++;
+    return t;
+  }
+
+  std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
+                                       int head_dim) override {
+    check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
+          "create_kv: bad shape");
+    auto kv = std::make_unique<CudaKv>();
+    kv->n_layers = n_layers;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->n_kv_heads = n_kv_heads;
+    kv->head_dim = head_dim;
+    kv->pool_elems = (size_t)n_blocks * block_size * n_kv_heads * head_dim;
+    kv->mem.alloc(kv->pool_elems * 2 * (size_t)n_layers * 2,
+                  "the KV cache (" + std::to_string((int64_t)n_blocks * block_size) + " tokens)",
+                  dev_);
+    size_t need = 0;
+    guarded("attention workspace", [&] { need = paged_attention_workspace_bytes(head_dim); });
+    if (attn_ws_.size() < need) attn_ws_.alloc(need, "the attention workspace", dev_);
+    return kv;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // the step's layout
+
+  void prepare_batch(const BatchLayout& b) override {
+    finish_forward();
+    const int T = b.n_tokens, S = b.n_seqs;
+    PERFX_CHECK(T > 0 && S > 0 && (int)b.token_ids.size() == T && (int)b.positions.size() == T &&
+                    (int)b.slots.size() == T && (int)b.token_seq.size() == T &&
+                    (int)b.block_tables.size() == S * b.max_blocks,
+                "prepare_batch: inconsistent batch layout");
+    for (int t = 0; t < T; ++t)
+      PERFX_CHECK(b.token_ids[t] >= 0 && (vocab_ == 0 || b.token_ids[t] < vocab_),
+                  "token id " + std::to_string(b.token_ids[t]) + " is outside the vocabulary of " +
+                      std::to_string(vocab_));
+    // Per-sequence rows and key counts; tokens of a sequence must be contiguous and consecutive.
+    q_start_.assign((size_t)S + 1, 0);
+    kv_len_.assign((size_t)S, 0);
+    int max_q = 0, max_kv = 0;
+    {
+      int t = 0;
+      for (int s = 0; s < S; ++s) {
+        q_start_[(size_t)s] = t;
+        while (t < T && b.token_seq[t] == s) {
+          PERFX_CHECK(t == q_start_[(size_t)s] || b.positions[t] == b.positions[t - 1] + 1,
+                      "prepare_batch: the tokens of a sequence must have consecutive positions");
+          ++t;
+        }
+        const int q = t - q_start_[(size_t)s];
+        if (q > 0) kv_len_[(size_t)s] = b.positions[t - 1] + 1;
+        max_q = std::max(max_q, q);
+        max_kv = std::max(max_kv, kv_len_[(size_t)s]);
+      }
+      q_start_[(size_t)S] = t;
+      PERFX_CHECK(
+          t == T,
+          "prepare_batch: the tokens of each sequence must be contiguous and in sequence order");
+    }
+    decode_only_ = max_q == 1 && T == S;
+    bool eligible = graphs_enabled_ && decode_only_ && (int)b.logit_rows.size() == T;
+    for (int i = 0; eligible && i < T; ++i) eligible = b.logit_rows[(size_t)i] == i;
+    width_ = eligible ? next_pow2(std::max(b.max_blocks, 1)) : std::max(b.max_blocks, 1);
+    // Staging: ids, positions, slots, logit rows [cap_t]; q_start [S + 1]; kv_len [S]; tables [S,
+    // width].
+    const size_t L = b.logit_rows.size();
+    const size_t n_int = (size_t)T * 3 + L + (size_t)S * 2 + 1 + (size_t)S * width_;
+    ensure_staging(n_int);
+    cuda_ok(cudaEventSynchronize(staged_), "staging");  // the previous copy has read the buffer
+    int32_t* h = static_cast<int32_t*>(pinned_);
+    size_t at = 0;
+    auto put = [&](const int32_t* src, size_t n) {
+      const size_t off = at;
+      if (n) std::memcpy(h + at, src, n * 4);
+      at += n;
+      return off;
+    };
+    const size_t o_ids = put(b.token_ids.data(), (size_t)T),
+                 o_pos = put(b.positions.data(), (size_t)T),
+                 o_slots = put(b.slots.data(), (size_t)T), o_rows = put(b.logit_rows.data(), L),
+                 o_qs = put(q_start_.data(), (size_t)S + 1), o_kv = put(kv_len_.data(), (size_t)S);
+    const size_t o_bt = at;
+    for (int s = 0; s < S; ++s)
+      for (int j = 0; j < width_; ++j)
+        h[at++] = j < b.max_blocks ? b.block_tables[(size_t)s * b.max_blocks + j] : -1;
+    cuda_ok(cudaMemcpyAsync(batch_dev_.get(), h, at * 4, cudaMemcpyHostToDevice, stream_),
+            "upload batch");
+    cuda_ok(cudaEventRecord(staged_, stream_), "cudaEventRecord");
+    int32_t* d = static_cast<int32_t*>(batch_dev_.get());
+    ids_d_ = d + o_ids;
+    pos_d_ = d + o_pos;
+    slots_d_ = d + o_slots;
+    rows_d_ = d + o_rows;
+    q_start_d_ = d + o_qs;
+    kv_len_d_ = d + o_kv;
+    tables_d_ = d + o_bt;
+    n_tokens_ = T;
+    n_seqs_ = S;
+    max_q_ = max_q;
+    max_kv_ = max_kv;
+    graph_step_ = eligible;
+    if (eligible) begin_graph_step(T);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // ops
+
+  void embedding(const Weight& table, const BatchLayout& b, Tensor out) override {
+    if (replaying()) return;
+    const auto& w = cw(table);
+    PERFX_CHECK(out.dtype == act_ && out.cols == w.in && out.rows >= b.n_tokens,
+                "embedding: shape or dtype mismatch");
+    launch_embedding(w.mem.get(), ids_d_, b.n_tokens, w.in, out.data, out.stride, act_, stream_);
+    launched("embedding");
+  }
+
+  void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) override {
+    if (replaying()) return;
+    PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.rows == out.rows && x.cols == out.cols &&
+                    w.out == x.cols,
+                "rms_norm: shape or dtype mismatch");
+    launch_rms_norm(x.data, x.stride, cw(w).vec(), eps, (int)x.rows, x.cols, out.data, out.stride,
+                    act_, stream_);
+    launched("rms_norm");
+  }
+
+  void add_rms_norm(Tensor residual, Tensor x, const Weight& w, float eps, Tensor out) override {
+    if (replaying()) return;
+    PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && residual.dtype == act_ &&
+                    x.rows == out.rows && residual.rows == x.rows && x.cols == out.cols &&
+                    residual.cols == x.cols && w.out == x.cols,
+                "add_rms_norm: shape or dtype mismatch");
+    launch_add_rms_norm(residual.data, residual.stride, x.data, x.stride, cw(w).vec(), eps,
+                        (int)x.rows, x.cols, out.data, out.stride, act_, stream_);
+    launched("add_rms_norm");
+  }
+
+  void linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) override {
+    if (replaying()) return;
+    const auto& w = cw(wt);
+    PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == act_ &&
+                    (y.dtype == act_ || y.dtype == DType::F32),
+                "linear: shape or dtype mismatch");
+    const int M = (int)x.rows;
+    if (M == 0) return;
+    const float* b = bias ? cw(*bias).vec() : nullptr;
+    const bool fast_x = aligned16(x.data) && x.stride % 8 == 0;
+    switch (w.kind) {
+      case CudaWeight::Kind::Dense:
+        gemm(w.mem.get(), w.out, w.in, x, y, b);
+        break;
+      case CudaWeight::Kind::W4:
+        guarded("linear (W4A16)", [&] {
+          if (fast_x) {
+            const size_t need = linear_workspace_bytes(*w.w4, M, true);
+            linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
+                         workspace(need), stream_, &dense_gemm_);
+          } else {  // unaligned activations: dequantize and use cuBLAS
+            void* tmp = dequant_scratch(w.out, w.in);
+            w4_dequantize(w.w4->view(), tmp, act_, w.in, stream_);
+            gemm(tmp, w.out, w.in, x, y, b);
+          }
+        });
+        break;
+      case CudaWeight::Kind::W8:
+        guarded("linear (W8A16)", [&] {
+          if (fast_x) {
+            const size_t need = linear_workspace_bytes(*w.w8, M, true);
+            linear_w8a16(*w.w8, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
+                         workspace(need), stream_, &dense_gemm_);
+          } else {
+            void* tmp = dequant_scratch(w.out, w.in);
+            w8_dequantize(w.w8->view(), tmp, act_, w.in, stream_);
+            gemm(tmp, w.out, w.in, x, y, b);
+          }
+        });
+        break;
+      case CudaWeight::Kind::Vector:
+        throw Error("linear: a vector is not a matrix");
+    }
+    launched("linear");
+  }
+
+  void rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
+                     const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kvs,
+                     int layer, const BatchLayout& b) override {
+    if (replaying()) return;
+    auto& kv = static_cast<CudaKv&>(kvs);
+    const RopeParams& rp = rope.params;
+    PERFX_CHECK(q.dtype == act_ && k.dtype == act_ && v.dtype == act_ &&
+                    rp.head_dim == kv.head_dim && q.cols == (int64_t)n_q_heads * kv.head_dim &&
+                    k.cols == (int64_t)kv.n_kv_heads * kv.head_dim && v.cols == k.cols &&
+                    layer >= 0 && layer < kv.n_layers,
+                "rope_kv_store: shape or dtype mismatch");
+    const int64_t n_slots = (int64_t)kv.n_blocks * kv.block_size;
+    if (!replaying())
+      for (int t = 0; t < b.n_tokens; ++t)
+        PERFX_CHECK(b.slots[t] >= 0 && b.slots[t] < n_slots,
+                    "KV slot " + std::to_string(b.slots[t]) + " out of range");
+    RopeKvArgs a;
+    a.dtype = act_ == DType::BF16 ? AttnDtype::kBF16 : AttnDtype::kF16;
+    a.q = q.data;
+    a.ldq = q.stride;
+    a.k = k.data;
+    a.ldk = k.stride;
+    a.v = v.data;
+    a.ldv = v.stride;
+    a.k_cache = kv.k(layer);
+    a.v_cache = kv.v(layer);
+    a.n_slots = n_slots;
+    a.positions = pos_d_;
+    a.slots = slots_d_;
+    a.n_tokens = b.n_tokens;
+    a.n_q_heads = n_q_heads;
+    a.n_kv_heads = kv.n_kv_heads;
+    a.head_dim = kv.head_dim;
+    a.rot_dim = rp.rot_dim;
+    a.interleaved = rp.interleaved;
+    a.inv_freq = static_cast<const float*>(static_cast<const CudaRope&>(rope).inv_freq.get());
+    a.attention_factor = rp.attention_factor;
+    a.q_norm = q_norm ? cw(*q_norm).vec() : nullptr;
+    a.k_norm = k_norm ? cw(*k_norm).vec() : nullptr;
+    a.norm_eps = eps;
+    guarded("rope_kv_store", [&] { rope_norm_kv_store(a, stream_); });
+    launched("rope_kv_store");
+  }
+
+  void attention(Tensor q, const KvStorage& kvs, int layer, int n_q_heads, float scale,
+                 const BatchLayout& b, Tensor out) override {
+    if (replaying()) return;
+    const auto& kv = static_cast<const CudaKv&>(kvs);
+    PERFX_CHECK(q.dtype == act_ && out.dtype == act_ && q.rows == b.n_tokens &&
+                    out.rows == q.rows && q.cols == (int64_t)n_q_heads * kv.head_dim &&
+                    out.cols == q.cols && layer >= 0 && layer < kv.n_layers &&
+                    n_q_heads % kv.n_kv_heads == 0,
+                "attention: shape or dtype mismatch");
+    PagedAttentionArgs a;
+    a.dtype = act_ == DType::BF16 ? AttnDtype::kBF16 : AttnDtype::kF16;
+    a.q = q.data;
+    a.ldq = q.stride;
+    a.out = out.data;
+    a.ldo = out.stride;
+    a.k_cache = kv.k(layer);
+    a.v_cache = kv.v(layer);
+    a.n_q_heads = n_q_heads;
+    a.n_kv_heads = kv.n_kv_heads;
+    a.head_dim = kv.head_dim;
+    a.block_size = kv.block_size;
+    a.block_tables = tables_d_;
+    a.max_blocks = width_;
+    a.seq_q_start = q_start_d_;
+    a.seq_kv_len = kv_len_d_;
+    a.n_seqs = n_seqs_;
+    a.n_tokens = n_tokens_;
+    a.max_q_len = max_q_;
+    // Graph steps: a bound that depends only on the bucketed table width (the kernels read the
+    // real lengths on the device), so the captured launch fits every step of that bucket.
+    a.max_kv_len = graph_step_ ? width_ * kv.block_size : max_kv_;
+    a.scale = scale;
+    a.workspace = attn_ws_.get();
+    a.workspace_bytes = attn_ws_.size();
+    a.maybe_short_seqs = !decode_only_;
+    if (!(aligned16(q.data) && aligned16(out.data) && q.stride % 8 == 0 && out.stride % 8 == 0))
+      throw Error(
+          "attention: q and out must be 16-byte aligned with strides a multiple of 8 on CUDA");
+    guarded("attention", [&] { paged_attention(a, stream_); });
+    launched("attention");
+  }
+
+  void silu_mul(Tensor gate_up, Tensor out) override {
+    if (replaying()) return;
+    PERFX_CHECK(gate_up.dtype == act_ && out.dtype == act_ && gate_up.rows == out.rows &&
+                    gate_up.cols == 2 * out.cols,
+                "silu_mul: shape or dtype mismatch");
+    launch_silu_mul(gate_up.data, gate_up.stride, (int)out.rows, out.cols, out.data, out.stride,
+                    act_, stream_);
+    launched("silu_mul");
+  }
+
+  void gather_rows(Tensor x, const BatchLayout& b, Tensor out) override {
+    if (replaying()) return;
+    PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.cols == out.cols &&
+                    out.rows >= (int64_t)b.logit_rows.size(),
+                "gather_rows: shape or dtype mismatch");
+    launch_gather_rows(x.data, x.stride, rows_d_, (int)b.logit_rows.size(), x.cols, out.data,
+                       out.stride, act_, stream_);
+    launched("gather_rows");
+  }
+
+  void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
+    finish_forward();
+    PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
+    for (const auto& r : rows)
+      PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    // Greedy rows on the GPU: penalties in place, then argmax; only the ids come back.
+    std::vector<int32_t> greedy_rows;
+    std::vector<size_t> greedy_at;
+    std::vector<PenaltyEntry> pen;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const SampleRow& r = rows[i];
+      if (r.temperature > 0) continue;
+      greedy_rows.push_back(r.row);
+      greedy_at.push_back(i);
+      std::map<int32_t, PenaltyEntry> merged;
+      if (r.repeat_penalty != 1.0f)
+        for (int32_t id : r.repeat_ids)
+          if (id >= 0 && id < logits.cols)
+            merged[id] = PenaltyEntry{r.row, id, r.repeat_penalty, 0.0f};
+      if (r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f)
+        for (const auto& [id, cnt] : r.counts) {
+          if (id < 0 || id >= logits.cols) continue;
+          auto it = merged.emplace(id, PenaltyEntry{r.row, id, 1.0f, 0.0f}).first;
+          it->second.subtract = r.presence_penalty + r.frequency_penalty * (float)cnt;
+        }
+      for (const auto& [id, e] : merged) pen.push_back(e);
+    }
+    if (!greedy_rows.empty()) {
+      const size_t n_rows = greedy_rows.size();
+      const size_t bytes = pen.size() * sizeof(PenaltyEntry) + n_rows * 4 * 2 + 64;
+      ensure_sample_staging(bytes);
+      char* h = static_cast<char*>(pinned_sample_);
+      char* d = static_cast<char*>(sample_dev_.get());
+      std::memcpy(h, pen.data(), pen.size() * sizeof(PenaltyEntry));
+      const size_t o_rows = (pen.size() * sizeof(PenaltyEntry) + 15) & ~size_t(15);
+      std::memcpy(h + o_rows, greedy_rows.data(), n_rows * 4);
+      const size_t o_out = o_rows + n_rows * 4;
+      cuda_ok(cudaMemcpyAsync(d, h, o_out, cudaMemcpyHostToDevice, stream_),
+              "upload sampling rows");
+      launch_penalties(logits.f32(), logits.stride, reinterpret_cast<const PenaltyEntry*>(d),
+                       (int)pen.size(), stream_);
+      launch_argmax(logits.f32(), logits.stride, reinterpret_cast<const int32_t*>(d + o_rows),
+                    (int)n_rows, (int)logits.cols, reinterpret_cast<int32_t*>(d + o_out), stream_);
+      cuda_ok(cudaGetLastError(), "sample (argmax)");
+      cuda_ok(cudaMemcpyAsync(h + o_out, d + o_out, n_rows * 4, cudaMemcpyDeviceToHost, stream_),
+              "sampled ids");
+      cuda_ok(cudaStreamSynchronize(stream_), "sample");
+      for (size_t i = 0; i < n_rows; ++i) std::memcpy(&ids[greedy_at[i]], h + o_out + i * 4, 4);
+    }
+    // Other rows: the row travels to the host and the reference sampler picks (same draws as the
+    // CPU backend).
+    std::vector<float> row((size_t)logits.cols);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].temperature <= 0) continue;
+      to_host(row.data(), logits.rows_view(rows[i].row, 1).data, row.size() * 4);
+      ids[i] = cpu::sample_logits(row.data(), (int)logits.cols, rows[i], sample_scratch_);
+    }
+  }
+
+ private:
+  enum class State { Eager, Capturing, Replaying };
+
+  // ---- graphs
+  struct GraphKey {
+    int n_tokens, width;
+    uint64_t gen;
+    bool operator<(const GraphKey& o) const {
+      return std::tie(n_tokens, width, gen) < std::tie(o.n_tokens, o.width, o.gen);
+    }
+  };
+
+  bool replaying() const { return state_ == State::Replaying; }
+
+  void begin_graph_step(int n_tokens) {
+    const GraphKey key{n_tokens, width_, gen_->value.load()};
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) {
+      state_ = State::Replaying;
+      replay_ = it->second;
+      return;
+    }
+    if (graphs_.size() >= kMaxGraphs) clear_graphs();
+    cuda_ok(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed),
+            "cudaStreamBeginCapture");
+    state_ = State::Capturing;
+    capture_key_ = key;
+  }
+
+  /// Ends a capture (instantiating and launching the graph) or launches the graph being replayed.
+  /// Called before anything that needs the step's results, and by the next prepare_batch.
+  void finish_forward() {
+    if (state_ == State::Eager) return;
+    if (state_ == State::Replaying) {
+      state_ = State::Eager;
+      cuda_ok(cudaGraphLaunch(replay_, stream_), "cudaGraphLaunch");
+      return;
+    }
+    state_ = State::Eager;
+    cudaGraph_t g = nullptr;
+    cuda_ok(cudaStreamEndCapture(stream_, &g),
+            "CUDA graph capture of a decode step (PERFX_CUDA_GRAPHS=0 runs without graphs)");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    (void)cudaGraphDestroy(g);
+    cuda_ok(e, "cudaGraphInstantiate");
+    // Graphs made over an older scratch generation can never replay again.
+    for (auto it = graphs_.begin(); it != graphs_.end();) {
+      if (it->first.gen != capture_key_.gen) {
+        (void)cudaGraphExecDestroy(it->second);
+        it = graphs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    graphs_[capture_key_] = exec;
+    cuda_ok(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+  }
+
+  void clear_graphs() {
+    for (auto& [k, g] : graphs_) (void)cudaGraphExecDestroy(g);
+    graphs_.clear();
+  }
+
+  // ---- helpers
+  void launched(const char* op) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      if (state_ == State::Capturing) {  // leave capture mode before reporting
+        cudaGraph_t g = nullptr;
+        (void)cudaStreamEndCapture(stream_, &g);
+        if (g) (void)cudaGraphDestroy(g);
+        state_ = State::Eager;
+      }
+      cuda_ok(e, op);
+    }
+  }
+
+  /// Grows the pinned staging and the device batch arrays to n int32 (outside any capture).
+  void ensure_staging(size_t n) {
+    if (n <= staging_cap_) return;
+    const size_t cap = std::max(n, staging_cap_ * 2);
+    cuda_ok(cudaStreamSynchronize(stream_), "staging");
+    if (pinned_) (void)cudaFreeHost(pinned_);
+    pinned_ = nullptr;
+    cuda_ok(cudaHostAlloc(&pinned_, cap * 4, cudaHostAllocDefault), "cudaHostAlloc");
+    batch_dev_.alloc(cap * 4, "the batch layout", dev_);
+    staging_cap_ = cap;
+    gen_->value++;
+  }
+
+  void ensure_sample_staging(size_t bytes) {
+    if (bytes <= sample_cap_) return;
+    const size_t cap = std::max(bytes, sample_cap_ * 2);
+    if (pinned_sample_) (void)cudaFreeHost(pinned_sample_);
+    pinned_sample_ = nullptr;
+    cuda_ok(cudaHostAlloc(&pinned_sample_, cap, cudaHostAllocDefault), "cudaHostAlloc");
+    sample_dev_.alloc(cap, "sampling", dev_);
+    sample_cap_ = cap;
+  }
+
+  /// The linear kernels' workspace, at least `need` bytes. Growing it invalidates graphs; during a
+  /// capture the old buffer is kept alive until the backend ends (a graph may reference it).
+  Workspace workspace(size_t need) {
+    if (need > linear_ws_.size()) {
+      if (state_ == State::Capturing)
+        retired_.push_back(std::move(linear_ws_));
+      else
+        cuda_ok(cudaStreamSynchronize(stream_), "workspace");
+      linear_ws_.alloc(std::max(need, linear_ws_.size() * 2), "the linear-layer workspace", dev_);
+      gen_->value++;
+      capture_key_.gen = gen_->value.load();  // the graph being captured uses the new buffer
+    }
+    return Workspace{linear_ws_.get(), linear_ws_.size()};
+  }
+
+  void* dequant_scratch(int64_t out, int64_t in) {
+    return workspace((size_t)(out * in) * 2 + 256).ptr;
+  }
+
+  /// y [M, N] = x [M, K] · W[N, K]ᵀ (W in the activation dtype, row-major) + bias, on cuBLAS.
+  void gemm(const void* W, int64_t N, int64_t K, const Tensor& x, const Tensor& y,
+            const float* bias) {
+    gemm_raw(W, N, K, x.data, (int)x.rows, x.stride, y.data, y.dtype, y.stride, bias);
+  }
+  void gemm_raw(const void* W, int64_t N, int64_t K, const void* x, int M, int64_t ldx, void* y,
+                DType yt, int64_t ldy, const float* bias) {
+    const cudaDataType_t ab = act_ == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const cudaDataType_t c = yt == DType::F32 ? CUDA_R_32F : ab;
+    const float alpha = 1.0f, beta = 0.0f;
+    // Column-major view: Yᵀ [N, M] = W [N, K] · Xᵀ [K, M]; row-major W [N, K] is col-major Wᵀ.
+    cublas_ok(
+        cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, M, (int)K, &alpha, W, ab, (int)K, x,
+                     ab, (int)ldx, &beta, y, c, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+    if (bias) launch_add_bias(y, ldy, yt, bias, M, N, stream_);
+  }
+  static void dense_gemm_fn(void* ctx, const void* w_dense, int64_t N, int64_t K, const void* x,
+                            DType, int M, int64_t ldx, void* y, DType yt, int64_t ldy,
+                            const float* bias, cudaStream_t) {
+    static_cast<CudaBackend*>(ctx)->gemm_raw(w_dense, N, K, x, M, ldx, y, yt, ldy, bias);
+  }
+
+  /// Converts one dense source (F32/F16/BF16 or GGUF blocks, or int4 with mins) to the activation
+  /// dtype on the host, chunk by chunk, and copies it to dst (device, [p.out, p.in]).
+  void upload_dense_rows(const LinearSource& p, uint16_t* dst) {
+    const int64_t rows_per_chunk =
+        std::max<int64_t>(1, (64 << 20) / std::max<int64_t>(p.in * 2, 1));
+    std::vector<uint16_t> host((size_t)(std::min(rows_per_chunk, p.out) * p.in));
+    std::vector<float> row((size_t)p.in);
+    for (int64_t r0 = 0; r0 < p.out; r0 += rows_per_chunk) {
+      const int64_t n = std::min(rows_per_chunk, p.out - r0);
+      for (int64_t r = 0; r < n; ++r) {
+        if (p.is_int4()) {
+          for (int64_t k = 0; k < p.in; ++k) row[(size_t)k] = p.int4->dequant(r0 + r, k);
+        } else {
+          check(is_weight_dtype(p.weight.dtype), "tensor '" + p.weight.name + "' has dtype " +
+                                                     dtype_name(p.weight.dtype) +
+                                                     ", not usable as a weight");
+          check(
+              p.weight.shape.size() == 2 && p.weight.shape[0] == p.out && p.weight.shape[1] == p.in,
+              "tensor '" + p.weight.name + "' has shape " + p.weight.shape_str() + ", expected [" +
+                  std::to_string(p.out) + ", " + std::to_string(p.in) + "]");
+          const size_t rb = dtype_row_bytes(p.weight.dtype, p.in);
+          cpu::dequantize_row(p.weight.dtype,
+                              static_cast<const uint8_t*>(p.weight.data) + (size_t)(r0 + r) * rb,
+                              row.data(), p.in);
+        }
+        for (int64_t k = 0; k < p.in; ++k)
+          host[(size_t)(r * p.in + k)] = to_act_bits(row[(size_t)k], act_);
+      }
+      cuda_ok(
+          cudaMemcpy(dst + r0 * p.in, host.data(), (size_t)(n * p.in) * 2, cudaMemcpyHostToDevice),
+          "upload weight");
+    }
+  }
+
+  /// The host copies are not needed once on the GPU: drop their pages (mmapped checkpoints).
+  static void release_sources(const std::vector<LinearSource>& parts) {
+    for (const auto& p : parts)
+      if (!p.is_int4() && p.weight.data) release_pages(p.weight.data, p.weight.nbytes);
+  }
+
+  static constexpr size_t kMaxGraphs = 512;
+
+  int dev_;
+  std::string gpu_name_;
+  DType act_ = DType::F16;
+  bool graphs_enabled_ = true;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t staged_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DevMem cublas_ws_, attn_ws_, linear_ws_, batch_dev_, sample_dev_;
+  std::vector<DevMem> retired_;
+  std::shared_ptr<Generation> gen_;
+  DenseGemm dense_gemm_{&CudaBackend::dense_gemm_fn, this};
+  int64_t vocab_ = 0;
+
+  // staging
+  void* pinned_ = nullptr;
+  size_t staging_cap_ = 0;
+  void* pinned_sample_ = nullptr;
+  size_t sample_cap_ = 0;
+  std::vector<std::pair<float, int32_t>> sample_scratch_;
+
+  // the prepared step
+  std::vector<int32_t> q_start_, kv_len_;
+  const int32_t *ids_d_ = nullptr, *pos_d_ = nullptr, *slots_d_ = nullptr, *rows_d_ = nullptr;
+  const int32_t *q_start_d_ = nullptr, *kv_len_d_ = nullptr, *tables_d_ = nullptr;
+  int n_tokens_ = 0, n_seqs_ = 0, max_q_ = 0, max_kv_ = 0, width_ = 1;
+  bool decode_only_ = false, graph_step_ = false;
+
+  // graphs
+  State state_ = State::Eager;
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  cudaGraphExec_t replay_ = nullptr;
+  GraphKey capture_key_{0, 0, 0};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create_cuda_backend(int index) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaErrorNoDevice || (e == cudaSuccess && n == 0)) {
+    (void)cudaGetLastError();
+    throw Error(
+        "no CUDA GPU found (device 'cuda:" + std::to_string(index) + "'): " +
+        (e == cudaSuccess ? std::string("the driver reports none") : cudaGetErrorString(e)));
+  }
+  if (e == cudaErrorInsufficientDriver || e == cudaErrorNoKernelImageForDevice ||
+      e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(std::string("CUDA is not usable on this machine (device 'cuda:") +
+                std::to_string(index) + "'): " + cudaGetErrorName(e) + " (" +
+                cudaGetErrorString(e) + "); is the NVIDIA driver installed?");
+  }
+  check(index >= 0 && index < n,
+        "device 'cuda:" + std::to_string(index) + "' is out of range: this machine has " +
+            std::to_string(n) + " CUDA GPU" + (n == 1 ? "" : "s") + " (cuda:0" +
+            (n > 1 ? "..cuda:" + std::to_string(n - 1) : std::string()) + ")");
+  return std::make_unique<CudaBackend>(index);
+}
+
+}  // namespace perfx::cuda
