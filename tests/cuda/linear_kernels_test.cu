@@ -718,7 +718,15 @@ struct Problem {
                   (long long)hx.ld, (long long)ldy);
     try {
       const auto y = run_y([&](void* p) { launch(p, ldy); }, yt, M, ldy);
-      report(buf, compare(y, yt, M, N, ldy, ref, tol_for(xt)), tol_for(xt));
+      Compare c = compare(y, yt, M, N, ldy, ref, tol_for(xt));
+      // Same inputs, fresh poisoned output: the kernels are deterministic (no atomics), so any
+      // difference is a race or a read of unwritten memory.
+      const auto y2 = run_y([&](void* p) { launch(p, ldy); }, yt, M, ldy);
+      if (y2 != y) {
+        c.pass = false;
+        c.detail += " NONDETERMINISTIC: a second run differs;";
+      }
+      report(buf, c, tol_for(xt));
     } catch (const std::exception& e) {
       report_simple(false, buf, std::string(" exception: ") + e.what());
       (void)cudaGetLastError();  // clear a non-sticky error
@@ -811,11 +819,17 @@ void gpu_w4_cases() {
         for (DType xt : {DType::F16, DType::BF16}) {
           const int i = combo++;
           Problem pb(sh, W, v.d.N, v.d.K, M, xt, (i / 2) & 1, v.d.K + 8 * (i % 3), r);
-          const DType yt = out_for(xt, i);
           const int warps = (i % 5 == 0) ? 4 : (i % 5 == 1) ? 16 : 8;
-          pb.check("w4_gemv/" + std::to_string(warps) + "w", yt, v.d.N + (i % 4), [&](void* y, int64_t ldy) {
-            w4_gemv(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, warps);
-          });
+          for (int x_smem : {-1, 0}) {
+            // Mirrors linear_gemv.cu's choice, for the label only.
+            const bool xs = x_smem != 0 && (int64_t)M * (64 * v.d.KC + 32) * 2 <= 96 * 1024;
+            pb.check(std::string("w4_gemv/") + std::to_string(warps) + "w/" + (xs ? "xs" : "regs") +
+                         (v.d.gs_shift == 0 ? "/g32" : ""),
+                     out_for(xt, i + x_smem), v.d.N + (i % 4), [&](void* y, int64_t ldy) {
+                       w4_gemv(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, out_for(xt, i + x_smem), ldy,
+                               pb.b(), g_stream, warps, x_smem);
+                     });
+          }
         }
     }
 
@@ -824,10 +838,11 @@ void gpu_w4_cases() {
         for (DType xt : {DType::F16, DType::BF16}) {
           const int i = combo++;
           Problem pb(sh, W, v.d.N, v.d.K, M, xt, (i / 2) & 1, v.d.K + 8 * (i % 3), r);
-          for (W4GemmTile tile : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128}) {
+          for (W4GemmTile tile : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R}) {
             const int auto_split = w4_gemm_split_k(v, tile, M);
             std::vector<int> splits{auto_split};
-            if (tile != W4GemmTile::L128 && auto_split == 1 && v.d.KC >= 3) splits.push_back(3);
+            if (tile != W4GemmTile::L128 && tile != W4GemmTile::L128R && auto_split == 1 && v.d.KC >= 3)
+              splits.push_back(3);
             if (tile == W4GemmTile::S32 && auto_split != 1) splits.push_back(1);
             for (int sk : splits) {
               const DType yt = out_for(xt, i + (int)tile + sk);
@@ -920,10 +935,12 @@ void gpu_w8_cases() {
         Problem pb(sh, W, N, s.K, M, xt, (i / 2) & 1, s.K + 8 * (i % 2), r);
         const DType yt = out_for(xt, i);
         if (M <= 8)
-          pb.check("w8_gemv", yt, N + (i % 3), [&](void* y, int64_t ldy) {
-            w8_gemv(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream,
-                    i % 3 == 0 ? 16 : 8);
-          });
+          for (int x_smem : {-1, 0})
+            pb.check(std::string("w8_gemv/") + (x_smem ? "auto" : "regs"), yt, N + (i % 3),
+                     [&](void* y, int64_t ldy) {
+                       w8_gemv(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream,
+                               i % 3 == 0 ? 16 : 8, x_smem);
+                     });
         for (bool with_dense : {false, true}) {
           if (M <= 8 && with_dense) continue;
           const size_t wsb = linear_workspace_bytes(w, M, with_dense);
@@ -1154,7 +1171,7 @@ void bench() {
     DevBuf y((size_t)512 * s.N * 2);
     size_t ws_bytes = linear_workspace_bytes(w, 512, true);
     for (int M : Ms)
-      for (W4GemmTile t : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128})
+      for (W4GemmTile t : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R})
         ws_bytes = std::max(ws_bytes, w4_gemm_workspace_bytes(w.view(), M, w4_gemm_split_k(w.view(), t, M)));
     DevBuf ws(ws_bytes);
     DevBuf dense((size_t)s.N * s.K * 2);
@@ -1162,13 +1179,17 @@ void bench() {
     for (int M : Ms) {
       if (M <= 8) {
         for (int warps : {4, 8, 16})
-          bench_one(s.name, M, "w4_gemv/" + std::to_string(warps) + "w", wb, s.N, s.K,
-                    [&](cudaStream_t st, int i) {
-                      w4_gemv(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p,
-                              DType::F16, s.N, nullptr, st, warps);
-                    }, R);
+          for (int x_smem : {-1, 0}) {
+            if (warps == 4 && x_smem == 0) continue;
+            bench_one(s.name, M,
+                      "w4_gemv/" + std::to_string(warps) + "w/" + (x_smem ? "xs-auto" : "regs"), wb,
+                      s.N, s.K, [&](cudaStream_t st, int i) {
+                        w4_gemv(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p,
+                                DType::F16, s.N, nullptr, st, warps, x_smem);
+                      }, R);
+          }
       } else {
-        for (W4GemmTile t : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128}) {
+        for (W4GemmTile t : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R}) {
           const int sk = w4_gemm_split_k(w.view(), t, M);
           bench_one(s.name, M, std::string(w4_gemm_tile_name(t)) + "/s" + std::to_string(sk), wb,
                     s.N, s.K, [&](cudaStream_t st, int i) {
@@ -1200,10 +1221,12 @@ void bench() {
       W8Copies c8 = replicate8(w8, min_total);
       const int nv8 = (int)c8.views.size();
       for (int M : {1, 8})
-        bench_one(s.name, M, "w8_gemv/8w", w8.bytes(), s.N, s.K, [&](cudaStream_t st, int i) {
-          w8_gemv(c8.views[(size_t)(i % nv8)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16, s.N,
-                  nullptr, st, 8);
-        }, std::max(20, nv8));
+        for (int x_smem : {-1, 0})
+          bench_one(s.name, M, std::string("w8_gemv/8w/") + (x_smem ? "xs-auto" : "regs"),
+                    w8.bytes(), s.N, s.K, [&](cudaStream_t st, int i) {
+                      w8_gemv(c8.views[(size_t)(i % nv8)], dx.buf.p, DType::F16, M, s.K, y.p,
+                              DType::F16, s.N, nullptr, st, 8, x_smem);
+                    }, std::max(20, nv8));
     }
   }
   // Short summary (the lead sees the last lines): the dispatcher's choice per shape and M, and the
@@ -1228,7 +1251,7 @@ void bench() {
   for (const BenchRow& b : g_rows)
     if (b.kernel.rfind("w8", 0) == 0)
       std::printf("%-12s %4d %-14s %8.2f %6.0f %5.1f %6.1f %5.1f %8.2f |\n", b.shape.c_str(), b.M,
-                  "w8_gemv (q8_0)", b.us, b.gbs, 100 * b.gbs * 1e9 / kPeakBW, b.tflops,
+                  b.kernel.c_str(), b.us, b.gbs, 100 * b.gbs * 1e9 / kPeakBW, b.tflops,
                   100 * b.tflops * 1e12 / kPeakFlops, b.floor_us);
 }
 

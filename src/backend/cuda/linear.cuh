@@ -191,22 +191,25 @@ class W8Weight {
 // cudaGetLastError.
 
 /// W4A16 GEMV, M = 1..8 tokens. Grid: one CTA per 16-row block; `warps` (4, 8 or 16; 0 = default
-/// 8) warps split K, partial sums reduced through shared memory.
+/// 8) warps split K, partial sums reduced through shared memory. x_smem: -1 (default) or 1 stage x
+/// in shared memory when M · (64·KC + 32) · 2 bytes <= 96 KB (8 chunks in flight per lane), 0 keep
+/// it in registers (4 chunks in flight).
 /// Numerics: per (row, token, 32-channel half-chunk) the mma sums (q − zero)·x exactly in fp32
 /// (integers times fp16/bf16 are exact in fp32), then acc += scale · partial in fp32: error is fp32
 /// summation only (~1e-6 relative), independent of the activation type.
 void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0);
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1);
 
 /// Tile shapes of the W4 tensor-core GEMM (rows of W × tokens per CTA).
 enum class W4GemmTile : uint8_t {
   S32,   // 64 rows × 32 tokens, 4 warps (16×32 each), 6 stages: M 9..32
   S64,   // 64 rows × 64 tokens, 4 warps (32×32 each), 5 stages: M 33..64
-  L128,  // 128 rows × 128 tokens, 8 warps (32×64 each), 4 stages: M >= 65
+  L128,   // 128 rows × 128 tokens, 8 warps (32×64 each), 4 stages: M >= 65
+  L128R,  // 128 rows × 128 tokens, 8 warps (64×32 each), 4 stages: candidate for M >= 65
 };
 const char* w4_gemm_tile_name(W4GemmTile t);
 /// Split-K factor the heuristic picks for (tile, M): enough CTAs to fill the GPU's
-/// multiprocessors, at least 8 chunks of 64 channels per split; 1 for L128.
+/// multiprocessors twice, at least 8 chunks of 64 channels per split; 1 for L128 / L128R.
 int w4_gemm_split_k(const W4View& w, W4GemmTile tile, int M);
 /// Workspace bytes w4_gemm needs for split_k (0 when split_k == 1): split_k · M · N fp32.
 size_t w4_gemm_workspace_bytes(const W4View& w, int M, int split_k);
@@ -226,7 +229,7 @@ void w4_dequantize(const W4View& w, void* dst, DType dt, int64_t ldd, cudaStream
 /// Q8_0 GEMV, M = 1..8: same structure and numerics as w4_gemv (exact q·x in fp32 per group of 32,
 /// then · scale).
 void w8_gemv(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0);
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1);
 /// dst [N, ldd] = q · scale (fp32, rounded once to dt). Same preconditions as w4_dequantize.
 void w8_dequantize(const W8View& w, void* dst, DType dt, int64_t ldd, cudaStream_t stream);
 
@@ -308,8 +311,9 @@ inline LinearPlan linear_w8a16(const W8Weight& w, const void* x, DType xt, int M
   return linear_w8a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense);
 }
 
-/// Sets the GEMM kernels' dynamic shared-memory limits on the current device. Call once per
-/// device at backend creation, outside graph capture (the launchers also do it on first use).
+/// Sets the kernels' dynamic shared-memory limits (GEMM tiles, GEMV staged activations) on the
+/// current device. Call once at backend creation, outside graph capture (the launchers also do it
+/// on first use). Single-device: the once-per-process flags do not track devices.
 void linear_kernels_init();
 /// One line per kernel instance: registers, static/dynamic shared memory, threads and resident
 /// CTAs per multiprocessor on the current device (cudaFuncGetAttributes + the occupancy API).

@@ -189,7 +189,10 @@ std::string describe_kernel(const char* name, const void* fn, int threads, size_
   return buf;
 }
 
-void linear_kernels_init() { gemm_init_attributes(); }
+void linear_kernels_init() {
+  gemm_init_attributes();
+  gemv_init_attributes();
+}
 
 std::string linear_kernels_describe() { return describe_gemv_kernels() + describe_gemm_kernels(); }
 

@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <mutex>
 #include <string>
 #include <type_traits>
 
@@ -25,8 +26,36 @@ namespace {
 using frag::BF16;
 using frag::F16;
 
-constexpr int kU = 4;          // chunks in flight per lane
 constexpr int kMaxWarps = 16;  // shared reduction buffer size
+// Staged activations: up to 96 KB of dynamic shared memory (opt-in attribute set once per
+// instance), so two 8-warp CTAs (also the register limit) still fit in an SM's 228 KB.
+constexpr size_t kMaxXsBytes = 96 * 1024;
+
+/// Chunks in flight per lane: 8 when the activations are staged in shared memory (a chunk then
+/// costs the lane 4 + 2·records registers), 4 when they travel in registers with the weights.
+template <bool XS>
+struct ChunksInFlight {
+  static constexpr int value = XS ? 8 : 4;
+};
+
+/// Row stride (elements) of the staged activations for k_pad channels: ≡ 32 (mod 64) so rows 2p
+/// and 2p+1, read by one quarter-warp (4 lanes × 16 bytes each), fall 64 bytes apart mod 128
+/// (no bank conflict).
+inline int xs_row_stride(int64_t k_pad) { return (int)(ceil_div<int64_t>(k_pad, 64) * 64 + 32); }
+
+/// Copies x[0..M)[0..k_pad) (zero beyond K) to shared memory xs (row stride xs_ld elements, a
+/// multiple of 8), then __syncthreads(). All threads of the CTA must call it.
+template <typename T>
+__device__ __forceinline__ void stage_x(uint4* xs, const T* __restrict__ x, int M, int64_t ldx,
+                                        int64_t K, int64_t k_pad, int xs_ld) {
+  const int units = (int)(k_pad / 8), total = M * units;
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int m = i / units, u = i - m * units;
+    const int64_t k = 8 * (int64_t)u;
+    xs[m * (xs_ld / 8) + u] = k < K ? frag::ld_ro(x + (int64_t)m * ldx + k) : make_uint4(0, 0, 0, 0);
+  }
+  __syncthreads();
+}
 
 /// Sums the per-warp accumulators of the 16-row block and writes y. acc: this lane's 4 mma
 /// accumulator values: (row gid, token 2tid), (gid, 2tid+1), (gid+8, 2tid), (gid+8, 2tid+1).
@@ -52,10 +81,16 @@ __device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb
   }
 }
 
-template <typename Tag, typename OutT>
-__global__ void __launch_bounds__(512) w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x,
-                                                      int M, int64_t ldx, OutT* __restrict__ y,
-                                                      int64_t ldy, const float* __restrict__ bias) {
+/// W4 GEMV. XS: activations staged in shared memory (dynamic, M × xs_ld elements), else loaded
+/// per chunk into registers. PAIR: group 32, so the chunk's two halves have separate scale/zero
+/// records (else one record serves the whole chunk).
+template <typename Tag, typename OutT, bool XS, bool PAIR>
+__global__ void __launch_bounds__(512)
+    w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
+                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld) {
+  constexpr int U = ChunksInFlight<XS>::value;
+  constexpr int NR = PAIR ? 2 : 1;
+  extern __shared__ uint4 xs[];
   const int64_t nb = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int gid = lane >> 2, tid = lane & 3;
@@ -68,30 +103,50 @@ __global__ void __launch_bounds__(512) w4_gemv_kernel(W4View w, const typename T
   const uint2* szb = w.sz + frag::w4_sz_index(w.d.G, nb, 0, gid);
   const uint4 zero4 = make_uint4(0, 0, 0, 0);
 
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int kc0 = warp; kc0 < KC; kc0 += nw * kU) {
-    uint4 wq[kU], xv[kU][2];
-    uint2 sr[kU][2];
+  uint4 wq[U];
+  uint2 sr[U][NR];
+  uint4 xv[XS ? 1 : U][2];
+  // Issues the loads of the batch of chunks kc0 + u·nw (u < U).
+  auto load = [&](int kc0) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int kc = kc0 + u * nw;
       if (kc < KC) {
         wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
         const int64_t g0 = frag::w4_group_of_half(2 * (int64_t)kc, gs_shift);
         sr[u][0] = __ldg(szb + g0 * 8);
-        sr[u][1] = gs_shift == 0 ? __ldg(szb + (g0 + 1) * 8) : sr[u][0];
-        const int64_t k0 = (int64_t)kc * 64 + 8 * tid;
-        xv[u][0] = has_x ? frag::ld_ro(xrow + k0) : zero4;
-        xv[u][1] = (has_x && (int64_t)kc * 64 + 32 < K) ? frag::ld_ro(xrow + k0 + 32) : zero4;
+        if constexpr (PAIR) sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
+        if constexpr (!XS) {
+          const int64_t k0 = (int64_t)kc * 64 + 8 * tid;
+          xv[u][0] = has_x ? frag::ld_ro(xrow + k0) : zero4;
+          xv[u][1] = (has_x && (int64_t)kc * 64 + 32 < K) ? frag::ld_ro(xrow + k0 + 32) : zero4;
+        }
       }
     }
+  };
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int kc0 = warp;
+  load(kc0);
+  if constexpr (XS) stage_x(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld);
+  while (kc0 < KC) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      if (kc0 + u * nw < KC) {
+    for (int u = 0; u < U; ++u) {
+      const int kc = kc0 + u * nw;
+      if (kc < KC) {  // warp-uniform: the mma below needs the whole warp
         const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
+        uint4 xb[2];
+        if constexpr (XS) {
+          const uint4* xr = xs + gid * (xs_ld / 8) + 8 * kc + tid;  // x[gid][64kc + 8tid]
+          xb[0] = has_x ? xr[0] : zero4;
+          xb[1] = has_x ? xr[4] : zero4;  // + 32 channels (zero-filled beyond K)
+        } else {
+          xb[0] = xv[u][0];
+          xb[1] = xv[u][1];
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint2 r = sr[u][h];
+          const uint2 r = sr[u][PAIR ? h : 0];
           const uint32_t zl = r.y & 0xFu, zh = (r.y >> 8) & 0xFu;
           uint32_t z_lo, z_hi;
           if constexpr (std::is_same_v<Tag, F16>) {
@@ -102,7 +157,6 @@ __global__ void __launch_bounds__(512) w4_gemv_kernel(W4View w, const typename T
             z_hi = frag::bf16_neg_zero(zh);
           }
           float c[4] = {0.f, 0.f, 0.f, 0.f};
-          const uint4 xb = xv[u][h];
 #pragma unroll
           for (int jj = 0; jj < 2; ++jj) {
             uint32_t a[4];
@@ -110,7 +164,7 @@ __global__ void __launch_bounds__(512) w4_gemv_kernel(W4View w, const typename T
               frag::w4_word_to_frag_f16(words[2 * h + jj], z_lo, z_hi, a);
             else
               frag::w4_word_to_frag_bf16(words[2 * h + jj], z_lo, z_hi, a);
-            frag::mma16816<Tag>(c, a, jj == 0 ? xb.x : xb.z, jj == 0 ? xb.y : xb.w);
+            frag::mma16816<Tag>(c, a, jj == 0 ? xb[h].x : xb[h].z, jj == 0 ? xb[h].y : xb[h].w);
           }
           const float s_lo = frag::f16_lo(r.x), s_hi = frag::f16_hi(r.x);
           acc[0] = fmaf(s_lo, c[0], acc[0]);
@@ -120,14 +174,19 @@ __global__ void __launch_bounds__(512) w4_gemv_kernel(W4View w, const typename T
         }
       }
     }
+    kc0 += nw * U;
+    load(kc0);
   }
   gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
 }
 
-template <typename Tag, typename OutT>
-__global__ void __launch_bounds__(512) w8_gemv_kernel(W8View w, const typename Tag::T* __restrict__ x,
-                                                      int M, int64_t ldx, OutT* __restrict__ y,
-                                                      int64_t ldy, const float* __restrict__ bias) {
+/// W8 (Q8_0) GEMV; XS as above. One scale record per 32-channel chunk.
+template <typename Tag, typename OutT, bool XS>
+__global__ void __launch_bounds__(512)
+    w8_gemv_kernel(W8View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
+                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld) {
+  constexpr int U = ChunksInFlight<XS>::value;
+  extern __shared__ uint4 xs[];
   const int64_t nb = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int gid = lane >> 2, tid = lane & 3;
@@ -139,23 +198,36 @@ __global__ void __launch_bounds__(512) w8_gemv_kernel(W8View w, const typename T
   const uint32_t* sb = w.s + frag::w8_s_index(w.d.G, nb, 0, gid);
   const uint4 zero4 = make_uint4(0, 0, 0, 0);
 
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int kc0 = warp; kc0 < KC; kc0 += nw * kU) {
-    uint4 wq[kU], xv[kU];
-    uint32_t sr[kU];
+  uint4 wq[U];
+  uint32_t sr[U];
+  uint4 xv[XS ? 1 : U];
+  auto load = [&](int kc0) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
+    for (int u = 0; u < U; ++u) {
       const int kc = kc0 + u * nw;
       if (kc < KC) {
         wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
         sr[u] = __ldg(sb + ((int64_t)kc >> gs_shift) * 8);
-        xv[u] = has_x ? frag::ld_ro(xrow + (int64_t)kc * 32 + 8 * tid) : zero4;
+        if constexpr (!XS) xv[u] = has_x ? frag::ld_ro(xrow + (int64_t)kc * 32 + 8 * tid) : zero4;
       }
     }
+  };
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int kc0 = warp;
+  load(kc0);
+  if constexpr (XS) stage_x(xs, x, M, ldx, w.d.K, 32 * (int64_t)KC, xs_ld);
+  while (kc0 < KC) {
 #pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      if (kc0 + u * nw < KC) {
+    for (int u = 0; u < U; ++u) {
+      const int kc = kc0 + u * nw;
+      if (kc < KC) {
         const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
+        uint4 xb;
+        if constexpr (XS)
+          xb = has_x ? xs[gid * (xs_ld / 8) + 4 * kc + tid] : zero4;  // x[gid][32kc + 8tid]
+        else
+          xb = xv[u];
         float c[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
@@ -167,7 +239,7 @@ __global__ void __launch_bounds__(512) w8_gemv_kernel(W8View w, const typename T
             frag::w8_word_to_bf16x2(words[2 * jj], a[0], a[1]);
             frag::w8_word_to_bf16x2(words[2 * jj + 1], a[2], a[3]);
           }
-          frag::mma16816<Tag>(c, a, jj == 0 ? xv[u].x : xv[u].z, jj == 0 ? xv[u].y : xv[u].w);
+          frag::mma16816<Tag>(c, a, jj == 0 ? xb.x : xb.z, jj == 0 ? xb.y : xb.w);
         }
         const float s_lo = frag::f16_lo(sr[u]), s_hi = frag::f16_hi(sr[u]);
         acc[0] = fmaf(s_lo, c[0], acc[0]);
@@ -176,6 +248,8 @@ __global__ void __launch_bounds__(512) w8_gemv_kernel(W8View w, const typename T
         acc[3] = fmaf(s_hi, c[3], acc[3]);
       }
     }
+    kc0 += nw * U;
+    load(kc0);
   }
   gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
 }
@@ -186,74 +260,146 @@ int gemv_warps(int warps) {
   return warps;
 }
 
+/// Whether to stage x in shared memory: x_smem 1 = when it fits, 0 = never, -1 = auto (= 1).
+bool use_xs(int M, int xs_ld, int x_smem) {
+  return x_smem != 0 && (size_t)M * xs_ld * 2 <= kMaxXsBytes;
+}
+
+/// Raises a staged-x instance's dynamic shared-memory limit to kMaxXsBytes, once per process.
+template <typename Kernel>
+void ensure_xs_attr(Kernel kernel, std::once_flag& once) {
+  std::call_once(once, [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)kMaxXsBytes));
+  });
+}
+template <typename Tag, typename OutT, bool PAIR>
+void ensure_w4_xs() {
+  static std::once_flag once;
+  ensure_xs_attr(w4_gemv_kernel<Tag, OutT, true, PAIR>, once);
+}
+template <typename Tag, typename OutT>
+void ensure_w8_xs() {
+  static std::once_flag once;
+  ensure_xs_attr(w8_gemv_kernel<Tag, OutT, true>, once);
+}
+
 template <typename Tag, typename OutT>
 void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                    const float* bias, cudaStream_t stream, int warps) {
-  w4_gemv_kernel<Tag, OutT><<<w.d.NB, 32 * warps, 0, stream>>>(
-      w, static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y), ldy, bias);
+                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
+  const int xs_ld = xs_row_stride(64 * (int64_t)w.d.KC);
+  const bool xs = use_xs(M, xs_ld, x_smem), pair = w.d.gs_shift == 0;
+  const size_t smem = xs ? (size_t)M * xs_ld * 2 : 0;
+  const auto* xp = static_cast<const typename Tag::T*>(x);
+  auto* yp = static_cast<OutT*>(y);
+  const dim3 grid((unsigned)w.d.NB), block(32 * warps);
+  if (xs) {
+    if (pair)
+      ensure_w4_xs<Tag, OutT, true>();
+    else
+      ensure_w4_xs<Tag, OutT, false>();
+  }
+  if (xs && pair)
+    w4_gemv_kernel<Tag, OutT, true, true><<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else if (xs)
+    w4_gemv_kernel<Tag, OutT, true, false><<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else if (pair)
+    w4_gemv_kernel<Tag, OutT, false, true><<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else
+    w4_gemv_kernel<Tag, OutT, false, false><<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   CUDA_CHECK_LAUNCH("w4_gemv_kernel");
 }
 
 template <typename Tag, typename OutT>
 void launch_w8_gemv(const W8View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                    const float* bias, cudaStream_t stream, int warps) {
-  w8_gemv_kernel<Tag, OutT><<<w.d.NB, 32 * warps, 0, stream>>>(
-      w, static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y), ldy, bias);
+                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
+  const int xs_ld = xs_row_stride(32 * (int64_t)w.d.KC);
+  const bool xs = use_xs(M, xs_ld, x_smem);
+  const auto* xp = static_cast<const typename Tag::T*>(x);
+  auto* yp = static_cast<OutT*>(y);
+  const dim3 grid((unsigned)w.d.NB), block(32 * warps);
+  if (xs) ensure_w8_xs<Tag, OutT>();
+  if (xs)
+    w8_gemv_kernel<Tag, OutT, true><<<grid, block, (size_t)M * xs_ld * 2, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else
+    w8_gemv_kernel<Tag, OutT, false><<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   CUDA_CHECK_LAUNCH("w8_gemv_kernel");
 }
 
 }  // namespace
 
+void gemv_init_attributes() {
+  ensure_w4_xs<F16, float, false>();
+  ensure_w4_xs<F16, float, true>();
+  ensure_w4_xs<F16, __half, false>();
+  ensure_w4_xs<F16, __half, true>();
+  ensure_w4_xs<BF16, float, false>();
+  ensure_w4_xs<BF16, float, true>();
+  ensure_w4_xs<BF16, __nv_bfloat16, false>();
+  ensure_w4_xs<BF16, __nv_bfloat16, true>();
+  ensure_w8_xs<F16, float>();
+  ensure_w8_xs<F16, __half>();
+  ensure_w8_xs<BF16, float>();
+  ensure_w8_xs<BF16, __nv_bfloat16>();
+}
+
 std::string describe_gemv_kernels() {
+  gemv_init_attributes();
   std::string r;
-  for (int warps : {4, 8, 16}) {
-    const std::string t = "<" + std::to_string(warps) + " warps>";
-    r += describe_kernel(("w4_gemv<f16,f32>" + t).c_str(),
-                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float>), 32 * warps, 0);
-    r += describe_kernel(("w4_gemv<bf16,bf16>" + t).c_str(),
-                         reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16>),
+  const int xs_bytes = 8 * 1024;  // M = 1, K = 4096
+  for (int warps : {8, 16}) {
+    const std::string t = "/" + std::to_string(warps) + "w";
+    r += describe_kernel(("w4_gemv<f16,f32,xs>" + t).c_str(),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, false>),
+                         32 * warps, xs_bytes);
+    r += describe_kernel(("w4_gemv<f16,f32,xs,g32>" + t).c_str(),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, true>),
+                         32 * warps, xs_bytes);
+    r += describe_kernel(("w4_gemv<bf16,bf16,regs>" + t).c_str(),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16, false, false>),
                          32 * warps, 0);
-    r += describe_kernel(("w8_gemv<f16,f32>" + t).c_str(),
-                         reinterpret_cast<const void*>(w8_gemv_kernel<F16, float>), 32 * warps, 0);
+    r += describe_kernel(("w8_gemv<f16,f32,xs>" + t).c_str(),
+                         reinterpret_cast<const void*>(w8_gemv_kernel<F16, float, true>), 32 * warps,
+                         xs_bytes);
   }
   return r;
 }
 
 void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, int warps) {
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem) {
   check_linear_args("w4_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w4_gemv: M = " + std::to_string(M) + " > 8");
   if (M == 0) return;
   const int nw = gemv_warps(warps);
   if (xt == DType::F16) {
     if (yt == DType::F32)
-      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
     else
-      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
   } else {
     if (yt == DType::F32)
-      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
     else
-      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
   }
 }
 
 void w8_gemv(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, int warps) {
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem) {
   check_linear_args("w8_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w8_gemv: M = " + std::to_string(M) + " > 8");
   if (M == 0) return;
   const int nw = gemv_warps(warps);
   if (xt == DType::F16) {
     if (yt == DType::F32)
-      launch_w8_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w8_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
     else
-      launch_w8_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w8_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
   } else {
     if (yt == DType::F32)
-      launch_w8_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w8_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
     else
-      launch_w8_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw);
+      launch_w8_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
   }
 }
 

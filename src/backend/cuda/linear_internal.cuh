@@ -34,6 +34,8 @@ inline void check_linear_args(const char* op, int64_t N, int64_t K, const void* 
 
 /// Sets every GEMM instance's dynamic shared-memory limit (linear_gemm.cu).
 void gemm_init_attributes();
+/// Same for the staged-activation GEMV instances (linear_gemv.cu).
+void gemv_init_attributes();
 /// linear_kernels_describe() parts (linear_gemv.cu, linear_gemm.cu).
 std::string describe_gemv_kernels();
 std::string describe_gemm_kernels();
