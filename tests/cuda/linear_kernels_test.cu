@@ -56,7 +56,9 @@ struct Options {
 Options g_opt;
 int g_pass = 0, g_fail = 0;
 
-bool family_on(const char* f) { return g_opt.only.empty() || g_opt.only == f; }
+bool family_on(const char* f) {
+  return g_opt.only.empty() || g_opt.only == f;
+}
 
 const char* dt_name(DType t) {
   return t == DType::F16 ? "f16" : t == DType::BF16 ? "bf16" : t == DType::F32 ? "f32" : "?";
@@ -134,9 +136,15 @@ std::vector<float> dense_of(const std::vector<Int8Matrix>& parts) {
   return w;
 }
 
-uint16_t to_bits(DType t, float v) { return t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v); }
-float from_bits(DType t, uint16_t b) { return t == DType::F16 ? fp16_to_fp32(b) : bf16_to_fp32(b); }
-uint16_t nan_bits(DType t) { return t == DType::F16 ? 0x7E00 : 0x7FC0; }
+uint16_t to_bits(DType t, float v) {
+  return t == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+}
+float from_bits(DType t, uint16_t b) {
+  return t == DType::F16 ? fp16_to_fp32(b) : bf16_to_fp32(b);
+}
+uint16_t nan_bits(DType t) {
+  return t == DType::F16 ? 0x7E00 : 0x7FC0;
+}
 
 /// Activations [M, K] with row stride ld, plus a poisoned row M and poisoned columns K..ld.
 struct HostX {
@@ -238,7 +246,8 @@ Compare compare(const std::vector<uint8_t>& y, DType yt, int M, int64_t N, int64
       if (m == M || n >= N) {
         if (!is_poison(y, yt, i)) {
           if (c.n_outside++ == 0) {
-            std::snprintf(buf, sizeof buf, " first write outside at (m=%d,n=%lld);", m, (long long)n);
+            std::snprintf(buf, sizeof buf, " first write outside at (m=%d,n=%lld);", m,
+                          (long long)n);
             first += buf;
           }
         }
@@ -259,8 +268,8 @@ Compare compare(const std::vector<uint8_t>& y, DType yt, int M, int64_t N, int64
       c.max_abs = std::max(c.max_abs, std::fabs(e));
       if (std::fabs(e) > 8 * tol * (std::fabs(r) + c.ref_rms)) {
         if (c.n_bad++ < 3) {
-          std::snprintf(buf, sizeof buf, " bad (m=%d,n=%lld) got %.6g ref %.6g;", m, (long long)n, v,
-                        r);
+          std::snprintf(buf, sizeof buf, " bad (m=%d,n=%lld) got %.6g ref %.6g;", m, (long long)n,
+                        v, r);
           first += buf;
         }
         bad_by_row16[(size_t)(n % 16)]++;
@@ -271,8 +280,8 @@ Compare compare(const std::vector<uint8_t>& y, DType yt, int M, int64_t N, int64
   c.pass = c.n_nan == 0 && c.n_outside == 0 && c.n_bad == 0 && c.rel <= tol;
   if (!c.pass) {
     char b2[512];
-    std::snprintf(b2, sizeof b2, " nan/unwritten=%lld outside=%lld bad=%lld;",
-                  (long long)c.n_nan, (long long)c.n_outside, (long long)c.n_bad);
+    std::snprintf(b2, sizeof b2, " nan/unwritten=%lld outside=%lld bad=%lld;", (long long)c.n_nan,
+                  (long long)c.n_outside, (long long)c.n_bad);
     c.detail = std::string(b2) + first;
     if (c.n_nan + c.n_bad > 0) {
       c.detail += " bad by n%16:";
@@ -320,8 +329,8 @@ std::string shape_str(const W4Shape& s) {
     N += s.parts[i];
   }
   char buf[128];
-  std::snprintf(buf, sizeof buf, "N=%lld(%s) K=%lld g%d%s", (long long)N, p.c_str(),
-                (long long)s.K, s.gs, s.gguf ? " q4_0" : "");
+  std::snprintf(buf, sizeof buf, "N=%lld(%s) K=%lld g%d%s", (long long)N, p.c_str(), (long long)s.K,
+                s.gs, s.gguf ? " q4_0" : "");
   return buf;
 }
 
@@ -360,10 +369,10 @@ void host_pack_roundtrip(const W4Shape& s, Rng& r) {
     for (int64_t k = 0; k < (int64_t)p.d.KC * 64; ++k)
       if ((r2 >= p.d.N || k >= p.d.K) && w4_packed_value(p, r2, k) != 0) ++bad_pad;
   report_simple(bad == 0 && bad_dq == 0 && bad_pad == 0, "host pack_w4 round trip " + shape_str(s),
-                bad + bad_dq + bad_pad ? " value mismatches " + std::to_string(bad) + ", dequant " +
-                                             std::to_string(bad_dq) + ", padding " +
-                                             std::to_string(bad_pad)
-                                       : "");
+                bad + bad_dq + bad_pad
+                    ? " value mismatches " + std::to_string(bad) + ", dequant " +
+                          std::to_string(bad_dq) + ", padding " + std::to_string(bad_pad)
+                    : "");
 }
 
 void host_pack8_roundtrip(const std::vector<int64_t>& outs, int64_t K, Rng& r) {
@@ -377,8 +386,8 @@ void host_pack8_roundtrip(const std::vector<int64_t>& outs, int64_t K, Rng& r) {
         if (w8_packed_value(p, r0 + lr, k) != m.q[(size_t)(lr * K + k)]) ++bad;
     r0 += m.out;
   }
-  report_simple(bad == 0, "host pack_w8 round trip N=" + std::to_string(p.d.N) + " K=" +
-                              std::to_string(K),
+  report_simple(bad == 0,
+                "host pack_w8 round trip N=" + std::to_string(p.d.N) + " K=" + std::to_string(K),
                 bad ? " mismatches " + std::to_string(bad) : "");
 }
 
@@ -429,7 +438,8 @@ void host_emulate_w4(const W4Shape& s, DType xt, int M, bool scaled, Rng& r) {
   std::vector<double> y((size_t)(M * p.d.N), 0.0);
   auto xword = [&](int m, int64_t k) -> uint32_t {  // halves x[m][k], x[m][k+1]; 0 beyond M / K
     if (m >= M || k >= s.K) return 0;
-    return (uint32_t)x.bits[(size_t)(m * x.ld + k)] | (uint32_t)x.bits[(size_t)(m * x.ld + k + 1)] << 16;
+    return (uint32_t)x.bits[(size_t)(m * x.ld + k)] | (uint32_t)x.bits[(size_t)(m * x.ld + k + 1)]
+                                                          << 16;
   };
   for (int64_t nb = 0; nb < p.d.NB; ++nb) {
     double acc[32][4] = {};
@@ -512,7 +522,8 @@ void host_emulate_w8(int64_t N, int64_t K, DType xt, int M, Rng& r) {
   std::vector<double> y((size_t)(M * N), 0.0);
   auto xword = [&](int m, int64_t k) -> uint32_t {
     if (m >= M || k >= K) return 0;
-    return (uint32_t)x.bits[(size_t)(m * x.ld + k)] | (uint32_t)x.bits[(size_t)(m * x.ld + k + 1)] << 16;
+    return (uint32_t)x.bits[(size_t)(m * x.ld + k)] | (uint32_t)x.bits[(size_t)(m * x.ld + k + 1)]
+                                                          << 16;
   };
   for (int64_t nb = 0; nb < p.d.NB; ++nb) {
     double acc[32][4] = {};
@@ -538,8 +549,7 @@ void host_emulate_w8(int64_t N, int64_t K, DType xt, int M, Rng& r) {
         emu_mma(a, b, cp, bf16);
       }
       for (int l = 0; l < 32; ++l) {
-        const uint32_t rec =
-            p.s[(size_t)frag::w8_s_index(p.d.G, nb, kc >> p.d.gs_shift, l >> 2)];
+        const uint32_t rec = p.s[(size_t)frag::w8_s_index(p.d.G, nb, kc >> p.d.gs_shift, l >> 2)];
         for (int i = 0; i < 4; ++i)
           acc[l][i] += fp16_to_fp32((uint16_t)(i < 2 ? rec & 0xFFFF : rec >> 16)) * cp[l][i];
       }
@@ -603,8 +613,8 @@ void host_checks() {
   Rng r(1234);
   host_conversions();
   const std::vector<W4Shape> shapes = {
-      {{40, 24, 8}, 96, 32, true},   {{136}, 640, 128, false}, {{200, 56}, 1088, 64, false},
-      {{8}, 256, 256, false},        {{24, 24, 24}, 4128, 32, true},
+      {{40, 24, 8}, 96, 32, true}, {{136}, 640, 128, false},       {{200, 56}, 1088, 64, false},
+      {{8}, 256, 256, false},      {{24, 24, 24}, 4128, 32, true},
   };
   for (auto& s : shapes) host_pack_roundtrip(s, r);
   host_pack8_roundtrip({40, 24}, 96, r);
@@ -623,7 +633,9 @@ struct DevBuf {
   void* p = nullptr;
   size_t n = 0;
   DevBuf() = default;
-  explicit DevBuf(size_t bytes) : n(bytes) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256))); }
+  explicit DevBuf(size_t bytes) : n(bytes) {
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256)));
+  }
   ~DevBuf() {
     if (p) cudaFree(p);
   }
@@ -637,7 +649,9 @@ struct DevBuf {
   }
 };
 
-size_t dsize(DType t) { return t == DType::F32 ? 4 : 2; }
+size_t dsize(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
 
 struct DevX {
   DevBuf buf;
@@ -681,7 +695,9 @@ std::vector<uint8_t> run_y(const std::function<void(void*)>& launch, DType yt, i
   return h;
 }
 
-double tol_for(DType xt) { return xt == DType::F16 ? 2e-3 : 1e-2; }
+double tol_for(DType xt) {
+  return xt == DType::F16 ? 2e-3 : 1e-2;
+}
 
 /// One (weight, M, x dtype, bias) problem with its reference; runs several kernels on it.
 struct Problem {
@@ -740,15 +756,16 @@ struct Problem {
 // ============================================================================ GPU cases
 
 std::vector<W4Shape> w4_shapes() {
-  if (g_opt.quick) return {{{40, 24, 8}, 96, 32, true}, {{200, 56}, 1088, 64, false}, {{8}, 256, 256, false}};
+  if (g_opt.quick)
+    return {{{40, 24, 8}, 96, 32, true}, {{200, 56}, 1088, 64, false}, {{8}, 256, 256, false}};
   return {
-      {{40, 24, 8}, 96, 32, true},      // N not a multiple of 16, K % 64 = 32, Q4_0-like
-      {{136}, 640, 128, false},         // one part, K = 5 groups
-      {{200, 56}, 1088, 64, false},     // K = 17 chunks
-      {{8}, 256, 256, false},           // N < 16, group 256
-      {{24, 24, 24}, 4128, 32, true},   // K % 64 = 32, long K, Q4_0-like
-      {{1000}, 2048, 128, false},       // N = 1000 (62.5 row blocks)
-      {{4096}, 4096, 128, false},       // Llama o_proj size
+      {{40, 24, 8}, 96, 32, true},     // N not a multiple of 16, K % 64 = 32, Q4_0-like
+      {{136}, 640, 128, false},        // one part, K = 5 groups
+      {{200, 56}, 1088, 64, false},    // K = 17 chunks
+      {{8}, 256, 256, false},          // N < 16, group 256
+      {{24, 24, 24}, 4128, 32, true},  // K % 64 = 32, long K, Q4_0-like
+      {{1000}, 2048, 128, false},      // N = 1000 (62.5 row blocks)
+      {{4096}, 4096, 128, false},      // Llama o_proj size
   };
 }
 
@@ -769,7 +786,9 @@ std::vector<int> ms_for(const W4Shape& s, bool gemv) {
 }
 
 /// Rotating (output dtype, bias) choices so every kernel sees every combination.
-DType out_for(DType xt, int i) { return (i & 1) ? DType::F32 : xt; }
+DType out_for(DType xt, int i) {
+  return (i & 1) ? DType::F32 : xt;
+}
 
 void gpu_w4_cases() {
   Rng r(42);
@@ -838,10 +857,12 @@ void gpu_w4_cases() {
         for (DType xt : {DType::F16, DType::BF16}) {
           const int i = combo++;
           Problem pb(sh, W, v.d.N, v.d.K, M, xt, (i / 2) & 1, v.d.K + 8 * (i % 3), r);
-          for (W4GemmTile tile : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R}) {
+          for (W4GemmTile tile :
+               {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R}) {
             const int auto_split = w4_gemm_split_k(v, tile, M);
             std::vector<int> splits{auto_split};
-            if (tile != W4GemmTile::L128 && tile != W4GemmTile::L128R && auto_split == 1 && v.d.KC >= 3)
+            if (tile != W4GemmTile::L128 && tile != W4GemmTile::L128R && auto_split == 1 &&
+                v.d.KC >= 3)
               splits.push_back(3);
             if (tile == W4GemmTile::S32 && auto_split != 1) splits.push_back(1);
             for (int sk : splits) {
@@ -997,8 +1018,8 @@ void gpu_graph_cases() {
 
 // ============================================================================ benchmark
 
-constexpr double kPeakBW = 4.30e12;     // measured D2D copy, bytes/s (read + write)
-constexpr double kPeakFlops = 790e12;   // measured bf16 dense GEMM
+constexpr double kPeakBW = 4.30e12;    // measured D2D copy, bytes/s (read + write)
+constexpr double kPeakFlops = 790e12;  // measured bf16 dense GEMM
 
 struct BenchRow {
   std::string shape;
@@ -1116,7 +1137,8 @@ void add_row(const std::string& shape, int M, const std::string& kernel, double 
 /// Times one configuration and records it; a failure prints an ERROR row and the bench goes on
 /// (unless the device is left in a sticky error state).
 double bench_one(const std::string& shape, int M, const std::string& kernel, size_t wbytes,
-                 int64_t N, int64_t K, const std::function<void(cudaStream_t, int)>& launch, int R) {
+                 int64_t N, int64_t K, const std::function<void(cudaStream_t, int)>& launch,
+                 int R) {
   try {
     const double us = time_graph(launch, R);
     add_row(shape, M, kernel, us, wbytes, N, K);
@@ -1133,19 +1155,26 @@ double bench_one(const std::string& shape, int M, const std::string& kernel, siz
 void add_row(const std::string& shape, int M, const std::string& kernel, double us, size_t wbytes,
              int64_t N, int64_t K) {
   const double flops = 2.0 * M * N * K;
-  BenchRow row{shape, M, kernel, us, wbytes / (us * 1e-6) / 1e9, flops / (us * 1e-6) / 1e12,
+  BenchRow row{shape,
+               M,
+               kernel,
+               us,
+               wbytes / (us * 1e-6) / 1e9,
+               flops / (us * 1e-6) / 1e12,
                std::max(wbytes / kPeakBW, flops / kPeakFlops) * 1e6};
-  std::printf("bench %-14s M=%4d %-26s %9.2f us  %7.0f GB/s (%5.1f%% of 4.3 TB/s)  %6.1f TFLOP/s "
-              "(%5.1f%%)  floor %8.2f us\n",
-              shape.c_str(), M, kernel.c_str(), us, row.gbs, 100 * row.gbs * 1e9 / kPeakBW,
-              row.tflops, 100 * row.tflops * 1e12 / kPeakFlops, row.floor_us);
+  std::printf(
+      "bench %-14s M=%4d %-26s %9.2f us  %7.0f GB/s (%5.1f%% of 4.3 TB/s)  %6.1f TFLOP/s "
+      "(%5.1f%%)  floor %8.2f us\n",
+      shape.c_str(), M, kernel.c_str(), us, row.gbs, 100 * row.gbs * 1e9 / kPeakBW, row.tflops,
+      100 * row.tflops * 1e12 / kPeakFlops, row.floor_us);
   std::fflush(stdout);
   g_rows.push_back(row);
 }
 
 void bench() {
-  std::printf("\n== benchmark (CUDA graphs of R launches over rotating weight copies >= 256 MB; "
-              "median of 11 replays)\n");
+  std::printf(
+      "\n== benchmark (CUDA graphs of R launches over rotating weight copies >= 256 MB; "
+      "median of 11 replays)\n");
   const double bw = bench_copy_bw();
   std::printf("bench device-to-device copy: %.0f GB/s (read + write), ceiling used: 4300 GB/s\n",
               bw / 1e9);
@@ -1153,9 +1182,9 @@ void bench() {
     const char* name;
     int64_t N, K;
   };
-  const BS shapes[] = {{"7B qkv", 12288, 4096},  {"7B o", 4096, 4096},
-                       {"7B gate_up", 22016, 4096}, {"7B down", 4096, 11008},
-                       {"Tiny qkv", 2560, 2048}, {"Tiny o", 2048, 2048},
+  const BS shapes[] = {{"7B qkv", 12288, 4096},       {"7B o", 4096, 4096},
+                       {"7B gate_up", 22016, 4096},   {"7B down", 4096, 11008},
+                       {"Tiny qkv", 2560, 2048},      {"Tiny o", 2048, 2048},
                        {"Tiny gate_up", 11264, 2048}, {"Tiny down", 2048, 5632}};
   const int Ms[] = {1, 4, 8, 16, 64, 512};
   Rng r(5);
@@ -1172,7 +1201,8 @@ void bench() {
     size_t ws_bytes = linear_workspace_bytes(w, 512, true);
     for (int M : Ms)
       for (W4GemmTile t : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R})
-        ws_bytes = std::max(ws_bytes, w4_gemm_workspace_bytes(w.view(), M, w4_gemm_split_k(w.view(), t, M)));
+        ws_bytes = std::max(ws_bytes,
+                            w4_gemm_workspace_bytes(w.view(), M, w4_gemm_split_k(w.view(), t, M)));
     DevBuf ws(ws_bytes);
     DevBuf dense((size_t)s.N * s.K * 2);
     const size_t wb = w.bytes();
@@ -1181,38 +1211,53 @@ void bench() {
         for (int warps : {4, 8, 16})
           for (int x_smem : {-1, 0}) {
             if (warps == 4 && x_smem == 0) continue;
-            bench_one(s.name, M,
-                      "w4_gemv/" + std::to_string(warps) + "w/" + (x_smem ? "xs-auto" : "regs"), wb,
-                      s.N, s.K, [&](cudaStream_t st, int i) {
-                        w4_gemv(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p,
-                                DType::F16, s.N, nullptr, st, warps, x_smem);
-                      }, R);
+            bench_one(
+                s.name, M,
+                "w4_gemv/" + std::to_string(warps) + "w/" + (x_smem ? "xs-auto" : "regs"), wb, s.N,
+                s.K,
+                [&](cudaStream_t st, int i) {
+                  w4_gemv(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16,
+                          s.N, nullptr, st, warps, x_smem);
+                },
+                R);
           }
       } else {
-        for (W4GemmTile t : {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R}) {
+        for (W4GemmTile t :
+             {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R}) {
           const int sk = w4_gemm_split_k(w.view(), t, M);
-          bench_one(s.name, M, std::string(w4_gemm_tile_name(t)) + "/s" + std::to_string(sk), wb,
-                    s.N, s.K, [&](cudaStream_t st, int i) {
-                      w4_gemm(wc.views[(size_t)(i % nv)], t, sk, dx.buf.p, DType::F16, M, s.K, y.p,
-                              DType::F16, s.N, nullptr, ws.p, ws.n, st);
-                    }, R);
+          bench_one(
+              s.name, M, std::string(w4_gemm_tile_name(t)) + "/s" + std::to_string(sk), wb, s.N,
+              s.K,
+              [&](cudaStream_t st, int i) {
+                w4_gemm(wc.views[(size_t)(i % nv)], t, sk, dx.buf.p, DType::F16, M, s.K, y.p,
+                        DType::F16, s.N, nullptr, ws.p, ws.n, st);
+              },
+              R);
         }
-        const double t_dq = bench_one(s.name, M, "dequant only (r+w)", wb + (size_t)s.N * s.K * 2, 0, 0, [&](cudaStream_t st, int i) {
-          w4_dequantize(wc.views[(size_t)(i % nv)], dense.p, DType::F16, s.K, st);
-        }, R);
-        const double t_cb = bench_one(s.name, M, "cublas only (fp16 W)", (size_t)s.N * s.K * 2,
-                                      s.N, s.K, [&](cudaStream_t st, int) {
-                    cublas_dense(nullptr, dense.p, s.N, s.K, dx.buf.p, DType::F16, M, s.K, y.p,
-                                 DType::F16, s.N, nullptr, st);
-                  }, 20);
-        if (t_dq > 0 && t_cb > 0) add_row(s.name, M, "dequant+cublas (sum)", t_dq + t_cb, wb, s.N, s.K);
+        const double t_dq = bench_one(
+            s.name, M, "dequant only (r+w)", wb + (size_t)s.N * s.K * 2, 0, 0,
+            [&](cudaStream_t st, int i) {
+              w4_dequantize(wc.views[(size_t)(i % nv)], dense.p, DType::F16, s.K, st);
+            },
+            R);
+        const double t_cb = bench_one(
+            s.name, M, "cublas only (fp16 W)", (size_t)s.N * s.K * 2, s.N, s.K,
+            [&](cudaStream_t st, int) {
+              cublas_dense(nullptr, dense.p, s.N, s.K, dx.buf.p, DType::F16, M, s.K, y.p,
+                           DType::F16, s.N, nullptr, st);
+            },
+            20);
+        if (t_dq > 0 && t_cb > 0)
+          add_row(s.name, M, "dequant+cublas (sum)", t_dq + t_cb, wb, s.N, s.K);
       }
       const LinearPlan plan = w4a16_plan(w.view(), M, true);
-      bench_one(s.name, M, std::string("AUTO ") + linear_kernel_name(plan.kernel), wb, s.N, s.K,
-                [&](cudaStream_t st, int i) {
-                  linear_w4a16(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p,
-                               DType::F16, s.N, nullptr, Workspace{ws.p, ws.n}, st, &g_dense);
-                }, R);
+      bench_one(
+          s.name, M, std::string("AUTO ") + linear_kernel_name(plan.kernel), wb, s.N, s.K,
+          [&](cudaStream_t st, int i) {
+            linear_w4a16(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16,
+                         s.N, nullptr, Workspace{ws.p, ws.n}, st, &g_dense);
+          },
+          R);
     }
     // Q8_0 GEMV at decode sizes.
     {
@@ -1222,17 +1267,21 @@ void bench() {
       const int nv8 = (int)c8.views.size();
       for (int M : {1, 8})
         for (int x_smem : {-1, 0})
-          bench_one(s.name, M, std::string("w8_gemv/8w/") + (x_smem ? "xs-auto" : "regs"),
-                    w8.bytes(), s.N, s.K, [&](cudaStream_t st, int i) {
-                      w8_gemv(c8.views[(size_t)(i % nv8)], dx.buf.p, DType::F16, M, s.K, y.p,
-                              DType::F16, s.N, nullptr, st, 8, x_smem);
-                    }, std::max(20, nv8));
+          bench_one(
+              s.name, M, std::string("w8_gemv/8w/") + (x_smem ? "xs-auto" : "regs"), w8.bytes(),
+              s.N, s.K,
+              [&](cudaStream_t st, int i) {
+                w8_gemv(c8.views[(size_t)(i % nv8)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16,
+                        s.N, nullptr, st, 8, x_smem);
+              },
+              std::max(20, nv8));
     }
   }
   // Short summary (the lead sees the last lines): the dispatcher's choice per shape and M, and the
   // fastest full-problem alternative measured (the "only" rows are parts, not candidates).
-  std::printf("\n== summary: AUTO = the dispatcher; us per call; GB/s of weight bytes (%% of 4.3 TB/s); "
-              "TFLOP/s (%% of 790); floor = max(bytes/4.3 TB/s, flops/790 TFLOP/s)\n");
+  std::printf(
+      "\n== summary: AUTO = the dispatcher; us per call; GB/s of weight bytes (%% of 4.3 TB/s); "
+      "TFLOP/s (%% of 790); floor = max(bytes/4.3 TB/s, flops/790 TFLOP/s)\n");
   std::printf("%-12s %4s %-14s %8s %6s %5s %6s %5s %8s | %-20s %8s\n", "shape", "M", "auto kernel",
               "us", "GB/s", "%BW", "TF/s", "%pk", "floor", "best measured", "us");
   for (const BenchRow& b : g_rows) {
@@ -1249,7 +1298,7 @@ void bench() {
                 b.floor_us, best ? best->kernel.c_str() : "-", best ? best->us : 0.0);
   }
   for (const BenchRow& b : g_rows)
-    if (b.kernel.rfind("w8", 0) == 0)
+    if (b.kernel.rfind("w8", 0) == 0 && b.kernel.find("xs-auto") != std::string::npos)
       std::printf("%-12s %4d %-14s %8.2f %6.0f %5.1f %6.1f %5.1f %8.2f |\n", b.shape.c_str(), b.M,
                   b.kernel.c_str(), b.us, b.gbs, 100 * b.gbs * 1e9 / kPeakBW, b.tflops,
                   100 * b.tflops * 1e12 / kPeakFlops, b.floor_us);

@@ -62,11 +62,11 @@ for fam in gemv gemm dense w8 auto graph; do
     "$(grep -c '^FAIL' "$OUT/test_$fam.log")" "$(grep -m1 '^FATAL' "$OUT/test_$fam.log" | cut -c1-150)"
 done
 grep -h -E "^(w4_|w8_)" "$OUT/test_gemv.log" | head -24 > "$OUT/kernels.txt"
-cat "$OUT/kernels.txt"
+echo "kernels (regs / ctas per SM): $(awk '{printf "%s %s/%s  ", $1, $3, $NF}' "$OUT/kernels.txt")" | fold -w 200
 nfail=$(cat "$OUT"/test_*.log | grep -c '^FAIL')
 if [ "$nfail" -gt 0 ]; then
   echo "---- first failures (of $nfail; full lines in $OUT/test_*.log)"
-  cat "$OUT"/test_*.log | grep '^FAIL' | head -20 | cut -c1-260
+  cat "$OUT"/test_*.log | grep '^FAIL' | head -12 | cut -c1-240
 fi
 # Largest errors seen per family (to compare with the expected ~1e-6 gemv, ~3e-4 / 2e-3 gemm).
 for fam in gemv gemm w8 auto; do

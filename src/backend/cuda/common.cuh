@@ -20,20 +20,20 @@ namespace perfx::cuda {
 }
 
 /// Checks a CUDA runtime call; throws perfx::Error naming the call on failure.
-#define CUDA_CHECK(call)                                                               \
-  do {                                                                                 \
-    const cudaError_t perfx_cuda_err_ = (call);                                        \
-    if (perfx_cuda_err_ != cudaSuccess)                                                \
-      ::perfx::cuda::throw_cuda_error(perfx_cuda_err_, #call, __FILE__, __LINE__);     \
+#define CUDA_CHECK(call)                                                           \
+  do {                                                                             \
+    const cudaError_t perfx_cuda_err_ = (call);                                    \
+    if (perfx_cuda_err_ != cudaSuccess)                                            \
+      ::perfx::cuda::throw_cuda_error(perfx_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 /// Checks the launch just made (configuration errors are reported by cudaGetLastError; faults
 /// inside the kernel surface at the next synchronizing call). Legal during stream capture.
-#define CUDA_CHECK_LAUNCH(what)                                                        \
-  do {                                                                                 \
-    const cudaError_t perfx_cuda_err_ = cudaGetLastError();                            \
-    if (perfx_cuda_err_ != cudaSuccess)                                                \
-      ::perfx::cuda::throw_cuda_error(perfx_cuda_err_, what, __FILE__, __LINE__);      \
+#define CUDA_CHECK_LAUNCH(what)                                                   \
+  do {                                                                            \
+    const cudaError_t perfx_cuda_err_ = cudaGetLastError();                       \
+    if (perfx_cuda_err_ != cudaSuccess)                                           \
+      ::perfx::cuda::throw_cuda_error(perfx_cuda_err_, what, __FILE__, __LINE__); \
   } while (0)
 
 template <typename I>

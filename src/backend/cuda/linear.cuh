@@ -63,11 +63,11 @@ namespace perfx::cuda {
 
 /// Shape of a packed W4 matrix.
 struct W4Dims {
-  int64_t N = 0, K = 0;   // logical rows (out) and input channels (in)
-  int NB = 0, KC = 0;     // row blocks of 16 and k chunks of 64 (padded)
-  int G = 0;              // scale/zero groups per row over the padded K
-  int group_size = 0;     // 32 << gs_shift
-  int gs_shift = 0;       // log2(group_size / 32)
+  int64_t N = 0, K = 0;  // logical rows (out) and input channels (in)
+  int NB = 0, KC = 0;    // row blocks of 16 and k chunks of 64 (padded)
+  int G = 0;             // scale/zero groups per row over the padded K
+  int group_size = 0;    // 32 << gs_shift
+  int gs_shift = 0;      // log2(group_size / 32)
   size_t q_bytes() const { return (size_t)NB * KC * 32 * 16; }
   size_t sz_bytes() const { return (size_t)NB * G * 8 * 8; }
 };
@@ -202,8 +202,8 @@ void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void*
 
 /// Tile shapes of the W4 tensor-core GEMM (rows of W × tokens per CTA).
 enum class W4GemmTile : uint8_t {
-  S32,   // 64 rows × 32 tokens, 4 warps (16×32 each), 6 stages: M 9..32
-  S64,   // 64 rows × 64 tokens, 4 warps (32×32 each), 5 stages: M 33..64
+  S32,    // 64 rows × 32 tokens, 4 warps (16×32 each), 6 stages: M 9..32
+  S64,    // 64 rows × 64 tokens, 4 warps (32×32 each), 5 stages: M 33..64
   L128,   // 128 rows × 128 tokens, 8 warps (32×64 each), 4 stages: M >= 65
   L128R,  // 128 rows × 128 tokens, 8 warps (64×32 each), 4 stages: candidate for M >= 65
 };
@@ -287,12 +287,12 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
 /// per (N, K, group, M, dtypes). Throws perfx::Error on a precondition failure or a too small
 /// workspace.
 LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
-                        DType yt, int64_t ldy, const float* bias, Workspace ws,
-                        cudaStream_t stream, const DenseGemm* dense = nullptr);
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense = nullptr);
 /// Same for Q8_0 weights (w8a16_plan).
 LinearPlan linear_w8a16(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
-                        DType yt, int64_t ldy, const float* bias, Workspace ws,
-                        cudaStream_t stream, const DenseGemm* dense = nullptr);
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense = nullptr);
 
 inline size_t linear_workspace_bytes(const W4Weight& w, int max_M, bool have_dense) {
   return linear_workspace_bytes(w.view(), max_M, have_dense);

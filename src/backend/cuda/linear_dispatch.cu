@@ -17,10 +17,18 @@ namespace perfx::cuda {
 namespace {
 
 // "Use me?" predicates, in ladder order.
-bool gemv_should_use(int M) { return M >= 1 && M <= 8; }
-bool gemm_s32_should_use(int M) { return M <= 32; }
-bool gemm_s64_should_use(int M) { return M <= 64; }
-bool dense_should_use(int M, bool have_dense) { return have_dense && M >= w4_dense_min_m(); }
+bool gemv_should_use(int M) {
+  return M >= 1 && M <= 8;
+}
+bool gemm_s32_should_use(int M) {
+  return M <= 32;
+}
+bool gemm_s64_should_use(int M) {
+  return M <= 64;
+}
+bool dense_should_use(int M, bool have_dense) {
+  return have_dense && M >= w4_dense_min_m();
+}
 
 bool env_flag(const char* name) {
   const char* e = std::getenv(name);
@@ -39,22 +47,30 @@ void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt
     std::lock_guard<std::mutex> lock(mu);
     if (!seen.insert(Key(kind, N, K, group, M, (int)xt, (int)yt)).second) return;
   }
-  std::fprintf(stderr, "perfx cuda linear: %s N=%lld K=%lld group=%d M=%d x=%s y=%s -> %s (split_k %d)\n",
+  std::fprintf(stderr,
+               "perfx cuda linear: %s N=%lld K=%lld group=%d M=%d x=%s y=%s -> %s (split_k %d)\n",
                kind, (long long)N, (long long)K, group, M, dtype_name(xt), dtype_name(yt),
                linear_kernel_name(p.kernel), p.split_k);
 }
 
-size_t dense_bytes(int64_t N, int64_t K) { return (size_t)N * (size_t)K * 2; }
+size_t dense_bytes(int64_t N, int64_t K) {
+  return (size_t)N * (size_t)K * 2;
+}
 
 }  // namespace
 
 const char* linear_kernel_name(LinearKernel k) {
   switch (k) {
-    case LinearKernel::Gemv: return "gemv";
-    case LinearKernel::GemmS32: return "gemm_s32";
-    case LinearKernel::GemmS64: return "gemm_s64";
-    case LinearKernel::GemmL128: return "gemm_l128";
-    case LinearKernel::Dense: return "dequant+dense";
+    case LinearKernel::Gemv:
+      return "gemv";
+    case LinearKernel::GemmS32:
+      return "gemm_s32";
+    case LinearKernel::GemmS64:
+      return "gemm_s64";
+    case LinearKernel::GemmL128:
+      return "gemm_l128";
+    case LinearKernel::Dense:
+      return "dequant+dense";
   }
   return "?";
 }
@@ -113,8 +129,8 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense) {
 }
 
 LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
-                        DType yt, int64_t ldy, const float* bias, Workspace ws,
-                        cudaStream_t stream, const DenseGemm* dense) {
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense) {
   check_linear_args("linear_w4a16", v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy);
   if (M == 0) return LinearPlan{};
   const bool have_dense = dense != nullptr && dense->fn != nullptr;
@@ -150,8 +166,8 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
 }
 
 LinearPlan linear_w8a16(const W8View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
-                        DType yt, int64_t ldy, const float* bias, Workspace ws,
-                        cudaStream_t stream, const DenseGemm* dense) {
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense) {
   check_linear_args("linear_w8a16", v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy);
   if (M == 0) return LinearPlan{};
   const bool have_dense = dense != nullptr && dense->fn != nullptr;
@@ -194,6 +210,8 @@ void linear_kernels_init() {
   gemv_init_attributes();
 }
 
-std::string linear_kernels_describe() { return describe_gemv_kernels() + describe_gemm_kernels(); }
+std::string linear_kernels_describe() {
+  return describe_gemv_kernels() + describe_gemm_kernels();
+}
 
 }  // namespace perfx::cuda

@@ -23,13 +23,21 @@ namespace perfx::cuda::frag {
 // for row 16nb + gid + 8·w4_elem_hi(e), channel w4_base(kc, j, tid) + w4_elem_koff(e).
 
 /// Nibble position of element e: nibble i holds e[{0,2,4,6,1,3,5,7}[i]], so e → (e&1)·4 + e/2.
-PERFX_HD int w4_nibble(int e) { return ((e & 1) << 2) | (e >> 1); }
+PERFX_HD int w4_nibble(int e) {
+  return ((e & 1) << 2) | (e >> 1);
+}
 /// 1 when element e belongs to row gid + 8 (e = 2, 3, 6, 7).
-PERFX_HD int w4_elem_hi(int e) { return (e >> 1) & 1; }
+PERFX_HD int w4_elem_hi(int e) {
+  return (e >> 1) & 1;
+}
 /// Channel offset of element e from the word's base: e0..e7 → 0,1,0,1,2,3,2,3.
-PERFX_HD int w4_elem_koff(int e) { return ((e >> 2) << 1) | (e & 1); }
+PERFX_HD int w4_elem_koff(int e) {
+  return ((e >> 2) << 1) | (e & 1);
+}
 /// Element index for (row half hi, channel offset koff 0..3): inverse of the two above.
-PERFX_HD int w4_elem(int hi, int koff) { return ((koff >> 1) << 2) | (hi << 1) | (koff & 1); }
+PERFX_HD int w4_elem(int hi, int koff) {
+  return ((koff >> 1) << 2) | (hi << 1) | (koff & 1);
+}
 /// First real input channel of word j (k-tile j, 0..3) of chunk kc for lane tid.
 PERFX_HD int64_t w4_base(int64_t kc, int j, int tid) {
   return 64 * kc + 32 * (j >> 1) + 8 * tid + 4 * (j & 1);
@@ -39,20 +47,28 @@ PERFX_HD int64_t w4_q_index(int KC, int64_t nb, int64_t kc, int lane) {
   return (nb * KC + kc) * 32 + lane;
 }
 /// uint2 index of (row block nb, group g, gid) in sz.
-PERFX_HD int64_t w4_sz_index(int G, int64_t nb, int64_t g, int gid) { return (nb * G + g) * 8 + gid; }
+PERFX_HD int64_t w4_sz_index(int G, int64_t nb, int64_t g, int gid) {
+  return (nb * G + g) * 8 + gid;
+}
 /// Group of half-chunk hc (= 2kc + h, 32 channels each) for group_size = 32 << gs_shift.
-PERFX_HD int64_t w4_group_of_half(int64_t hc, int gs_shift) { return hc >> gs_shift; }
+PERFX_HD int64_t w4_group_of_half(int64_t hc, int gs_shift) {
+  return hc >> gs_shift;
+}
 
 // ------------------------------------------------------------------------- W8 element placement
 //
 // Lane (gid, tid) of chunk kc (32 channels): word w (0..3) of its uint4, byte y (0..3):
 // k-tile jj = w / 2, channel w8_base(kc, jj, tid) + 2·(w & 1) + (y & 1), row gid + 8·(y >> 1).
 
-PERFX_HD int64_t w8_base(int64_t kc, int jj, int tid) { return 32 * kc + 8 * tid + 4 * jj; }
+PERFX_HD int64_t w8_base(int64_t kc, int jj, int tid) {
+  return 32 * kc + 8 * tid + 4 * jj;
+}
 PERFX_HD int64_t w8_q_index(int KC, int64_t nb, int64_t kc, int lane) {
   return (nb * KC + kc) * 32 + lane;
 }
-PERFX_HD int64_t w8_s_index(int G, int64_t nb, int64_t g, int gid) { return (nb * G + g) * 8 + gid; }
+PERFX_HD int64_t w8_s_index(int G, int64_t nb, int64_t g, int gid) {
+  return (nb * G + g) * 8 + gid;
+}
 
 // ------------------------------------------------------------------------- bit-level conversions
 //
@@ -72,18 +88,30 @@ PERFX_HD uint32_t lop_and_or(uint32_t a, uint32_t b, uint32_t c) {
 }
 
 /// fp16x2 bits of −(1024 + z) in both halves (z in 0..15): added to 0x6400 | q gives q − z.
-PERFX_HD uint32_t f16_neg_zero_lo(uint32_t z) { return 0xE400E400u | (z * 0x00010001u); }
+PERFX_HD uint32_t f16_neg_zero_lo(uint32_t z) {
+  return 0xE400E400u | (z * 0x00010001u);
+}
 /// fp16x2 bits of −(64 + z) in both halves: fma(0x6400 | q << 4, 1/16, this) = q − z.
-PERFX_HD uint32_t f16_neg_zero_hi(uint32_t z) { return 0xD400D400u | ((z << 4) * 0x00010001u); }
+PERFX_HD uint32_t f16_neg_zero_hi(uint32_t z) {
+  return 0xD400D400u | ((z << 4) * 0x00010001u);
+}
 /// bf16x2 bits of −(128 + z) in both halves: added to 0x4300 | q gives q − z.
-PERFX_HD uint32_t bf16_neg_zero(uint32_t z) { return 0xC300C300u | (z * 0x00010001u); }
+PERFX_HD uint32_t bf16_neg_zero(uint32_t z) {
+  return 0xC300C300u | (z * 0x00010001u);
+}
 
 /// Host stand-ins for the half2 arithmetic (used by the host emulation in the tests). Only
 /// called with exactly representable results, so float arithmetic + exact conversion suffices.
 #if !defined(__CUDA_ARCH__)
-inline float host_half_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-inline uint16_t host_float_to_half(float f) { return __half_as_ushort(__float2half_rn(f)); }
-inline float host_bf16_to_float(uint16_t h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
+inline float host_half_to_float(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+inline uint16_t host_float_to_half(float f) {
+  return __half_as_ushort(__float2half_rn(f));
+}
+inline float host_bf16_to_float(uint16_t h) {
+  return __bfloat162float(__ushort_as_bfloat16(h));
+}
 inline uint16_t host_float_to_bf16(float f) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
@@ -97,7 +125,8 @@ PERFX_HD uint32_t f16x2_add(uint32_t a, uint32_t b) {
   return d;
 #else
   const float lo = host_half_to_float((uint16_t)a) + host_half_to_float((uint16_t)b);
-  const float hi = host_half_to_float((uint16_t)(a >> 16)) + host_half_to_float((uint16_t)(b >> 16));
+  const float hi =
+      host_half_to_float((uint16_t)(a >> 16)) + host_half_to_float((uint16_t)(b >> 16));
   return host_float_to_half(lo) | ((uint32_t)host_float_to_half(hi) << 16);
 #endif
 }
@@ -110,8 +139,9 @@ PERFX_HD uint32_t f16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
 #else
   const float lo = host_half_to_float((uint16_t)a) * host_half_to_float((uint16_t)b) +
                    host_half_to_float((uint16_t)c);
-  const float hi = host_half_to_float((uint16_t)(a >> 16)) * host_half_to_float((uint16_t)(b >> 16)) +
-                   host_half_to_float((uint16_t)(c >> 16));
+  const float hi =
+      host_half_to_float((uint16_t)(a >> 16)) * host_half_to_float((uint16_t)(b >> 16)) +
+      host_half_to_float((uint16_t)(c >> 16));
   return host_float_to_half(lo) | ((uint32_t)host_float_to_half(hi) << 16);
 #endif
 }
@@ -124,16 +154,21 @@ PERFX_HD uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
 #else
   const float lo = host_bf16_to_float((uint16_t)a) * host_bf16_to_float((uint16_t)b) +
                    host_bf16_to_float((uint16_t)c);
-  const float hi = host_bf16_to_float((uint16_t)(a >> 16)) * host_bf16_to_float((uint16_t)(b >> 16)) +
-                   host_bf16_to_float((uint16_t)(c >> 16));
+  const float hi =
+      host_bf16_to_float((uint16_t)(a >> 16)) * host_bf16_to_float((uint16_t)(b >> 16)) +
+      host_bf16_to_float((uint16_t)(c >> 16));
   return host_float_to_bf16(lo) | ((uint32_t)host_float_to_bf16(hi) << 16);
 #endif
 }
 
 /// fp16x2 a · b (one rounding).
-PERFX_HD uint32_t f16x2_mul(uint32_t a, uint32_t b) { return f16x2_fma(a, b, 0x80008000u); }
+PERFX_HD uint32_t f16x2_mul(uint32_t a, uint32_t b) {
+  return f16x2_fma(a, b, 0x80008000u);
+}
 /// bf16x2 a · b (one rounding; + −0 keeps every product unchanged).
-PERFX_HD uint32_t bf16x2_mul(uint32_t a, uint32_t b) { return bf16x2_fma(a, b, 0x80008000u); }
+PERFX_HD uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  return bf16x2_fma(a, b, 0x80008000u);
+}
 
 constexpr uint32_t kF16x2One16th = 0x2C002C00u;  // 1/16 in both halves
 constexpr uint32_t kBf16x2One = 0x3F803F80u;     // 1.0 in both halves
@@ -162,10 +197,10 @@ PERFX_HD void w4_word_to_frag_f16(uint32_t w, uint32_t z_lo, uint32_t z_hi, uint
 
 /// Same for bf16: z_lo / z_hi = bf16_neg_zero(zero of row gid / gid + 8).
 PERFX_HD void w4_word_to_frag_bf16(uint32_t w, uint32_t z_lo, uint32_t z_hi, uint32_t a[4]) {
-  const uint32_t h0 = lop_and_or(w, 0x000F000Fu, 0x43004300u);         // 128 + (e0, e1)
-  const uint32_t h1 = lop_and_or(w >> 4, 0x000F000Fu, 0x43004300u);    // 128 + (e2, e3)
-  const uint32_t h2 = lop_and_or(w >> 8, 0x000F000Fu, 0x43004300u);    // 128 + (e4, e5)
-  const uint32_t h3 = lop_and_or(w >> 12, 0x000F000Fu, 0x43004300u);   // 128 + (e6, e7)
+  const uint32_t h0 = lop_and_or(w, 0x000F000Fu, 0x43004300u);        // 128 + (e0, e1)
+  const uint32_t h1 = lop_and_or(w >> 4, 0x000F000Fu, 0x43004300u);   // 128 + (e2, e3)
+  const uint32_t h2 = lop_and_or(w >> 8, 0x000F000Fu, 0x43004300u);   // 128 + (e4, e5)
+  const uint32_t h3 = lop_and_or(w >> 12, 0x000F000Fu, 0x43004300u);  // 128 + (e6, e7)
   a[0] = bf16x2_fma(h0, kBf16x2One, z_lo);
   a[1] = bf16x2_fma(h1, kBf16x2One, z_hi);
   a[2] = bf16x2_fma(h2, kBf16x2One, z_lo);
@@ -179,7 +214,8 @@ PERFX_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t sel) {
 #else
   const uint64_t v = ((uint64_t)b << 32) | a;
   uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= (uint32_t)((v >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    r |= (uint32_t)((v >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i);
   return r;
 #endif
 }
@@ -246,9 +282,13 @@ __device__ __forceinline__ void mma16816<BF16>(float c[4], const uint32_t a[4], 
 }
 
 /// 16-byte global load, streaming (evict-first): weights are read once per pass.
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) { return __ldcs(p); }
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  return __ldcs(p);
+}
 /// 16-byte global load through the read-only path (activations, reused across CTAs).
-__device__ __forceinline__ uint4 ld_ro(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ uint4 ld_ro(const void* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return (uint32_t)__cvta_generic_to_shared(p);
@@ -258,7 +298,9 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem),
                "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
@@ -268,9 +310,13 @@ __device__ __forceinline__ void cp_async_wait() {
 template <typename O>
 __device__ __forceinline__ O to_out(float v);
 template <>
-__device__ __forceinline__ float to_out<float>(float v) { return v; }
+__device__ __forceinline__ float to_out<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half to_out<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half to_out<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);

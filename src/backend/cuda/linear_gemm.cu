@@ -33,10 +33,10 @@ struct TileCfg {
   static constexpr int BN = BN_, BM = BM_, WN = WN_, WM = WM_, STAGES = STAGES_;
   static constexpr int kMinCtas = MIN_CTAS_;  // __launch_bounds__ CTAs per SM (register cap)
   static constexpr int kWarps = WN * WM, kThreads = 32 * kWarps;
-  static constexpr int kRB = BN / 16;         // row blocks per CTA tile
-  static constexpr int kWRB = BN / WN / 16;   // row blocks per warp
-  static constexpr int kWTok = BM / WM;       // tokens per warp
-  static constexpr int kWNT = kWTok / 8;      // n8 token tiles per warp
+  static constexpr int kRB = BN / 16;        // row blocks per CTA tile
+  static constexpr int kWRB = BN / WN / 16;  // row blocks per warp
+  static constexpr int kWTok = BM / WM;      // tokens per warp
+  static constexpr int kWNT = kWTok / 8;     // n8 token tiles per warp
   static constexpr int kWBytes = kRB * 32 * 16;
   static constexpr int kSzBytes = kRB * 2 * 64;
   static constexpr int kXBytes = BM * 128;
@@ -48,10 +48,10 @@ struct TileCfg {
 
 // The tile table (one place; linear.cuh's W4GemmTile comments mirror it).
 //                     BN   BM WN WM stages ctas/SM
-using CfgS32 = TileCfg<64, 32, 4, 1, 6, 4>;     // warp 16 rows × 32 tokens; 39 KB smem
-using CfgS64 = TileCfg<64, 64, 2, 2, 5, 4>;     // warp 32 × 32; 52.5 KB
-using CfgL128 = TileCfg<128, 128, 4, 2, 4, 2>;  // warp 32 × 64; 84 KB
-using CfgL128R = TileCfg<128, 128, 2, 4, 4, 2>; // warp 64 × 32 (less smem traffic, 2x dequant)
+using CfgS32 = TileCfg<64, 32, 4, 1, 6, 4>;      // warp 16 rows × 32 tokens; 39 KB smem
+using CfgS64 = TileCfg<64, 64, 2, 2, 5, 4>;      // warp 32 × 32; 52.5 KB
+using CfgL128 = TileCfg<128, 128, 4, 2, 4, 2>;   // warp 32 × 64; 84 KB
+using CfgL128R = TileCfg<128, 128, 2, 4, 4, 2>;  // warp 64 × 32 (less smem traffic, 2x dequant)
 
 template <typename Cfg, typename Tag, typename OutT>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
@@ -271,22 +271,22 @@ void launch_gemm(const W4View& w, int split_k, const void* x, int M, int64_t ldx
   const auto* xt = static_cast<const typename Tag::T*>(x);
   if (splits == 1) {
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(w, xt, M, ldx, static_cast<OutT*>(y),
-                                                            ldy, bias, nullptr, cps);
+                                                             ldy, bias, nullptr, cps);
     CUDA_CHECK_LAUNCH("w4_gemm_kernel");
     return;
   }
   const size_t need = (size_t)splits * M * w.d.N * sizeof(float);
-  PERFX_CHECK(ws != nullptr && ws_bytes >= need,
-              "w4_gemm: split-K workspace of " + std::to_string(ws_bytes) + " bytes, need " +
-                  std::to_string(need));
+  PERFX_CHECK(ws != nullptr && ws_bytes >= need, "w4_gemm: split-K workspace of " +
+                                                     std::to_string(ws_bytes) + " bytes, need " +
+                                                     std::to_string(need));
   float* part = static_cast<float*>(ws);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(w, xt, M, ldx, static_cast<OutT*>(y),
-                                                          ldy, bias, part, cps);
+                                                           ldy, bias, part, cps);
   CUDA_CHECK_LAUNCH("w4_gemm_kernel (split)");
   const int64_t total = (int64_t)M * w.d.N;
   const int blocks = (int)std::min<int64_t>(ceil_div<int64_t>(total, 256), 4 * 1024);
-  splitk_reduce_kernel<OutT><<<blocks, 256, 0, stream>>>(part, splits, M, w.d.N,
-                                                         static_cast<OutT*>(y), ldy, bias);
+  splitk_reduce_kernel<OutT>
+      <<<blocks, 256, 0, stream>>>(part, splits, M, w.d.N, static_cast<OutT*>(y), ldy, bias);
   CUDA_CHECK_LAUNCH("splitk_reduce_kernel");
 }
 
@@ -350,10 +350,14 @@ std::string describe_gemm_kernels() {
 
 const char* w4_gemm_tile_name(W4GemmTile t) {
   switch (t) {
-    case W4GemmTile::S32: return "gemm_s32";
-    case W4GemmTile::S64: return "gemm_s64";
-    case W4GemmTile::L128: return "gemm_l128";
-    case W4GemmTile::L128R: return "gemm_l128r";
+    case W4GemmTile::S32:
+      return "gemm_s32";
+    case W4GemmTile::S64:
+      return "gemm_s64";
+    case W4GemmTile::L128:
+      return "gemm_l128";
+    case W4GemmTile::L128R:
+      return "gemm_l128r";
   }
   return "?";
 }

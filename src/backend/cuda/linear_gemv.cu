@@ -41,7 +41,9 @@ struct ChunksInFlight {
 /// Row stride (elements) of the staged activations for k_pad channels: ≡ 32 (mod 64) so rows 2p
 /// and 2p+1, read by one quarter-warp (4 lanes × 16 bytes each), fall 64 bytes apart mod 128
 /// (no bank conflict).
-inline int xs_row_stride(int64_t k_pad) { return (int)(ceil_div<int64_t>(k_pad, 64) * 64 + 32); }
+inline int xs_row_stride(int64_t k_pad) {
+  return (int)(ceil_div<int64_t>(k_pad, 64) * 64 + 32);
+}
 
 /// Copies x[0..M)[0..k_pad) (zero beyond K) to shared memory xs (row stride xs_ld elements, a
 /// multiple of 8), then __syncthreads(). All threads of the CTA must call it.
@@ -52,7 +54,8 @@ __device__ __forceinline__ void stage_x(uint4* xs, const T* __restrict__ x, int 
   for (int i = threadIdx.x; i < total; i += blockDim.x) {
     const int m = i / units, u = i - m * units;
     const int64_t k = 8 * (int64_t)u;
-    xs[m * (xs_ld / 8) + u] = k < K ? frag::ld_ro(x + (int64_t)m * ldx + k) : make_uint4(0, 0, 0, 0);
+    xs[m * (xs_ld / 8) + u] =
+        k < K ? frag::ld_ro(x + (int64_t)m * ldx + k) : make_uint4(0, 0, 0, 0);
   }
   __syncthreads();
 }
@@ -115,7 +118,8 @@ __global__ void __launch_bounds__(512)
         wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
         const int64_t g0 = frag::w4_group_of_half(2 * (int64_t)kc, gs_shift);
         sr[u][0] = __ldg(szb + g0 * 8);
-        if constexpr (PAIR) sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
+        if constexpr (PAIR)
+          sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
         if constexpr (!XS) {
           const int64_t k0 = (int64_t)kc * 64 + 8 * tid;
           xv[u][0] = has_x ? frag::ld_ro(xrow + k0) : zero4;
@@ -300,13 +304,17 @@ void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y,
       ensure_w4_xs<Tag, OutT, false>();
   }
   if (xs && pair)
-    w4_gemv_kernel<Tag, OutT, true, true><<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+    w4_gemv_kernel<Tag, OutT, true, true>
+        <<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   else if (xs)
-    w4_gemv_kernel<Tag, OutT, true, false><<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+    w4_gemv_kernel<Tag, OutT, true, false>
+        <<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   else if (pair)
-    w4_gemv_kernel<Tag, OutT, false, true><<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+    w4_gemv_kernel<Tag, OutT, false, true>
+        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   else
-    w4_gemv_kernel<Tag, OutT, false, false><<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+    w4_gemv_kernel<Tag, OutT, false, false>
+        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   CUDA_CHECK_LAUNCH("w4_gemv_kernel");
 }
 
@@ -320,9 +328,11 @@ void launch_w8_gemv(const W8View& w, const void* x, int M, int64_t ldx, void* y,
   const dim3 grid((unsigned)w.d.NB), block(32 * warps);
   if (xs) ensure_w8_xs<Tag, OutT>();
   if (xs)
-    w8_gemv_kernel<Tag, OutT, true><<<grid, block, (size_t)M * xs_ld * 2, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+    w8_gemv_kernel<Tag, OutT, true>
+        <<<grid, block, (size_t)M * xs_ld * 2, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   else
-    w8_gemv_kernel<Tag, OutT, false><<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+    w8_gemv_kernel<Tag, OutT, false>
+        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
   CUDA_CHECK_LAUNCH("w8_gemv_kernel");
 }
 
@@ -355,12 +365,13 @@ std::string describe_gemv_kernels() {
     r += describe_kernel(("w4_gemv<f16,f32,xs,g32>" + t).c_str(),
                          reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, true>),
                          32 * warps, xs_bytes);
-    r += describe_kernel(("w4_gemv<bf16,bf16,regs>" + t).c_str(),
-                         reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16, false, false>),
-                         32 * warps, 0);
+    r += describe_kernel(
+        ("w4_gemv<bf16,bf16,regs>" + t).c_str(),
+        reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16, false, false>),
+        32 * warps, 0);
     r += describe_kernel(("w8_gemv<f16,f32,xs>" + t).c_str(),
-                         reinterpret_cast<const void*>(w8_gemv_kernel<F16, float, true>), 32 * warps,
-                         xs_bytes);
+                         reinterpret_cast<const void*>(w8_gemv_kernel<F16, float, true>),
+                         32 * warps, xs_bytes);
   }
   return r;
 }

@@ -23,11 +23,11 @@ inline void check_linear_args(const char* op, int64_t N, int64_t K, const void* 
   PERFX_CHECK(x != nullptr && y != nullptr, std::string(op) + ": null x or y");
   PERFX_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0,
               std::string(op) + ": x is not 16-byte aligned");
-  PERFX_CHECK(ldx % 8 == 0 && ldx >= K, std::string(op) + ": ldx = " + std::to_string(ldx) +
-                                            " must be a multiple of 8 and >= K = " +
-                                            std::to_string(K));
-  PERFX_CHECK(ldy >= N, std::string(op) + ": ldy = " + std::to_string(ldy) + " < N = " +
-                            std::to_string(N));
+  PERFX_CHECK(ldx % 8 == 0 && ldx >= K,
+              std::string(op) + ": ldx = " + std::to_string(ldx) +
+                  " must be a multiple of 8 and >= K = " + std::to_string(K));
+  PERFX_CHECK(ldy >= N,
+              std::string(op) + ": ldy = " + std::to_string(ldy) + " < N = " + std::to_string(N));
   PERFX_CHECK(reinterpret_cast<uintptr_t>(y) % (yt == DType::F32 ? 4 : 2) == 0,
               std::string(op) + ": y is not aligned to its element size");
 }

@@ -20,7 +20,9 @@ int group_shift(int gs) {
   return s;
 }
 
-std::string part_name(size_t i) { return "part " + std::to_string(i); }
+std::string part_name(size_t i) {
+  return "part " + std::to_string(i);
+}
 
 }  // namespace
 
@@ -42,10 +44,10 @@ W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts) {
     check(m.group_size == gs, "pack_w4: " + part_name(i) + " has group size " +
                                   std::to_string(m.group_size) + ", part 0 has " +
                                   std::to_string(gs));
-    check(group_shift(gs) >= 0, "pack_w4: group size " + std::to_string(gs) +
-                                    " is not a power of two >= 32");
-    check(K % gs == 0, "pack_w4: in = " + std::to_string(K) + " is not a multiple of the group size " +
-                           std::to_string(gs));
+    check(group_shift(gs) >= 0,
+          "pack_w4: group size " + std::to_string(gs) + " is not a power of two >= 32");
+    check(K % gs == 0, "pack_w4: in = " + std::to_string(K) +
+                           " is not a multiple of the group size " + std::to_string(gs));
     const size_t G = (size_t)(K / gs);
     check(m.q.size() == (size_t)(m.out * (K / 8)) && m.scales.size() == (size_t)m.out * G &&
               m.zeros.size() == (size_t)m.out * G,
@@ -181,10 +183,10 @@ W8Packed pack_w8(const std::vector<const Int8Matrix*>& parts) {
     check(m.group_size == gs, "pack_w8: " + part_name(i) + " has group size " +
                                   std::to_string(m.group_size) + ", part 0 has " +
                                   std::to_string(gs));
-    check(group_shift(gs) >= 0, "pack_w8: group size " + std::to_string(gs) +
-                                    " is not a power of two >= 32");
-    check(K % gs == 0, "pack_w8: in = " + std::to_string(K) + " is not a multiple of the group size " +
-                           std::to_string(gs));
+    check(group_shift(gs) >= 0,
+          "pack_w8: group size " + std::to_string(gs) + " is not a power of two >= 32");
+    check(K % gs == 0, "pack_w8: in = " + std::to_string(K) +
+                           " is not a multiple of the group size " + std::to_string(gs));
     check(m.q.size() == (size_t)(m.out * K) && m.scales.size() == (size_t)(m.out * (K / gs)),
           "pack_w8: " + part_name(i) + " has vectors of the wrong size for [" +
               std::to_string(m.out) + ", " + std::to_string(K) + "]");
