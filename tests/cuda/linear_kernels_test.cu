@@ -839,7 +839,7 @@ void gpu_w4_cases() {
           const int i = combo++;
           Problem pb(sh, W, v.d.N, v.d.K, M, xt, (i / 2) & 1, v.d.K + 8 * (i % 3), r);
           const int warps = (i % 5 == 0) ? 4 : (i % 5 == 1) ? 16 : 8;
-          for (int x_smem : {-1, 0}) {
+          for (int x_smem : {1, 0}) {
             // Mirrors linear_gemv.cu's choice, for the label only.
             const bool xs = x_smem != 0 && (int64_t)M * (64 * v.d.KC + 32) * 2 <= 96 * 1024;
             pb.check(std::string("w4_gemv/") + std::to_string(warps) + "w/" + (xs ? "xs" : "regs") +
@@ -956,8 +956,8 @@ void gpu_w8_cases() {
         Problem pb(sh, W, N, s.K, M, xt, (i / 2) & 1, s.K + 8 * (i % 2), r);
         const DType yt = out_for(xt, i);
         if (M <= 8)
-          for (int x_smem : {-1, 0})
-            pb.check(std::string("w8_gemv/") + (x_smem ? "auto" : "regs"), yt, N + (i % 3),
+          for (int x_smem : {1, 0})
+            pb.check(std::string("w8_gemv/") + (x_smem ? "xs-if-fits" : "regs"), yt, N + (i % 3),
                      [&](void* y, int64_t ldy) {
                        w8_gemv(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream,
                                i % 3 == 0 ? 16 : 8, x_smem);
@@ -1209,12 +1209,12 @@ void bench() {
     for (int M : Ms) {
       if (M <= 8) {
         for (int warps : {4, 8, 16})
-          for (int x_smem : {-1, 0}) {
+          for (int x_smem : {1, 0}) {
             if (warps == 4 && x_smem == 0) continue;
             bench_one(
                 s.name, M,
-                "w4_gemv/" + std::to_string(warps) + "w/" + (x_smem ? "xs-auto" : "regs"), wb, s.N,
-                s.K,
+                "w4_gemv/" + std::to_string(warps) + "w/" + (x_smem ? "xs-if-fits" : "regs"), wb,
+                s.N, s.K,
                 [&](cudaStream_t st, int i) {
                   w4_gemv(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16,
                           s.N, nullptr, st, warps, x_smem);
@@ -1266,10 +1266,13 @@ void bench() {
       W8Copies c8 = replicate8(w8, min_total);
       const int nv8 = (int)c8.views.size();
       for (int M : {1, 8})
-        for (int x_smem : {-1, 0})
+        for (int x_smem : {-1, 1, 0})
           bench_one(
-              s.name, M, std::string("w8_gemv/8w/") + (x_smem ? "xs-auto" : "regs"), w8.bytes(),
-              s.N, s.K,
+              s.name, M,
+              std::string("w8_gemv/8w/") + (x_smem < 0 ? "auto"
+                                            : x_smem   ? "xs-if-fits"
+                                                       : "regs"),
+              w8.bytes(), s.N, s.K,
               [&](cudaStream_t st, int i) {
                 w8_gemv(c8.views[(size_t)(i % nv8)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16,
                         s.N, nullptr, st, 8, x_smem);
@@ -1298,7 +1301,7 @@ void bench() {
                 b.floor_us, best ? best->kernel.c_str() : "-", best ? best->us : 0.0);
   }
   for (const BenchRow& b : g_rows)
-    if (b.kernel.rfind("w8", 0) == 0 && b.kernel.find("xs-auto") != std::string::npos)
+    if (b.kernel.rfind("w8", 0) == 0 && b.kernel.find("auto") != std::string::npos)
       std::printf("%-12s %4d %-14s %8.2f %6.0f %5.1f %6.1f %5.1f %8.2f |\n", b.shape.c_str(), b.M,
                   b.kernel.c_str(), b.us, b.gbs, 100 * b.gbs * 1e9 / kPeakBW, b.tflops,
                   100 * b.tflops * 1e12 / kPeakFlops, b.floor_us);

@@ -191,9 +191,9 @@ class W8Weight {
 // cudaGetLastError.
 
 /// W4A16 GEMV, M = 1..8 tokens. Grid: one CTA per 16-row block; `warps` (4, 8 or 16; 0 = default
-/// 8) warps split K, partial sums reduced through shared memory. x_smem: -1 (default) or 1 stage x
-/// in shared memory when M · (64·KC + 32) · 2 bytes <= 96 KB (8 chunks in flight per lane), 0 keep
-/// it in registers (4 chunks in flight).
+/// 8) warps split K, partial sums reduced through shared memory. x_smem: stage x in shared memory
+/// (then 8 chunks in flight per lane, else 4 with x in registers) when its M · (64·KC + 32) · 2
+/// bytes are <= 32 KB (-1, default), <= 96 KB (1), never (0).
 /// Numerics: per (row, token, 32-channel half-chunk) the mma sums (q − zero)·x exactly in fp32
 /// (integers times fp16/bf16 are exact in fp32), then acc += scale · partial in fp32: error is fp32
 /// summation only (~1e-6 relative), independent of the activation type.

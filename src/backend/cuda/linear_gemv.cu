@@ -27,9 +27,12 @@ using frag::BF16;
 using frag::F16;
 
 constexpr int kMaxWarps = 16;  // shared reduction buffer size
-// Staged activations: up to 96 KB of dynamic shared memory (opt-in attribute set once per
-// instance), so two 8-warp CTAs (also the register limit) still fit in an SM's 228 KB.
+// Staged activations: up to 96 KB of dynamic shared memory when forced (opt-in attribute set once
+// per instance; two 8-warp CTAs, also the register limit, still fit in an SM's 228 KB); the
+// default stages only up to 32 KB (<= 8 loads per thread of a 256-thread CTA), where the copy
+// latency stays below one weight batch's.
 constexpr size_t kMaxXsBytes = 96 * 1024;
+constexpr size_t kAutoXsBytes = 32 * 1024;
 
 /// Chunks in flight per lane: 8 when the activations are staged in shared memory (a chunk then
 /// costs the lane 4 + 2·records registers), 4 when they travel in registers with the weights.
@@ -46,16 +49,34 @@ inline int xs_row_stride(int64_t k_pad) {
 }
 
 /// Copies x[0..M)[0..k_pad) (zero beyond K) to shared memory xs (row stride xs_ld elements, a
-/// multiple of 8), then __syncthreads(). All threads of the CTA must call it.
+/// multiple of 8), then __syncthreads(). All threads of the CTA must call it. Each thread keeps 4
+/// 16-byte loads in flight (the copy is latency-bound: it runs while the first weight batch is
+/// already in flight).
 template <typename T>
 __device__ __forceinline__ void stage_x(uint4* xs, const T* __restrict__ x, int M, int64_t ldx,
                                         int64_t K, int64_t k_pad, int xs_ld) {
+  constexpr int B = 4;
   const int units = (int)(k_pad / 8), total = M * units;
-  for (int i = threadIdx.x; i < total; i += blockDim.x) {
-    const int m = i / units, u = i - m * units;
-    const int64_t k = 8 * (int64_t)u;
-    xs[m * (xs_ld / 8) + u] =
-        k < K ? frag::ld_ro(x + (int64_t)m * ldx + k) : make_uint4(0, 0, 0, 0);
+  for (int i0 = threadIdx.x; i0 < total; i0 += B * blockDim.x) {
+    uint4 v[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int i = i0 + b * blockDim.x;
+      v[b] = make_uint4(0, 0, 0, 0);
+      if (i < total) {
+        const int m = i / units, u = i - m * units;
+        const int64_t k = 8 * (int64_t)u;
+        if (k < K) v[b] = frag::ld_ro(x + (int64_t)m * ldx + k);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int i = i0 + b * blockDim.x;
+      if (i < total) {
+        const int m = i / units, u = i - m * units;
+        xs[m * (xs_ld / 8) + u] = v[b];
+      }
+    }
   }
   __syncthreads();
 }
@@ -264,9 +285,11 @@ int gemv_warps(int warps) {
   return warps;
 }
 
-/// Whether to stage x in shared memory: x_smem 1 = when it fits, 0 = never, -1 = auto (= 1).
+/// Whether to stage x in shared memory: x_smem 1 = when <= kMaxXsBytes, 0 = never, -1 = auto
+/// (when <= kAutoXsBytes).
 bool use_xs(int M, int xs_ld, int x_smem) {
-  return x_smem != 0 && (size_t)M * xs_ld * 2 <= kMaxXsBytes;
+  const size_t bytes = (size_t)M * xs_ld * 2;
+  return x_smem > 0 ? bytes <= kMaxXsBytes : x_smem < 0 ? bytes <= kAutoXsBytes : false;
 }
 
 /// Raises a staged-x instance's dynamic shared-memory limit to kMaxXsBytes, once per process.
