@@ -185,7 +185,7 @@ class W8Weight {
 // =============================================================================== kernels
 //
 // Common preconditions (checked; perfx::Error otherwise): x is F16 or BF16, 16-byte aligned, with
-// ldx a multiple of 8 and ldx >= K; y is F32 or x's dtype, ldy >= N (any alignment); bias is null
+// ldx a multiple of 8 and ldx >= K; y is F32 or x's dtype, element-aligned, ldy >= N; bias is null
 // or fp32 [N]; M >= 0 (M == 0 launches nothing). x must not alias y. Only y[m, 0..N) for m < M is
 // written; x[m, 0..K) for m < M is read. All launches go to `stream` and are checked with
 // cudaGetLastError.
