@@ -1,0 +1,60 @@
+// Shared helpers of the CUDA backend: error checks that raise perfx::Error, ceil_div, and the
+// device's multiprocessor count (read once per device). Host-side only; include from .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "perfx/status.h"
+
+namespace perfx::cuda {
+
+/// Throws perfx::Error "CUDA error <name> (<text>) at <file>:<line>: <what>".
+[[noreturn]] inline void throw_cuda_error(cudaError_t e, const char* what, const char* file,
+                                          int line) {
+  throw Error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+              ") at " + file + ":" + std::to_string(line) + ": " + what);
+}
+
+/// Checks a CUDA runtime call; throws perfx::Error naming the call on failure.
+#define CUDA_CHECK(call)                                                           \
+  do {                                                                             \
+    const cudaError_t perfx_cuda_err_ = (call);                                    \
+    if (perfx_cuda_err_ != cudaSuccess)                                            \
+      ::perfx::cuda::throw_cuda_error(perfx_cuda_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// Checks the launch just made (configuration errors are reported by cudaGetLastError; faults
+/// inside the kernel surface at the next synchronizing call). Legal during stream capture.
+#define CUDA_CHECK_LAUNCH(what)                                                   \
+  do {                                                                            \
+    const cudaError_t perfx_cuda_err_ = cudaGetLastError();                       \
+    if (perfx_cuda_err_ != cudaSuccess)                                           \
+      ::perfx::cuda::throw_cuda_error(perfx_cuda_err_, what, __FILE__, __LINE__); \
+  } while (0)
+
+template <typename I>
+constexpr I ceil_div(I a, I b) {
+  return (a + b - 1) / b;
+}
+
+/// Multiprocessor count of the current device, read once per device (up to 16 devices) with
+/// cudaDeviceGetAttribute, which is legal during stream capture.
+inline int device_sm_count() {
+  static std::atomic<int> cached[16] = {};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 16) dev = 0;
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    if (n <= 0) n = 1;
+    cached[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+}  // namespace perfx::cuda

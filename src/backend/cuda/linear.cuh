@@ -1,0 +1,322 @@
+// Linear-layer kernels of the CUDA backend: int4 (W4A16: AWQ, GGUF Q4_0) and int8 (GGUF Q8_0)
+// group-quantized weights times fp16/bf16 activations, on tensor cores (mma.sync m16n8k16, sm_80+;
+// also what runs on sm_90). One device layout per weight kind serves every kernel of that kind.
+//
+//   y [M, N] (fp16/bf16 like x, or fp32) = x [M, K] · Wᵀ (+ bias [N], fp32)
+//
+// Kernels (docs/cuda_linear_notes.md has the numbers):
+//   w4_gemv        M = 1..8      weights streamed to registers, dequantized there, fed to mma as A
+//   w4_gemm S32    M = 9..32     cp.async multi-stage tiles, split-K over CTAs when N is small
+//   w4_gemm S64    M = 33..64
+//   w4_gemm L128   M >= 65       128x128 tiles
+//   w4_dequantize  any M         whole matrix to fp16/bf16 [N, K] for the caller's dense GEMM
+//   w8_gemv / w8_dequantize      the same two roles for Q8_0
+// linear_w4a16 / linear_w8a16 pick one by M (the ladder in w4a16_plan / w8a16_plan).
+//
+// Everything on the launch path is CUDA-graph capturable: no allocation, no synchronization, no
+// device-to-host copies; the caller preallocates the workspace (linear_workspace_bytes).
+//
+// Host API conventions: dtypes are perfx::DType (x: F16 or BF16; y: F32 or x's dtype); strides
+// are in elements; errors (bad shapes, unsupported dtypes, too small a workspace, CUDA failures)
+// throw perfx::Error with one line naming the problem.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/quantized.h"
+
+namespace perfx::cuda {
+
+// =============================================================================== W4 layout
+//
+// Built from canonical Int4Matrix parts stacked by output rows (FORMATS.md §1.8 / §2; the loader
+// decodes AutoAWQ GEMM/GEMV and GGUF Q4_0 into Int4Matrix). Rows are padded to NB = ceil(N/16)
+// row blocks of 16, input channels to KC = ceil(K/64) chunks of 64 (padding: q = 0, scale = 0,
+// zero = 0, so padded weights are exactly 0; kernels also zero-fill x beyond K).
+//
+// q: uint4 [NB][KC][32]: one 16-byte word quad per (row block nb, chunk kc, lane l), lane
+//   l = 4·gid + tid (gid 0..7, tid 0..3, the mma "groupID"/"threadID_in_group"). Word j (0..3) of
+//   the quad is the mma.m16n8k16 A fragment of lane l for k-tile j of the chunk: its 8 nibbles hold
+//   elements e0..e7 with nibble i holding e[{0,2,4,6,1,3,5,7}[i]] (the AWQ interleave, so the
+//   lop3 / 0x6400 conversion yields the pairs (e0,e1), (e2,e3), (e4,e5), (e6,e7) in order), and
+//     e0,e1 = W[16nb + gid    ][b + 0], W[..][b + 1]     (A regs 0: row gid,   mma k 2tid, 2tid+1)
+//     e2,e3 = W[16nb + gid + 8][b + 0], W[..][b + 1]     (A regs 1: row gid+8)
+//     e4,e5 = W[16nb + gid    ][b + 2], W[..][b + 3]     (A regs 2: row gid,   mma k 2tid+8, +9)
+//     e6,e7 = W[16nb + gid + 8][b + 2], W[..][b + 3]     (A regs 3: row gid+8)
+//   with b = 64kc + 32·(j/2) + 8·tid + 4·(j%2). So the mma's 16 k positions of k-tile j map to 16
+//   distinct real input channels (a permutation the activations follow), and lane l's B
+//   fragments for the whole chunk are x[token gid][64kc + 8tid .. +7] and [64kc + 32 + 8tid .. +7]:
+//   two 16-byte loads from a row-major activation row. k-tiles 0,1 lie in the chunk's first 32
+//   channels and 2,3 in the second 32, so groups of 32 (GGUF) never straddle a k-tile pair.
+// sz: uint2 [NB][G][8] with G = ceil(64·KC / group_size): entry (nb, g, gid) =
+//   .x = fp16 bits scale[16nb + gid][g] | scale[16nb + gid + 8][g] << 16
+//   .y = zero[16nb + gid][g] | zero[16nb + gid + 8][g] << 8      (zeros in 0..15, upper bits 0)
+//   Weight value: W = (q − zero) · scale, as Int4Matrix::dequant.
+// group_size must be a power of two >= 32 dividing K (32, 64, 128, 256, ...). Q4_1 (`mins`) is not
+// supported (pack_w4 throws; the backend falls back to dense fp16 for it).
+
+/// Shape of a packed W4 matrix.
+struct W4Dims {
+  int64_t N = 0, K = 0;  // logical rows (out) and input channels (in)
+  int NB = 0, KC = 0;    // row blocks of 16 and k chunks of 64 (padded)
+  int G = 0;             // scale/zero groups per row over the padded K
+  int group_size = 0;    // 32 << gs_shift
+  int gs_shift = 0;      // log2(group_size / 32)
+  size_t q_bytes() const { return (size_t)NB * KC * 32 * 16; }
+  size_t sz_bytes() const { return (size_t)NB * G * 8 * 8; }
+};
+
+/// Kernel view of a device W4 matrix (trivially copyable; pointers into one allocation).
+struct W4View {
+  W4Dims d;
+  const uint4* q = nullptr;   // [NB][KC][32]
+  const uint2* sz = nullptr;  // [NB][G][8]
+};
+
+/// Host image of the layout above (what W4Weight::upload copies to the device).
+struct W4Packed {
+  W4Dims d;
+  std::vector<uint32_t> q;   // q_bytes() / 4 words
+  std::vector<uint32_t> sz;  // sz_bytes() / 4 words (x, y pairs)
+};
+
+/// Packs parts stacked by output rows (part 0's rows first). All parts must share `in` and
+/// group_size (a power of two >= 32 dividing `in`), have no `mins`, consistent vector sizes and
+/// zeros <= 15. Throws perfx::Error naming the first violation.
+W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts);
+/// q[r, k] read back from the packed image (tests; r < N, k < K).
+uint32_t w4_packed_value(const W4Packed& p, int64_t r, int64_t k);
+/// W[r, k] = (q − zero) · scale in fp32 from the packed image (tests).
+float w4_packed_dequant(const W4Packed& p, int64_t r, int64_t k);
+
+/// A W4 matrix in device memory (one cudaMalloc, freed by the destructor). Move-only.
+class W4Weight {
+ public:
+  W4Weight() = default;
+  ~W4Weight();
+  W4Weight(W4Weight&& o) noexcept;
+  W4Weight& operator=(W4Weight&& o) noexcept;
+  W4Weight(const W4Weight&) = delete;
+  W4Weight& operator=(const W4Weight&) = delete;
+
+  /// Uploads a packed image (synchronous cudaMemcpy). Throws perfx::Error on CUDA failure.
+  static W4Weight upload(const W4Packed& p);
+  /// pack_w4 + upload.
+  static W4Weight from_parts(const std::vector<const Int4Matrix*>& parts);
+
+  const W4View& view() const { return v_; }
+  int64_t out() const { return v_.d.N; }
+  int64_t in() const { return v_.d.K; }
+  /// Device bytes read by a full pass over the weight: q + sz (what the GB/s figures count).
+  size_t bytes() const { return v_.d.q_bytes() + v_.d.sz_bytes(); }
+
+ private:
+  W4View v_{};
+  void* mem_ = nullptr;
+};
+
+// =============================================================================== W8 layout
+//
+// GGUF Q8_0 (Int8Matrix, W = q · scale, group 32 by default; any power of two >= 32 accepted).
+// Rows padded to NB = ceil(N/16) blocks, K in KC = K/32 chunks of 32 (K must be a multiple of 32).
+// q: uint4 [NB][KC][32]: lane l = 4·gid + tid holds two k-tiles jj = 0, 1 (words 2jj, 2jj+1), with
+//   b = 32kc + 8tid + 4jj and bytes stored as q + 128 (q XOR 0x80):
+//     word 2jj   = { W[gid][b], W[gid][b+1], W[gid+8][b], W[gid+8][b+1] }   (A regs 0, 1)
+//     word 2jj+1 = { W[gid][b+2], W[gid][b+3], W[gid+8][b+2], W[gid+8][b+3] } (A regs 2, 3)
+//   (rows relative to 16nb; byte 0 lowest). Same k permutation as W4 (lane's x: 16 bytes at
+//   x[gid][32kc + 8tid]).
+// s: uint32 [NB][G][8]: fp16 bits scale[16nb + gid][g] | scale[16nb + gid + 8][g] << 16.
+
+struct W8Dims {
+  int64_t N = 0, K = 0;
+  int NB = 0, KC = 0;  // row blocks of 16, k chunks of 32
+  int G = 0;           // groups per row
+  int group_size = 0, gs_shift = 0;
+  size_t q_bytes() const { return (size_t)NB * KC * 32 * 16; }
+  size_t s_bytes() const { return (size_t)NB * G * 8 * 4; }
+};
+
+struct W8View {
+  W8Dims d;
+  const uint4* q = nullptr;     // [NB][KC][32]
+  const uint32_t* s = nullptr;  // [NB][G][8]
+};
+
+struct W8Packed {
+  W8Dims d;
+  std::vector<uint32_t> q;  // q_bytes() / 4 words
+  std::vector<uint32_t> s;  // s_bytes() / 4 words
+};
+
+/// Packs Int8Matrix parts stacked by output rows; same rules as pack_w4 (shared `in` and
+/// group_size, a power of two >= 32; `in` a multiple of the group size). Throws perfx::Error.
+W8Packed pack_w8(const std::vector<const Int8Matrix*>& parts);
+/// q[r, k] (int8) read back from the packed image (tests).
+int w8_packed_value(const W8Packed& p, int64_t r, int64_t k);
+
+class W8Weight {
+ public:
+  W8Weight() = default;
+  ~W8Weight();
+  W8Weight(W8Weight&& o) noexcept;
+  W8Weight& operator=(W8Weight&& o) noexcept;
+  W8Weight(const W8Weight&) = delete;
+  W8Weight& operator=(const W8Weight&) = delete;
+
+  static W8Weight upload(const W8Packed& p);
+  static W8Weight from_parts(const std::vector<const Int8Matrix*>& parts);
+
+  const W8View& view() const { return v_; }
+  int64_t out() const { return v_.d.N; }
+  int64_t in() const { return v_.d.K; }
+  size_t bytes() const { return v_.d.q_bytes() + v_.d.s_bytes(); }
+
+ private:
+  W8View v_{};
+  void* mem_ = nullptr;
+};
+
+// =============================================================================== kernels
+//
+// Common preconditions (checked; perfx::Error otherwise): x is F16 or BF16, 16-byte aligned, with
+// ldx a multiple of 8 and ldx >= K; y is F32 or x's dtype, element-aligned, ldy >= N; bias is null
+// or fp32 [N]; M >= 0 (M == 0 launches nothing). x must not alias y. Only y[m, 0..N) for m < M is
+// written; x[m, 0..K) for m < M is read. All launches go to `stream` and are checked with
+// cudaGetLastError.
+
+/// W4A16 GEMV, M = 1..8 tokens. Grid: one CTA per 16-row block; `warps` (4, 8 or 16; 0 = default
+/// 8) warps split K, partial sums reduced through shared memory. x_smem: stage x in shared memory
+/// (then 8 chunks in flight per lane, else 4 with x in registers) when its M · (64·KC + 32) · 2
+/// bytes are <= 32 KB (-1, default), <= 96 KB (1), never (0).
+/// Numerics: per (row, token, 32-channel half-chunk) the mma sums (q − zero)·x exactly in fp32
+/// (integers times fp16/bf16 are exact in fp32), then acc += scale · partial in fp32: error is fp32
+/// summation only (~1e-6 relative), independent of the activation type.
+void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1);
+
+/// Tile shapes of the W4 tensor-core GEMM (rows of W × tokens per CTA).
+enum class W4GemmTile : uint8_t {
+  S32,    // 64 rows × 32 tokens, 4 warps (16×32 each), 6 stages: M 9..32
+  S64,    // 64 rows × 64 tokens, 4 warps (32×32 each), 5 stages: M 33..64
+  L128,   // 128 rows × 128 tokens, 8 warps (32×64 each), 4 stages: M >= 65
+  L128R,  // 128 rows × 128 tokens, 8 warps (64×32 each), 4 stages: candidate for M >= 65
+};
+const char* w4_gemm_tile_name(W4GemmTile t);
+/// Split-K factor the heuristic picks for (tile, M): enough CTAs to fill the GPU's
+/// multiprocessors twice, at least 8 chunks of 64 channels per split; 1 for L128 / L128R.
+int w4_gemm_split_k(const W4View& w, W4GemmTile tile, int M);
+/// Workspace bytes w4_gemm needs for split_k (0 when split_k == 1): split_k · M · N fp32.
+size_t w4_gemm_workspace_bytes(const W4View& w, int M, int split_k);
+/// W4A16 GEMM on tensor cores, any M >= 1 (efficient for M >= 9). split_k > 1 writes fp32
+/// partials to `ws` ([split_k][M][N]) and a second kernel sums them in split order, adds the
+/// bias and converts. Numerics: the weight is dequantized to x's type, (q − zero)·scale rounded
+/// once (fp16: <= 2^-11 relative, bf16: <= 2^-8 incl. the scale's rounding to bf16), products
+/// summed in fp32 by the mma, bias added in fp32, one final rounding to y's type.
+void w4_gemm(const W4View& w, W4GemmTile tile, int split_k, const void* x, DType xt, int M,
+             int64_t ldx, void* y, DType yt, int64_t ldy, const float* bias, void* ws,
+             size_t ws_bytes, cudaStream_t stream);
+
+/// dst [N, ldd] (F16 or BF16) = W, each element (q − zero)·scale computed in fp32 and rounded once
+/// (bit-identical to rounding Int4Matrix::dequant). ldd >= K, a multiple of 8; dst 16-byte aligned.
+void w4_dequantize(const W4View& w, void* dst, DType dt, int64_t ldd, cudaStream_t stream);
+
+/// Q8_0 GEMV, M = 1..8: same structure and numerics as w4_gemv (exact q·x in fp32 per group of 32,
+/// then · scale).
+void w8_gemv(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1);
+/// dst [N, ldd] = q · scale (fp32, rounded once to dt). Same preconditions as w4_dequantize.
+void w8_dequantize(const W8View& w, void* dst, DType dt, int64_t ldd, cudaStream_t stream);
+
+/// y[m, n] += bias[n] for m < M, n < N (y F32/F16/BF16, in place, fp32 add then one rounding).
+void add_bias(void* y, DType yt, int64_t ldy, int M, int64_t N, const float* bias,
+              cudaStream_t stream);
+
+// =============================================================================== dispatch
+
+enum class LinearKernel : uint8_t { Gemv, GemmS32, GemmS64, GemmL128, Dense };
+const char* linear_kernel_name(LinearKernel k);
+
+/// What the ladder picked for one call.
+struct LinearPlan {
+  LinearKernel kernel = LinearKernel::Gemv;
+  int split_k = 1;
+};
+
+/// The caller's dense GEMM for the "dequantize + cuBLAS" path (large M):
+///   y [M, N] (yt, ldy) = x [M, K] (xt, ldx) · w_dense [N, K]ᵀ (xt, row-major, ld = K) + bias
+/// on `stream` (bias fp32 [N] or null; add_bias() may be used for it). Must be capturable when the
+/// caller captures graphs.
+struct DenseGemm {
+  void (*fn)(void* ctx, const void* w_dense, int64_t N, int64_t K, const void* x, DType xt, int M,
+             int64_t ldx, void* y, DType yt, int64_t ldy, const float* bias,
+             cudaStream_t stream) = nullptr;
+  void* ctx = nullptr;
+};
+
+/// Caller-owned scratch memory (device, 256-byte aligned as cudaMalloc gives).
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+/// Smallest M that takes the Dense path when a DenseGemm is given: PERFX_CUDA_W4_DENSE_MIN_M, else
+/// 256 (vLLM's AWQ threshold; revisit with the measured crossover). Read once per process.
+int w4_dense_min_m();
+
+/// The W4 ladder ("use me?" predicates in order): M <= 8 → Gemv; M <= 32 → GemmS32; M <= 64 →
+/// GemmS64; M >= w4_dense_min_m() and have_dense → Dense; else GemmL128. split_k from
+/// w4_gemm_split_k.
+LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense);
+/// The W8 ladder: M <= 8 → Gemv; else Dense when have_dense, else Gemv over 8-token slices
+/// (correct but ceil(M/8) passes over the weight).
+LinearPlan w8a16_plan(const W8View& w, int M, bool have_dense);
+
+/// Workspace bytes that any linear_w4a16 call with M <= max_M needs (split-K partials; plus the
+/// dense [N, K] 2-byte copy when have_dense). Use the max over a model's weights.
+size_t linear_workspace_bytes(const W4View& w, int max_M, bool have_dense);
+size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
+
+/// y = x · Wᵀ (+ bias) with the kernel w4a16_plan picks; returns the plan. Dense path:
+/// w4_dequantize into ws, then dense->fn. PERFX_CUDA_LINEAR_LOG=1 prints the choice to stderr once
+/// per (N, K, group, M, dtypes). Throws perfx::Error on a precondition failure or a too small
+/// workspace.
+LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense = nullptr);
+/// Same for Q8_0 weights (w8a16_plan).
+LinearPlan linear_w8a16(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense = nullptr);
+
+inline size_t linear_workspace_bytes(const W4Weight& w, int max_M, bool have_dense) {
+  return linear_workspace_bytes(w.view(), max_M, have_dense);
+}
+inline size_t linear_workspace_bytes(const W8Weight& w, int max_M, bool have_dense) {
+  return linear_workspace_bytes(w.view(), max_M, have_dense);
+}
+inline LinearPlan linear_w4a16(const W4Weight& w, const void* x, DType xt, int M, int64_t ldx,
+                               void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
+                               cudaStream_t stream, const DenseGemm* dense = nullptr) {
+  return linear_w4a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense);
+}
+inline LinearPlan linear_w8a16(const W8Weight& w, const void* x, DType xt, int M, int64_t ldx,
+                               void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
+                               cudaStream_t stream, const DenseGemm* dense = nullptr) {
+  return linear_w8a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense);
+}
+
+/// Sets the kernels' dynamic shared-memory limits (GEMM tiles, GEMV staged activations) on the
+/// current device. Call once at backend creation, outside graph capture (the launchers also do it
+/// on first use). Single-device: the once-per-process flags do not track devices.
+void linear_kernels_init();
+/// One line per kernel instance: registers, static/dynamic shared memory, threads and resident
+/// CTAs per multiprocessor on the current device (cudaFuncGetAttributes + the occupancy API).
+std::string linear_kernels_describe();
+
+}  // namespace perfx::cuda

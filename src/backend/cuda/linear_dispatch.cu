@@ -1,0 +1,217 @@
+// The one dispatch ladder of the linear kernels (w4a16_plan / w8a16_plan), workspace sizing, the
+// PERFX_CUDA_LINEAR_LOG trace, and linear_w4a16 / linear_w8a16.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_internal.cuh"
+
+namespace perfx::cuda {
+namespace {
+
+// "Use me?" predicates, in ladder order.
+bool gemv_should_use(int M) {
+  return M >= 1 && M <= 8;
+}
+bool gemm_s32_should_use(int M) {
+  return M <= 32;
+}
+bool gemm_s64_should_use(int M) {
+  return M <= 64;
+}
+bool dense_should_use(int M, bool have_dense) {
+  return have_dense && M >= w4_dense_min_m();
+}
+
+bool env_flag(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
+}
+
+/// Prints the plan once per (kind, N, K, group, M, dtypes) when PERFX_CUDA_LINEAR_LOG is set.
+void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt, DType yt,
+              const LinearPlan& p) {
+  static const bool on = env_flag("PERFX_CUDA_LINEAR_LOG");
+  if (!on) return;
+  using Key = std::tuple<std::string, int64_t, int64_t, int, int, int, int>;
+  static std::mutex mu;
+  static std::set<Key> seen;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!seen.insert(Key(kind, N, K, group, M, (int)xt, (int)yt)).second) return;
+  }
+  std::fprintf(stderr,
+               "perfx cuda linear: %s N=%lld K=%lld group=%d M=%d x=%s y=%s -> %s (split_k %d)\n",
+               kind, (long long)N, (long long)K, group, M, dtype_name(xt), dtype_name(yt),
+               linear_kernel_name(p.kernel), p.split_k);
+}
+
+size_t dense_bytes(int64_t N, int64_t K) {
+  return (size_t)N * (size_t)K * 2;
+}
+
+}  // namespace
+
+const char* linear_kernel_name(LinearKernel k) {
+  switch (k) {
+    case LinearKernel::Gemv:
+      return "gemv";
+    case LinearKernel::GemmS32:
+      return "gemm_s32";
+    case LinearKernel::GemmS64:
+      return "gemm_s64";
+    case LinearKernel::GemmL128:
+      return "gemm_l128";
+    case LinearKernel::Dense:
+      return "dequant+dense";
+  }
+  return "?";
+}
+
+int w4_dense_min_m() {
+  static const int v = [] {
+    const char* e = std::getenv("PERFX_CUDA_W4_DENSE_MIN_M");
+    if (e != nullptr && *e != '\0') {
+      const int n = std::atoi(e);
+      if (n > 0) return n;
+    }
+    return 256;
+  }();
+  return v;
+}
+
+LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense) {
+  LinearPlan p;
+  if (gemv_should_use(M)) {
+    p.kernel = LinearKernel::Gemv;
+  } else if (gemm_s32_should_use(M)) {
+    p.kernel = LinearKernel::GemmS32;
+    p.split_k = w4_gemm_split_k(w, W4GemmTile::S32, M);
+  } else if (gemm_s64_should_use(M)) {
+    p.kernel = LinearKernel::GemmS64;
+    p.split_k = w4_gemm_split_k(w, W4GemmTile::S64, M);
+  } else if (dense_should_use(M, have_dense)) {
+    p.kernel = LinearKernel::Dense;
+  } else {
+    p.kernel = LinearKernel::GemmL128;
+    p.split_k = w4_gemm_split_k(w, W4GemmTile::L128, M);
+  }
+  return p;
+}
+
+LinearPlan w8a16_plan(const W8View& w, int M, bool have_dense) {
+  (void)w;
+  LinearPlan p;
+  p.kernel = (gemv_should_use(M) || !have_dense) ? LinearKernel::Gemv : LinearKernel::Dense;
+  return p;
+}
+
+size_t linear_workspace_bytes(const W4View& v, int max_M, bool have_dense) {
+  size_t b = 0;
+  for (int M = 9; M <= std::min(max_M, 64); ++M) {
+    const LinearPlan p = w4a16_plan(v, M, have_dense);
+    b = std::max(b, w4_gemm_workspace_bytes(v, M, p.split_k));
+  }
+  if (have_dense && max_M >= w4_dense_min_m()) b = std::max(b, dense_bytes(v.d.N, v.d.K));
+  return b;
+}
+
+size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense) {
+  if (have_dense && max_M > 8) return dense_bytes(w.d.N, w.d.K);
+  return 0;
+}
+
+LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense) {
+  check_linear_args("linear_w4a16", v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy);
+  if (M == 0) return LinearPlan{};
+  const bool have_dense = dense != nullptr && dense->fn != nullptr;
+  const LinearPlan p = w4a16_plan(v, M, have_dense);
+  log_plan("w4a16", v.d.N, v.d.K, v.d.group_size, M, xt, yt, p);
+  switch (p.kernel) {
+    case LinearKernel::Gemv:
+      w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream);
+      break;
+    case LinearKernel::GemmS32:
+      w4_gemm(v, W4GemmTile::S32, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
+              stream);
+      break;
+    case LinearKernel::GemmS64:
+      w4_gemm(v, W4GemmTile::S64, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
+              stream);
+      break;
+    case LinearKernel::GemmL128:
+      w4_gemm(v, W4GemmTile::L128, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
+              stream);
+      break;
+    case LinearKernel::Dense: {
+      const size_t need = dense_bytes(v.d.N, v.d.K);
+      PERFX_CHECK(ws.ptr != nullptr && ws.bytes >= need,
+                  "linear_w4a16: dense path needs a workspace of " + std::to_string(need) +
+                      " bytes, got " + std::to_string(ws.bytes));
+      w4_dequantize(v, ws.ptr, xt, v.d.K, stream);
+      dense->fn(dense->ctx, ws.ptr, v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy, bias, stream);
+      break;
+    }
+  }
+  return p;
+}
+
+LinearPlan linear_w8a16(const W8View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
+                        DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
+                        const DenseGemm* dense) {
+  check_linear_args("linear_w8a16", v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy);
+  if (M == 0) return LinearPlan{};
+  const bool have_dense = dense != nullptr && dense->fn != nullptr;
+  const LinearPlan p = w8a16_plan(v, M, have_dense);
+  log_plan("w8a16", v.d.N, v.d.K, v.d.group_size, M, xt, yt, p);
+  if (p.kernel == LinearKernel::Dense) {
+    const size_t need = dense_bytes(v.d.N, v.d.K);
+    PERFX_CHECK(ws.ptr != nullptr && ws.bytes >= need,
+                "linear_w8a16: dense path needs a workspace of " + std::to_string(need) +
+                    " bytes, got " + std::to_string(ws.bytes));
+    w8_dequantize(v, ws.ptr, xt, v.d.K, stream);
+    dense->fn(dense->ctx, ws.ptr, v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy, bias, stream);
+    return p;
+  }
+  // GEMV over slices of up to 8 tokens (one launch when M <= 8).
+  const size_t ysize = yt == DType::F32 ? 4 : 2;
+  for (int m0 = 0; m0 < M; m0 += 8) {
+    const int mt = std::min(8, M - m0);
+    w8_gemv(v, static_cast<const char*>(x) + (size_t)m0 * (size_t)ldx * 2, xt, mt, ldx,
+            static_cast<char*>(y) + (size_t)m0 * (size_t)ldy * ysize, yt, ldy, bias, stream);
+  }
+  return p;
+}
+
+std::string describe_kernel(const char* name, const void* fn, int threads, size_t dyn_smem) {
+  cudaFuncAttributes a{};
+  CUDA_CHECK(cudaFuncGetAttributes(&a, fn));
+  int ctas = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, fn, threads, dyn_smem));
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%-34s regs %3d  smem %5zu+%6zu B  local %zu B  threads %3d  ctas/SM %d\n", name,
+                a.numRegs, (size_t)a.sharedSizeBytes, dyn_smem, (size_t)a.localSizeBytes, threads,
+                ctas);
+  return buf;
+}
+
+void linear_kernels_init() {
+  gemm_init_attributes();
+  gemv_init_attributes();
+}
+
+std::string linear_kernels_describe() {
+  return describe_gemv_kernels() + describe_gemm_kernels();
+}
+
+}  // namespace perfx::cuda

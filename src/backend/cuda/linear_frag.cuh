@@ -1,0 +1,335 @@
+// Internal to the linear kernels: the layout's index arithmetic (host + device, so the packer,
+// the tests' host emulation and the kernels share one definition) and the device primitives
+// (int4/int8 → fp16/bf16 fragment conversion, mma.sync, cp.async). See linear.cuh for the layout.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define PERFX_HD __host__ __device__ __forceinline__
+#else
+#define PERFX_HD inline
+#endif
+
+namespace perfx::cuda::frag {
+
+// ------------------------------------------------------------------------- W4 element placement
+//
+// In lane (gid, tid)'s word j of chunk kc, element e (0..7) is at nibble w4_nibble(e) and stands
+// for row 16nb + gid + 8·w4_elem_hi(e), channel w4_base(kc, j, tid) + w4_elem_koff(e).
+
+/// Nibble position of element e: nibble i holds e[{0,2,4,6,1,3,5,7}[i]], so e → (e&1)·4 + e/2.
+PERFX_HD int w4_nibble(int e) {
+  return ((e & 1) << 2) | (e >> 1);
+}
+/// 1 when element e belongs to row gid + 8 (e = 2, 3, 6, 7).
+PERFX_HD int w4_elem_hi(int e) {
+  return (e >> 1) & 1;
+}
+/// Channel offset of element e from the word's base: e0..e7 → 0,1,0,1,2,3,2,3.
+PERFX_HD int w4_elem_koff(int e) {
+  return ((e >> 2) << 1) | (e & 1);
+}
+/// Element index for (row half hi, channel offset koff 0..3): inverse of the two above.
+PERFX_HD int w4_elem(int hi, int koff) {
+  return ((koff >> 1) << 2) | (hi << 1) | (koff & 1);
+}
+/// First real input channel of word j (k-tile j, 0..3) of chunk kc for lane tid.
+PERFX_HD int64_t w4_base(int64_t kc, int j, int tid) {
+  return 64 * kc + 32 * (j >> 1) + 8 * tid + 4 * (j & 1);
+}
+/// uint4 index of (row block nb, chunk kc, lane) in q.
+PERFX_HD int64_t w4_q_index(int KC, int64_t nb, int64_t kc, int lane) {
+  return (nb * KC + kc) * 32 + lane;
+}
+/// uint2 index of (row block nb, group g, gid) in sz.
+PERFX_HD int64_t w4_sz_index(int G, int64_t nb, int64_t g, int gid) {
+  return (nb * G + g) * 8 + gid;
+}
+/// Group of half-chunk hc (= 2kc + h, 32 channels each) for group_size = 32 << gs_shift.
+PERFX_HD int64_t w4_group_of_half(int64_t hc, int gs_shift) {
+  return hc >> gs_shift;
+}
+
+// ------------------------------------------------------------------------- W8 element placement
+//
+// Lane (gid, tid) of chunk kc (32 channels): word w (0..3) of its uint4, byte y (0..3):
+// k-tile jj = w / 2, channel w8_base(kc, jj, tid) + 2·(w & 1) + (y & 1), row gid + 8·(y >> 1).
+
+PERFX_HD int64_t w8_base(int64_t kc, int jj, int tid) {
+  return 32 * kc + 8 * tid + 4 * jj;
+}
+PERFX_HD int64_t w8_q_index(int KC, int64_t nb, int64_t kc, int lane) {
+  return (nb * KC + kc) * 32 + lane;
+}
+PERFX_HD int64_t w8_s_index(int G, int64_t nb, int64_t g, int gid) {
+  return (nb * G + g) * 8 + gid;
+}
+
+// ------------------------------------------------------------------------- bit-level conversions
+//
+// fp16: 0x6400 | v is 1024 + v for v < 1024 (ulp 1 in [1024, 2048)); 0x5400 | v << 4 is
+// 64 + v (ulp 1/16 in [64, 128)). bf16: 0x4300 | v is 128 + v for v < 128. All sums below are of
+// small integers, hence exact.
+
+/// (a & b) | c, the lop3 immediate 0xEA.
+PERFX_HD uint32_t lop_and_or(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  return (a & b) | c;
+#endif
+}
+
+/// fp16x2 bits of −(1024 + z) in both halves (z in 0..15): added to 0x6400 | q gives q − z.
+PERFX_HD uint32_t f16_neg_zero_lo(uint32_t z) {
+  return 0xE400E400u | (z * 0x00010001u);
+}
+/// fp16x2 bits of −(64 + z) in both halves: fma(0x6400 | q << 4, 1/16, this) = q − z.
+PERFX_HD uint32_t f16_neg_zero_hi(uint32_t z) {
+  return 0xD400D400u | ((z << 4) * 0x00010001u);
+}
+/// bf16x2 bits of −(128 + z) in both halves: added to 0x4300 | q gives q − z.
+PERFX_HD uint32_t bf16_neg_zero(uint32_t z) {
+  return 0xC300C300u | (z * 0x00010001u);
+}
+
+/// Host stand-ins for the half2 arithmetic (used by the host emulation in the tests). Only
+/// called with exactly representable results, so float arithmetic + exact conversion suffices.
+#if !defined(__CUDA_ARCH__)
+inline float host_half_to_float(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+inline uint16_t host_float_to_half(float f) {
+  return __half_as_ushort(__float2half_rn(f));
+}
+inline float host_bf16_to_float(uint16_t h) {
+  return __bfloat162float(__ushort_as_bfloat16(h));
+}
+inline uint16_t host_float_to_bf16(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+#endif
+
+/// fp16x2 a + b.
+PERFX_HD uint32_t f16x2_add(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  const float lo = host_half_to_float((uint16_t)a) + host_half_to_float((uint16_t)b);
+  const float hi =
+      host_half_to_float((uint16_t)(a >> 16)) + host_half_to_float((uint16_t)(b >> 16));
+  return host_float_to_half(lo) | ((uint32_t)host_float_to_half(hi) << 16);
+#endif
+}
+/// fp16x2 a · b + c.
+PERFX_HD uint32_t f16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  const float lo = host_half_to_float((uint16_t)a) * host_half_to_float((uint16_t)b) +
+                   host_half_to_float((uint16_t)c);
+  const float hi =
+      host_half_to_float((uint16_t)(a >> 16)) * host_half_to_float((uint16_t)(b >> 16)) +
+      host_half_to_float((uint16_t)(c >> 16));
+  return host_float_to_half(lo) | ((uint32_t)host_float_to_half(hi) << 16);
+#endif
+}
+/// bf16x2 a · b + c.
+PERFX_HD uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  const float lo = host_bf16_to_float((uint16_t)a) * host_bf16_to_float((uint16_t)b) +
+                   host_bf16_to_float((uint16_t)c);
+  const float hi =
+      host_bf16_to_float((uint16_t)(a >> 16)) * host_bf16_to_float((uint16_t)(b >> 16)) +
+      host_bf16_to_float((uint16_t)(c >> 16));
+  return host_float_to_bf16(lo) | ((uint32_t)host_float_to_bf16(hi) << 16);
+#endif
+}
+
+/// fp16x2 a · b (one rounding).
+PERFX_HD uint32_t f16x2_mul(uint32_t a, uint32_t b) {
+  return f16x2_fma(a, b, 0x80008000u);
+}
+/// bf16x2 a · b (one rounding; + −0 keeps every product unchanged).
+PERFX_HD uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  return bf16x2_fma(a, b, 0x80008000u);
+}
+
+constexpr uint32_t kF16x2One16th = 0x2C002C00u;  // 1/16 in both halves
+constexpr uint32_t kBf16x2One = 0x3F803F80u;     // 1.0 in both halves
+
+/// Activation type tags for the templates.
+struct F16 {
+  using T = __half;
+};
+struct BF16 {
+  using T = __nv_bfloat16;
+};
+
+/// The 4 A-fragment registers (q − zero, exact) of one packed int4 word, fp16.
+/// z_lo = f16_neg_zero_lo(zero of row gid), z_hi = f16_neg_zero_hi(zero of row gid + 8).
+PERFX_HD void w4_word_to_frag_f16(uint32_t w, uint32_t z_lo, uint32_t z_hi, uint32_t a[4]) {
+  const uint32_t w8 = w >> 8;
+  const uint32_t h0 = lop_and_or(w, 0x000F000Fu, 0x64006400u);   // 1024 + (e0, e1)
+  const uint32_t h1 = lop_and_or(w, 0x00F000F0u, 0x64006400u);   // 1024 + 16·(e2, e3)
+  const uint32_t h2 = lop_and_or(w8, 0x000F000Fu, 0x64006400u);  // 1024 + (e4, e5)
+  const uint32_t h3 = lop_and_or(w8, 0x00F000F0u, 0x64006400u);  // 1024 + 16·(e6, e7)
+  a[0] = f16x2_add(h0, z_lo);
+  a[1] = f16x2_fma(h1, kF16x2One16th, z_hi);
+  a[2] = f16x2_add(h2, z_lo);
+  a[3] = f16x2_fma(h3, kF16x2One16th, z_hi);
+}
+
+/// Same for bf16: z_lo / z_hi = bf16_neg_zero(zero of row gid / gid + 8).
+PERFX_HD void w4_word_to_frag_bf16(uint32_t w, uint32_t z_lo, uint32_t z_hi, uint32_t a[4]) {
+  const uint32_t h0 = lop_and_or(w, 0x000F000Fu, 0x43004300u);        // 128 + (e0, e1)
+  const uint32_t h1 = lop_and_or(w >> 4, 0x000F000Fu, 0x43004300u);   // 128 + (e2, e3)
+  const uint32_t h2 = lop_and_or(w >> 8, 0x000F000Fu, 0x43004300u);   // 128 + (e4, e5)
+  const uint32_t h3 = lop_and_or(w >> 12, 0x000F000Fu, 0x43004300u);  // 128 + (e6, e7)
+  a[0] = bf16x2_fma(h0, kBf16x2One, z_lo);
+  a[1] = bf16x2_fma(h1, kBf16x2One, z_hi);
+  a[2] = bf16x2_fma(h2, kBf16x2One, z_lo);
+  a[3] = bf16x2_fma(h3, kBf16x2One, z_hi);
+}
+
+/// Byte permute (PTX prmt / __byte_perm): result byte i = byte sel_i of {b, a} (a bytes 0..3).
+PERFX_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, sel);
+#else
+  const uint64_t v = ((uint64_t)b << 32) | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i)
+    r |= (uint32_t)((v >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return r;
+#endif
+}
+
+/// int8 (stored q + 128) bytes 0,1 and 2,3 of a word → two fp16x2 of q (exact):
+/// 0x64 | byte is 1024 + (q + 128); adding −1152 (0xE480) leaves q.
+PERFX_HD void w8_word_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  lo = f16x2_add(byte_perm(w, 0x64646464u, 0x5140u), 0xE480E480u);
+  hi = f16x2_add(byte_perm(w, 0x64646464u, 0x5342u), 0xE480E480u);
+}
+
+/// Same to bf16x2 through fp32: 0x4B000000 | byte is 2^23 + (q + 128); subtract 2^23 + 128.
+PERFX_HD uint32_t f32_pair_to_bf16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+#else
+  return host_float_to_bf16(lo) | ((uint32_t)host_float_to_bf16(hi) << 16);
+#endif
+}
+PERFX_HD float u32_as_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+PERFX_HD void w8_word_to_bf16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  constexpr float kBias = 8388736.0f;  // 2^23 + 128
+  const float q0 = u32_as_f32(byte_perm(w, 0x4B000000u, 0x7540u)) - kBias;
+  const float q1 = u32_as_f32(byte_perm(w, 0x4B000000u, 0x7541u)) - kBias;
+  const float q2 = u32_as_f32(byte_perm(w, 0x4B000000u, 0x7542u)) - kBias;
+  const float q3 = u32_as_f32(byte_perm(w, 0x4B000000u, 0x7543u)) - kBias;
+  lo = f32_pair_to_bf16x2(q0, q1);
+  hi = f32_pair_to_bf16x2(q2, q3);
+}
+
+// ------------------------------------------------------------------------- device-only primitives
+#if defined(__CUDACC__)
+
+/// D = A·B + C, m16n8k16, fp32 accumulate; A/B fp16 (F16) or bf16 (BF16).
+template <typename Tag>
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma16816<F16>(float c[4], const uint32_t a[4], uint32_t b0,
+                                              uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<BF16>(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// 16-byte global load, streaming (evict-first): weights are read once per pass.
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  return __ldcs(p);
+}
+/// 16-byte global load through the read-only path (activations, reused across CTAs).
+__device__ __forceinline__ uint4 ld_ro(const void* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+/// cp.async 16 bytes global → shared, zero-filling when !valid (no global read then).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/// fp32 → output element.
+template <typename O>
+__device__ __forceinline__ O to_out(float v);
+template <>
+__device__ __forceinline__ float to_out<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half to_out<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+/// Low / high fp16 of a packed pair as fp32.
+__device__ __forceinline__ float f16_lo(uint32_t v) {
+  return __half2float(__ushort_as_half((unsigned short)(v & 0xFFFFu)));
+}
+__device__ __forceinline__ float f16_hi(uint32_t v) {
+  return __half2float(__ushort_as_half((unsigned short)(v >> 16)));
+}
+
+#endif  // __CUDACC__
+
+}  // namespace perfx::cuda::frag

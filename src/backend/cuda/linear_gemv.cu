@@ -1,0 +1,440 @@
+// Decode-sized GEMV (M = 1..8 tokens) for W4 and W8 weights on tensor cores.
+//
+// One CTA per 16-row block; its warps split the K chunks (warp w takes chunks w, w + NW, ...),
+// each lane streams its 16-byte weight quads straight from global memory into registers, kU
+// chunks in flight, together with its two (W4) or one (W8) 16-byte activation loads and the
+// group's scale/zero record. The packed word is the mma A fragment (16 rows × 16 k) after the
+// magic-number conversion; B is the activations (8 token columns; columns >= M are zero); the
+// fp32 mma result for one 32-channel half-chunk is scaled by the group's scale into an fp32
+// accumulator. The NW warps' accumulators are summed in shared memory and the first 128 threads
+// write the block's outputs (y[token, row], + bias).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_frag.cuh"
+#include "backend/cuda/linear_internal.cuh"
+
+namespace perfx::cuda {
+namespace {
+
+using frag::BF16;
+using frag::F16;
+
+constexpr int kMaxWarps = 16;  // shared reduction buffer size
+// Staged activations: up to 96 KB of dynamic shared memory when forced (opt-in attribute set once
+// per instance; two 8-warp CTAs, also the register limit, still fit in an SM's 228 KB); the
+// default stages only up to 32 KB (<= 8 loads per thread of a 256-thread CTA), where the copy
+// latency stays below one weight batch's.
+constexpr size_t kMaxXsBytes = 96 * 1024;
+constexpr size_t kAutoXsBytes = 32 * 1024;
+
+/// Chunks in flight per lane: 8 when the activations are staged in shared memory (a chunk then
+/// costs the lane 4 + 2·records registers), 4 when they travel in registers with the weights.
+template <bool XS>
+struct ChunksInFlight {
+  static constexpr int value = XS ? 8 : 4;
+};
+
+/// Row stride (elements) of the staged activations for k_pad channels: ≡ 32 (mod 64) so rows 2p
+/// and 2p+1, read by one quarter-warp (4 lanes × 16 bytes each), fall 64 bytes apart mod 128
+/// (no bank conflict).
+inline int xs_row_stride(int64_t k_pad) {
+  return (int)(ceil_div<int64_t>(k_pad, 64) * 64 + 32);
+}
+
+/// Copies x[0..M)[0..k_pad) (zero beyond K) to shared memory xs (row stride xs_ld elements, a
+/// multiple of 8), then __syncthreads(). All threads of the CTA must call it. Each thread keeps 4
+/// 16-byte loads in flight (the copy is latency-bound: it runs while the first weight batch is
+/// already in flight).
+template <typename T>
+__device__ __forceinline__ void stage_x(uint4* xs, const T* __restrict__ x, int M, int64_t ldx,
+                                        int64_t K, int64_t k_pad, int xs_ld) {
+  constexpr int B = 4;
+  const int units = (int)(k_pad / 8), total = M * units;
+  for (int i0 = threadIdx.x; i0 < total; i0 += B * blockDim.x) {
+    uint4 v[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int i = i0 + b * blockDim.x;
+      v[b] = make_uint4(0, 0, 0, 0);
+      if (i < total) {
+        const int m = i / units, u = i - m * units;
+        const int64_t k = 8 * (int64_t)u;
+        if (k < K) v[b] = frag::ld_ro(x + (int64_t)m * ldx + k);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int i = i0 + b * blockDim.x;
+      if (i < total) {
+        const int m = i / units, u = i - m * units;
+        xs[m * (xs_ld / 8) + u] = v[b];
+      }
+    }
+  }
+  __syncthreads();
+}
+
+/// Sums the per-warp accumulators of the 16-row block and writes y. acc: this lane's 4 mma
+/// accumulator values: (row gid, token 2tid), (gid, 2tid+1), (gid+8, 2tid), (gid+8, 2tid+1).
+template <typename OutT>
+__device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb, int64_t N, int M,
+                                                  OutT* __restrict__ y, int64_t ldy,
+                                                  const float* __restrict__ bias) {
+  __shared__ float4 red[kMaxWarps][32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  red[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    const int i = threadIdx.x, src_lane = i >> 2, c = i & 3;
+    float s = 0.f;
+    for (int w = 0; w < nw; ++w) s += reinterpret_cast<const float*>(&red[w][src_lane])[c];
+    const int gid = src_lane >> 2, tid = src_lane & 3;
+    const int64_t row = nb * 16 + gid + 8 * (c >> 1);
+    const int token = 2 * tid + (c & 1);
+    if (row < N && token < M) {
+      if (bias != nullptr) s += bias[row];
+      y[(int64_t)token * ldy + row] = frag::to_out<OutT>(s);
+    }
+  }
+}
+
+/// W4 GEMV. XS: activations staged in shared memory (dynamic, M × xs_ld elements), else loaded
+/// per chunk into registers. PAIR: group 32, so the chunk's two halves have separate scale/zero
+/// records (else one record serves the whole chunk).
+template <typename Tag, typename OutT, bool XS, bool PAIR>
+__global__ void __launch_bounds__(512)
+    w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
+                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld) {
+  constexpr int U = ChunksInFlight<XS>::value;
+  constexpr int NR = PAIR ? 2 : 1;
+  extern __shared__ uint4 xs[];
+  const int64_t nb = blockIdx.x;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int gid = lane >> 2, tid = lane & 3;
+  const int KC = w.d.KC;
+  const int64_t K = w.d.K;
+  const int gs_shift = w.d.gs_shift;
+  const bool has_x = gid < M;
+  const typename Tag::T* xrow = x + (has_x ? (int64_t)gid * ldx : 0);
+  const uint4* qb = w.q + frag::w4_q_index(KC, nb, 0, lane);
+  const uint2* szb = w.sz + frag::w4_sz_index(w.d.G, nb, 0, gid);
+  const uint4 zero4 = make_uint4(0, 0, 0, 0);
+
+  uint4 wq[U];
+  uint2 sr[U][NR];
+  uint4 xv[XS ? 1 : U][2];
+  // Issues the loads of the batch of chunks kc0 + u·nw (u < U).
+  auto load = [&](int kc0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int kc = kc0 + u * nw;
+      if (kc < KC) {
+        wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
+        const int64_t g0 = frag::w4_group_of_half(2 * (int64_t)kc, gs_shift);
+        sr[u][0] = __ldg(szb + g0 * 8);
+        if constexpr (PAIR)
+          sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
+        if constexpr (!XS) {
+          const int64_t k0 = (int64_t)kc * 64 + 8 * tid;
+          xv[u][0] = has_x ? frag::ld_ro(xrow + k0) : zero4;
+          xv[u][1] = (has_x && (int64_t)kc * 64 + 32 < K) ? frag::ld_ro(xrow + k0 + 32) : zero4;
+        }
+      }
+    }
+  };
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int kc0 = warp;
+  load(kc0);
+  if constexpr (XS) stage_x(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld);
+  while (kc0 < KC) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int kc = kc0 + u * nw;
+      if (kc < KC) {  // warp-uniform: the mma below needs the whole warp
+        const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
+        uint4 xb[2];
+        if constexpr (XS) {
+          const uint4* xr = xs + gid * (xs_ld / 8) + 8 * kc + tid;  // x[gid][64kc + 8tid]
+          xb[0] = has_x ? xr[0] : zero4;
+          xb[1] = has_x ? xr[4] : zero4;  // + 32 channels (zero-filled beyond K)
+        } else {
+          xb[0] = xv[u][0];
+          xb[1] = xv[u][1];
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint2 r = sr[u][PAIR ? h : 0];
+          const uint32_t zl = r.y & 0xFu, zh = (r.y >> 8) & 0xFu;
+          uint32_t z_lo, z_hi;
+          if constexpr (std::is_same_v<Tag, F16>) {
+            z_lo = frag::f16_neg_zero_lo(zl);
+            z_hi = frag::f16_neg_zero_hi(zh);
+          } else {
+            z_lo = frag::bf16_neg_zero(zl);
+            z_hi = frag::bf16_neg_zero(zh);
+          }
+          float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int jj = 0; jj < 2; ++jj) {
+            uint32_t a[4];
+            if constexpr (std::is_same_v<Tag, F16>)
+              frag::w4_word_to_frag_f16(words[2 * h + jj], z_lo, z_hi, a);
+            else
+              frag::w4_word_to_frag_bf16(words[2 * h + jj], z_lo, z_hi, a);
+            frag::mma16816<Tag>(c, a, jj == 0 ? xb[h].x : xb[h].z, jj == 0 ? xb[h].y : xb[h].w);
+          }
+          const float s_lo = frag::f16_lo(r.x), s_hi = frag::f16_hi(r.x);
+          acc[0] = fmaf(s_lo, c[0], acc[0]);
+          acc[1] = fmaf(s_lo, c[1], acc[1]);
+          acc[2] = fmaf(s_hi, c[2], acc[2]);
+          acc[3] = fmaf(s_hi, c[3], acc[3]);
+        }
+      }
+    }
+    kc0 += nw * U;
+    load(kc0);
+  }
+  gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
+}
+
+/// W8 (Q8_0) GEMV; XS as above. One scale record per 32-channel chunk.
+template <typename Tag, typename OutT, bool XS>
+__global__ void __launch_bounds__(512)
+    w8_gemv_kernel(W8View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
+                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld) {
+  constexpr int U = ChunksInFlight<XS>::value;
+  extern __shared__ uint4 xs[];
+  const int64_t nb = blockIdx.x;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const int gid = lane >> 2, tid = lane & 3;
+  const int KC = w.d.KC;
+  const int gs_shift = w.d.gs_shift;
+  const bool has_x = gid < M;
+  const typename Tag::T* xrow = x + (has_x ? (int64_t)gid * ldx : 0);
+  const uint4* qb = w.q + frag::w8_q_index(KC, nb, 0, lane);
+  const uint32_t* sb = w.s + frag::w8_s_index(w.d.G, nb, 0, gid);
+  const uint4 zero4 = make_uint4(0, 0, 0, 0);
+
+  uint4 wq[U];
+  uint32_t sr[U];
+  uint4 xv[XS ? 1 : U];
+  auto load = [&](int kc0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int kc = kc0 + u * nw;
+      if (kc < KC) {
+        wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
+        sr[u] = __ldg(sb + ((int64_t)kc >> gs_shift) * 8);
+        if constexpr (!XS) xv[u] = has_x ? frag::ld_ro(xrow + (int64_t)kc * 32 + 8 * tid) : zero4;
+      }
+    }
+  };
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int kc0 = warp;
+  load(kc0);
+  if constexpr (XS) stage_x(xs, x, M, ldx, w.d.K, 32 * (int64_t)KC, xs_ld);
+  while (kc0 < KC) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int kc = kc0 + u * nw;
+      if (kc < KC) {
+        const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
+        uint4 xb;
+        if constexpr (XS)
+          xb = has_x ? xs[gid * (xs_ld / 8) + 4 * kc + tid] : zero4;  // x[gid][32kc + 8tid]
+        else
+          xb = xv[u];
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          uint32_t a[4];
+          if constexpr (std::is_same_v<Tag, F16>) {
+            frag::w8_word_to_f16x2(words[2 * jj], a[0], a[1]);
+            frag::w8_word_to_f16x2(words[2 * jj + 1], a[2], a[3]);
+          } else {
+            frag::w8_word_to_bf16x2(words[2 * jj], a[0], a[1]);
+            frag::w8_word_to_bf16x2(words[2 * jj + 1], a[2], a[3]);
+          }
+          frag::mma16816<Tag>(c, a, jj == 0 ? xb.x : xb.z, jj == 0 ? xb.y : xb.w);
+        }
+        const float s_lo = frag::f16_lo(sr[u]), s_hi = frag::f16_hi(sr[u]);
+        acc[0] = fmaf(s_lo, c[0], acc[0]);
+        acc[1] = fmaf(s_lo, c[1], acc[1]);
+        acc[2] = fmaf(s_hi, c[2], acc[2]);
+        acc[3] = fmaf(s_hi, c[3], acc[3]);
+      }
+    }
+    kc0 += nw * U;
+    load(kc0);
+  }
+  gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
+}
+
+int gemv_warps(int warps) {
+  if (warps == 0) return 8;
+  check(warps == 4 || warps == 8 || warps == 16, "gemv: warps must be 4, 8 or 16");
+  return warps;
+}
+
+/// Whether to stage x in shared memory: x_smem 1 = when <= kMaxXsBytes, 0 = never, -1 = auto
+/// (when <= kAutoXsBytes).
+bool use_xs(int M, int xs_ld, int x_smem) {
+  const size_t bytes = (size_t)M * xs_ld * 2;
+  return x_smem > 0 ? bytes <= kMaxXsBytes : x_smem < 0 ? bytes <= kAutoXsBytes : false;
+}
+
+/// Raises a staged-x instance's dynamic shared-memory limit to kMaxXsBytes, once per process.
+template <typename Kernel>
+void ensure_xs_attr(Kernel kernel, std::once_flag& once) {
+  std::call_once(once, [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)kMaxXsBytes));
+  });
+}
+template <typename Tag, typename OutT, bool PAIR>
+void ensure_w4_xs() {
+  static std::once_flag once;
+  ensure_xs_attr(w4_gemv_kernel<Tag, OutT, true, PAIR>, once);
+}
+template <typename Tag, typename OutT>
+void ensure_w8_xs() {
+  static std::once_flag once;
+  ensure_xs_attr(w8_gemv_kernel<Tag, OutT, true>, once);
+}
+
+template <typename Tag, typename OutT>
+void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
+  const int xs_ld = xs_row_stride(64 * (int64_t)w.d.KC);
+  const bool xs = use_xs(M, xs_ld, x_smem), pair = w.d.gs_shift == 0;
+  const size_t smem = xs ? (size_t)M * xs_ld * 2 : 0;
+  const auto* xp = static_cast<const typename Tag::T*>(x);
+  auto* yp = static_cast<OutT*>(y);
+  const dim3 grid((unsigned)w.d.NB), block(32 * warps);
+  if (xs) {
+    if (pair)
+      ensure_w4_xs<Tag, OutT, true>();
+    else
+      ensure_w4_xs<Tag, OutT, false>();
+  }
+  if (xs && pair)
+    w4_gemv_kernel<Tag, OutT, true, true>
+        <<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else if (xs)
+    w4_gemv_kernel<Tag, OutT, true, false>
+        <<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else if (pair)
+    w4_gemv_kernel<Tag, OutT, false, true>
+        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else
+    w4_gemv_kernel<Tag, OutT, false, false>
+        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  CUDA_CHECK_LAUNCH("w4_gemv_kernel");
+}
+
+template <typename Tag, typename OutT>
+void launch_w8_gemv(const W8View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
+  const int xs_ld = xs_row_stride(32 * (int64_t)w.d.KC);
+  const bool xs = use_xs(M, xs_ld, x_smem);
+  const auto* xp = static_cast<const typename Tag::T*>(x);
+  auto* yp = static_cast<OutT*>(y);
+  const dim3 grid((unsigned)w.d.NB), block(32 * warps);
+  if (xs) ensure_w8_xs<Tag, OutT>();
+  if (xs)
+    w8_gemv_kernel<Tag, OutT, true>
+        <<<grid, block, (size_t)M * xs_ld * 2, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  else
+    w8_gemv_kernel<Tag, OutT, false>
+        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  CUDA_CHECK_LAUNCH("w8_gemv_kernel");
+}
+
+}  // namespace
+
+void gemv_init_attributes() {
+  ensure_w4_xs<F16, float, false>();
+  ensure_w4_xs<F16, float, true>();
+  ensure_w4_xs<F16, __half, false>();
+  ensure_w4_xs<F16, __half, true>();
+  ensure_w4_xs<BF16, float, false>();
+  ensure_w4_xs<BF16, float, true>();
+  ensure_w4_xs<BF16, __nv_bfloat16, false>();
+  ensure_w4_xs<BF16, __nv_bfloat16, true>();
+  ensure_w8_xs<F16, float>();
+  ensure_w8_xs<F16, __half>();
+  ensure_w8_xs<BF16, float>();
+  ensure_w8_xs<BF16, __nv_bfloat16>();
+}
+
+std::string describe_gemv_kernels() {
+  gemv_init_attributes();
+  std::string r;
+  const int xs_bytes = 8 * 1024;  // M = 1, K = 4096
+  for (int warps : {8, 16}) {
+    const std::string t = "/" + std::to_string(warps) + "w";
+    r += describe_kernel(("w4_gemv<f16,f32,xs>" + t).c_str(),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, false>),
+                         32 * warps, xs_bytes);
+    r += describe_kernel(("w4_gemv<f16,f32,xs,g32>" + t).c_str(),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, true>),
+                         32 * warps, xs_bytes);
+    r += describe_kernel(
+        ("w4_gemv<bf16,bf16,regs>" + t).c_str(),
+        reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16, false, false>),
+        32 * warps, 0);
+    r += describe_kernel(("w8_gemv<f16,f32,xs>" + t).c_str(),
+                         reinterpret_cast<const void*>(w8_gemv_kernel<F16, float, true>),
+                         32 * warps, xs_bytes);
+  }
+  return r;
+}
+
+void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem) {
+  check_linear_args("w4_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
+  PERFX_CHECK(M <= 8, "w4_gemv: M = " + std::to_string(M) + " > 8");
+  if (M == 0) return;
+  const int nw = gemv_warps(warps);
+  if (xt == DType::F16) {
+    if (yt == DType::F32)
+      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+    else
+      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+  } else {
+    if (yt == DType::F32)
+      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+    else
+      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+  }
+}
+
+void w8_gemv(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem) {
+  check_linear_args("w8_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
+  PERFX_CHECK(M <= 8, "w8_gemv: M = " + std::to_string(M) + " > 8");
+  if (M == 0) return;
+  const int nw = gemv_warps(warps);
+  if (xt == DType::F16) {
+    if (yt == DType::F32)
+      launch_w8_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+    else
+      launch_w8_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+  } else {
+    if (yt == DType::F32)
+      launch_w8_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+    else
+      launch_w8_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+  }
+}
+
+}  // namespace perfx::cuda
