@@ -23,9 +23,9 @@ namespace perfx::cuda {
 
 /// Which kernels paged_attention() may use (tests force each; the engine uses kAuto).
 enum class AttnPath : int {
-  kAuto = 0,          // split-KV for sequences with q_len * group <= 16, prefill for the rest
-  kPrefillOnly = 1,   // the prefill kernel for every sequence
-  kSplitKvOnly = 2,   // the split-KV kernel for every sequence (needs max_q_len * group <= 16)
+  kAuto = 0,         // split-KV for sequences with q_len * group <= 16, prefill for the rest
+  kPrefillOnly = 1,  // the prefill kernel for every sequence
+  kSplitKvOnly = 2,  // the split-KV kernel for every sequence (needs max_q_len * group <= 16)
 };
 
 /// Arguments of one paged_attention() call (one layer, one step). Sizes are in elements unless
@@ -33,7 +33,7 @@ enum class AttnPath : int {
 ///
 /// Layouts (T = half or bfloat16 per `dtype`):
 ///  * q   [n_tokens, n_q_heads * head_dim], row stride ldq (a column view of the fused QKV output,
-///        so ldq >= n_q_heads * head_dim). Query head h is columns [h * head_dim, (h+1) * head_dim).
+///        so ldq >= n_q_heads * head_dim). Query head h is columns h * head_dim + [0, head_dim).
 ///  * out [n_tokens, n_q_heads * head_dim], row stride ldo. Only those columns are written.
 ///  * k_cache, v_cache: the layer's pools [n_blocks * block_size slots, n_kv_heads, head_dim]; the
 ///        vector of KV head h at slot s starts at element (s * n_kv_heads + h) * head_dim.

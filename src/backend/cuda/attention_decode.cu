@@ -68,8 +68,9 @@ DeviceState device_state() {
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
-  return make_plan(a, st.n_sms,
-                   st.split_occupancy[a.dtype == AttnDtype::kF16 ? 0 : 1][head_dim_index(a.head_dim)]);
+  return make_plan(
+      a, st.n_sms,
+      st.split_occupancy[a.dtype == AttnDtype::kF16 ? 0 : 1][head_dim_index(a.head_dim)]);
 }
 
 template <typename T, int D>
@@ -88,12 +89,16 @@ void launch_reduce_one(const TileArgs& t, Grid g, cudaStream_t stream) {
 template <typename T>
 void launch_typed(bool reduce, int head_dim, const TileArgs& t, Grid g, cudaStream_t s) {
   switch (head_dim) {
-    case 64: return reduce ? launch_reduce_one<T, 64>(t, g, s) : launch_split_one<T, 64>(t, g, s);
-    case 80: return reduce ? launch_reduce_one<T, 80>(t, g, s) : launch_split_one<T, 80>(t, g, s);
-    case 96: return reduce ? launch_reduce_one<T, 96>(t, g, s) : launch_split_one<T, 96>(t, g, s);
+    case 64:
+      return reduce ? launch_reduce_one<T, 64>(t, g, s) : launch_split_one<T, 64>(t, g, s);
+    case 80:
+      return reduce ? launch_reduce_one<T, 80>(t, g, s) : launch_split_one<T, 80>(t, g, s);
+    case 96:
+      return reduce ? launch_reduce_one<T, 96>(t, g, s) : launch_split_one<T, 96>(t, g, s);
     case 128:
       return reduce ? launch_reduce_one<T, 128>(t, g, s) : launch_split_one<T, 128>(t, g, s);
-    default: require(false, "paged_attention: unsupported head_dim");
+    default:
+      require(false, "paged_attention: unsupported head_dim");
   }
 }
 
@@ -127,7 +132,9 @@ PagedAttentionPlan paged_attention_plan(const PagedAttentionArgs& a) {
   return attn_detail::plan_for(a);
 }
 
-void paged_attention_init() { (void)attn_detail::device_state(); }
+void paged_attention_init() {
+  (void)attn_detail::device_state();
+}
 
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   using namespace attn_detail;

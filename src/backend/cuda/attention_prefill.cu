@@ -39,11 +39,16 @@ void launch_one(const TileArgs& args, dim3 grid, cudaStream_t stream) {
 template <typename T>
 void launch_typed(int head_dim, const TileArgs& args, dim3 grid, cudaStream_t stream) {
   switch (head_dim) {
-    case 64: return launch_one<T, 64>(args, grid, stream);
-    case 80: return launch_one<T, 80>(args, grid, stream);
-    case 96: return launch_one<T, 96>(args, grid, stream);
-    case 128: return launch_one<T, 128>(args, grid, stream);
-    default: require(false, "paged_attention: unsupported head_dim " + std::to_string(head_dim));
+    case 64:
+      return launch_one<T, 64>(args, grid, stream);
+    case 80:
+      return launch_one<T, 80>(args, grid, stream);
+    case 96:
+      return launch_one<T, 96>(args, grid, stream);
+    case 128:
+      return launch_one<T, 128>(args, grid, stream);
+    default:
+      require(false, "paged_attention: unsupported head_dim " + std::to_string(head_dim));
   }
 }
 

@@ -34,9 +34,9 @@ inline void require(bool cond, const std::string& what) {
 }  // namespace perfx::cuda
 
 /// Checks a cudaError_t-returning expression; throws std::runtime_error on failure.
-#define ATTN_CUDA_CHECK(expr)                                                          \
-  do {                                                                                 \
-    const cudaError_t attn_err_ = (expr);                                              \
-    if (attn_err_ != cudaSuccess)                                                      \
+#define ATTN_CUDA_CHECK(expr)                                                             \
+  do {                                                                                    \
+    const cudaError_t attn_err_ = (expr);                                                 \
+    if (attn_err_ != cudaSuccess)                                                         \
       ::perfx::cuda::attn_detail::throw_cuda_error(attn_err_, #expr, __FILE__, __LINE__); \
   } while (0)

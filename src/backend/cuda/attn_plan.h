@@ -50,11 +50,16 @@ struct TileArgs {
 
 inline int head_dim_index(int d) {
   switch (d) {
-    case 64: return 0;
-    case 80: return 1;
-    case 96: return 2;
-    case 128: return 3;
-    default: return -1;
+    case 64:
+      return 0;
+    case 80:
+      return 1;
+    case 96:
+      return 2;
+    case 128:
+      return 3;
+    default:
+      return -1;
   }
 }
 
@@ -65,7 +70,9 @@ inline size_t workspace_bytes(int head_dim) {
   return static_cast<size_t>(kMaxSplitCtas) * kSplitRows * (head_dim + 2) * sizeof(float);
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 /// Throws std::invalid_argument unless `a` satisfies PagedAttentionArgs' contract (as far as the
 /// host can tell without reading device memory).
@@ -82,8 +89,7 @@ inline void validate(const PagedAttentionArgs& a) {
   if (a.n_seqs == 0 || a.max_q_len == 0) return;
   require(a.block_size >= 1, f + "block_size must be >= 1");
   require(a.max_blocks >= 1, f + "max_blocks must be >= 1");
-  require(a.q && a.out && a.k_cache && a.v_cache && a.block_tables && a.seq_q_start &&
-              a.seq_kv_len,
+  require(a.q && a.out && a.k_cache && a.v_cache && a.block_tables && a.seq_q_start && a.seq_kv_len,
           f + "null pointer");
   require(aligned16(a.q) && aligned16(a.out) && aligned16(a.k_cache) && aligned16(a.v_cache),
           f + "q, out, k_cache, v_cache must be 16-byte aligned");
@@ -155,8 +161,8 @@ inline PagedAttentionPlan make_plan(const PagedAttentionArgs& a, int n_sms, int 
     const int64_t pairs = static_cast<int64_t>(a.n_seqs) * a.n_kv_heads;
     choose_splits(pairs, a.max_kv_len, n_sms, split_occupancy, &p.n_splits, &p.chunk);
     if (p.n_splits > 1)
-      p.workspace_needed = static_cast<size_t>(pairs) * kSplitRows * p.n_splits *
-                           (a.head_dim + 2) * sizeof(float);
+      p.workspace_needed =
+          static_cast<size_t>(pairs) * kSplitRows * p.n_splits * (a.head_dim + 2) * sizeof(float);
   }
   return p;
 }
@@ -193,10 +199,10 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
   t.ws_o = nullptr;
   t.ws_ml = nullptr;
   if (p.split_kv && p.n_splits > 1) {  // checked before anything is launched
-    require(a.workspace != nullptr && aligned16(a.workspace) &&
-                a.workspace_bytes >= p.workspace_needed,
-            "paged_attention: workspace missing, misaligned or smaller than " +
-                std::to_string(p.workspace_needed) + " bytes (paged_attention_workspace_bytes)");
+    require(
+        a.workspace != nullptr && aligned16(a.workspace) && a.workspace_bytes >= p.workspace_needed,
+        "paged_attention: workspace missing, misaligned or smaller than " +
+            std::to_string(p.workspace_needed) + " bytes (paged_attention_workspace_bytes)");
     t.ws_o = static_cast<float*>(a.workspace);
     t.ws_ml = t.ws_o +
               static_cast<int64_t>(a.n_seqs) * a.n_kv_heads * kSplitRows * p.n_splits * a.head_dim;

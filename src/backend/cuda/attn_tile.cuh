@@ -9,15 +9,17 @@
 //   S = Q K^T (mma, fp32 accumulate) -> scale, causal/end mask -> online softmax in fp32
 //   (running max m, running sum l, O rescaled by exp2(m_old - m_new)) -> O += P V (P rounded to T).
 // K/V tiles are gathered slot by slot through the block table (PagedAttention, arXiv 2309.06180)
-// with 16-byte cp.async into a 2-stage ring; keys past the CTA's range are zero-filled (never read).
-// At the end each warp's (O, m, l) goes to shared memory; the WN slices are merged by log-sum-exp
-// and written either normalized to `out` (T) or, for split-KV with n_splits > 1, as fp32 partials
-// (unnormalized O, m, l) that split_reduce_kernel merges across splits (flash-decoding).
+// with 16-byte cp.async into a 2-stage ring; keys past the CTA's range are zero-filled (never
+// read). At the end each warp's (O, m, l) goes to shared memory; the WN slices are merged by
+// log-sum-exp and written either normalized to `out` (T) or, for split-KV with n_splits > 1, as
+// fp32 partials (unnormalized O, m, l) that split_reduce_kernel merges across splits
+// (flash-decoding).
 //
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", f16/bf16): lane = 4 * g + t
-//   A 16x16 row-major: a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
-//   B 16x8 (k x n):    b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]
-//   C 16x8 fp32:       c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
+//   A 16x16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1],
+//                        a2 = A[g][2t+8..2t+9], a3 = A[g+8][2t+8..2t+9]
+//   B 16x8 (k x n):      b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]
+//   C 16x8 (fp32):       c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
 // ldmatrix.x4 gives lane l the fragment of matrix j in register j from the 8 row addresses of
 // lanes 8j..8j+7; .trans transposes each 8x8 matrix (used for V, stored [key][dim]).
 #pragma once
@@ -37,12 +39,12 @@ template <int D, int WM, int WN>
 struct TileCfg {
   static_assert(D % 16 == 0 && D >= 16 && D <= 128, "head_dim must be a multiple of 16, <= 128");
   static_assert(WM * WN * 32 == kThreads, "4 warps");
-  static constexpr int kRows = 16 * WM;              // query rows per CTA
-  static constexpr int kKW = kTileKeys / WN;         // keys per warp per tile
+  static constexpr int kRows = 16 * WM;       // query rows per CTA
+  static constexpr int kKW = kTileKeys / WN;  // keys per warp per tile
   static_assert(kKW % 16 == 0, "a warp's key slice must be a multiple of 16");
-  static constexpr int kStride = D + 8;   // smem row stride (elements): an odd number of 16-B units,
-                                          // so ldmatrix's 8 row addresses hit distinct banks
-  static constexpr int kChunks = D / 8;   // 16-byte chunks per head vector
+  static constexpr int kStride = D + 8;  // smem row stride (elements): an odd number of 16-B units,
+                                         // so ldmatrix's 8 row addresses hit distinct banks
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per head vector
   static constexpr int kOStride = D + 8;  // fp32 merge buffer row stride
   static constexpr int kQElems = kRows * kStride;
   static constexpr int kKvElems = kTileKeys * kStride;  // one stage of K (or of V)
@@ -95,8 +97,8 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
                                          uint32_t b1);
 
 template <>
-__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4],
-                                                 uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                 uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -131,8 +133,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 /// 16-byte global->shared async copy; src_bytes = 0 zero-fills the destination and reads nothing
 /// (src must still be a valid global address).
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)),
-               "l"(gmem), "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
+               "r"(src_bytes)
                : "memory");
 }
 
@@ -272,9 +274,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks)
-    ldmatrix_x4(qf[ks],
-                sQ + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * C::kStride + ks * 16 +
-                    (lane >> 4) * 8);
+    ldmatrix_x4(qf[ks], sQ + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * C::kStride + ks * 16 +
+                            (lane >> 4) * 8);
 
   float o[D / 8][4];
 #pragma unroll
@@ -427,8 +428,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       const float mw = sM[w * C::kRows + r];
       const float f = mw == -INFINITY ? 0.f : exp2f(mw - mmax);
       L += f * sL[w * C::kRows + r];
-      const float4* src = reinterpret_cast<const float4*>(sO + (w * C::kRows + r) * C::kOStride +
-                                                          ch * 8);
+      const float4* src =
+          reinterpret_cast<const float4*>(sO + (w * C::kRows + r) * C::kOStride + ch * 8);
       const float4 x0 = src[0], x1 = src[1];
       acc[0] += f * x0.x;
       acc[1] += f * x0.y;
