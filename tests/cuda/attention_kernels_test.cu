@@ -67,6 +67,9 @@ struct DevBuf {
     if (v.empty()) return;
     if (v.size() * sizeof(T) > bytes) throw std::runtime_error("upload larger than buffer");
     CK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    // The legacy-stream copy may still be in flight when cudaMemcpy returns (pageable source),
+    // and the test's stream is non-blocking: finish it before any kernel reads the buffer.
+    CK(cudaDeviceSynchronize());
   }
   template <typename T>
   std::vector<T> download(size_t n) const {
@@ -256,6 +259,7 @@ void run_rope_case(const RopeCase& c, uint64_t seed, cudaStream_t st) {
   d_kw.upload(h.kw);
   CK(cudaMemset(d_kc.p, 0xFF, d_kc.bytes));
   CK(cudaMemset(d_vc.p, 0xFF, d_vc.bytes));
+  CK(cudaDeviceSynchronize());  // legacy-stream memsets vs the non-blocking test stream
   const RopeKvArgs a =
       rope_args(c, h, d_qkv.p, d_kc.p, d_vc.p, d_pos.as<int32_t>(), d_slots.as<int32_t>(),
                 d_if.as<float>(), d_qw.as<float>(), d_kw.as<float>());
@@ -326,6 +330,7 @@ __global__ void fill_random_kernel(u16* p, int64_t n, uint64_t seed, float amp, 
 void fill_random(void* p, int64_t n, uint64_t seed, float amp, bool bf16) {
   fill_random_kernel<<<1024, 256>>>(static_cast<u16*>(p), n, seed, amp, bf16);
   CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());  // legacy stream vs the non-blocking test stream
 }
 
 struct BenchRow {

@@ -69,6 +69,7 @@ san() {  # $1 = tool
 san memcheck; mem_rc=$?
 san racecheck; race_rc=$?
 san synccheck; sync_rc=$?
+san initcheck; init_rc=$?
 
 # ---- bench
 "$BIN" --bench > "$OUTDIR/bench.log" 2>&1
@@ -80,7 +81,7 @@ bench_rc=$?
   echo "==== cuda attention kernels: summary ($(( $(date +%s) - T0 )) s) ===="
   grep -E "^device:" "$OUTDIR/test.log"
   echo "tests:     rc=$test_rc  $(grep -E '^SUMMARY' "$OUTDIR/test.log")"
-  echo "memcheck:  rc=$mem_rc   racecheck: rc=$race_rc   synccheck: rc=$sync_rc   bench: rc=$bench_rc"
+  echo "memcheck: rc=$mem_rc  racecheck: rc=$race_rc  synccheck: rc=$sync_rc  initcheck: rc=$init_rc  bench: rc=$bench_rc"
   sed -n '/BENCH SUMMARY/,$p' "$OUTDIR/bench.log"
 } | tee "$OUTDIR/summary.txt"
-[ $test_rc -eq 0 ] && [ $mem_rc -eq 0 ] && [ $race_rc -eq 0 ] && [ $sync_rc -eq 0 ] && [ $bench_rc -eq 0 ]
+[ $test_rc -eq 0 ] && [ $mem_rc -eq 0 ] && [ $race_rc -eq 0 ] && [ $sync_rc -eq 0 ] && [ $init_rc -eq 0 ] && [ $bench_rc -eq 0 ]
