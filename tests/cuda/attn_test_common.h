@@ -369,7 +369,6 @@ inline std::vector<AttnCase> attention_cases() {
     c.name = "decode G2 hd80";
     c.bf16 = true, c.D = 80, c.nq = 8, c.nkv = 4, c.bs = 16;
     c.seqs = decode_seqs({77, 300, 1500});
-    c.quick = true;
     add(c);
   }
   {
@@ -433,7 +432,6 @@ inline std::vector<AttnCase> attention_cases() {
     c.name = "chunked G2 hd80 with q_len 0 seq";
     c.bf16 = false, c.D = 80, c.nq = 8, c.nkv = 4, c.bs = 32;
     c.seqs = {{150, 77}, {1, 5}, {8, 400}, {0, 30}, {33, 0}};
-    c.quick = true;
     add(c);
   }
   {
@@ -462,7 +460,6 @@ inline std::vector<AttnCase> attention_cases() {
     c.name = "multi-token split-KV G2 (q_len*G<=16)";
     c.bf16 = false, c.D = 128, c.nq = 8, c.nkv = 4, c.bs = 16;
     c.seqs = {{8, 500}, {3, 0}, {1, 2000}, {5, 64}};
-    c.quick = true;
     add(c);
   }
   {
@@ -501,6 +498,31 @@ inline std::vector<AttnCase> attention_cases() {
     c.name = "prefill G8 hd80 tiny";
     c.bf16 = true, c.D = 80, c.nq = 16, c.nkv = 2, c.bs = 16;
     c.seqs = {{3, 0}, {9, 7}};
+    add(c);
+  }
+  // ---- tiny cases (--quick: sanitizers, emulator smoke test); every code path, few CTAs
+  {
+    AttnCase c;
+    c.name = "tiny decode split-KV + reduce";
+    c.bf16 = true, c.D = 80, c.nq = 4, c.nkv = 2, c.bs = 16;
+    c.seqs = decode_seqs({70, 200, 0});
+    c.quick = true;
+    add(c);
+  }
+  {
+    AttnCase c;
+    c.name = "tiny mixed prefill + split-KV + q_len 0";
+    c.bf16 = false, c.D = 128, c.nq = 4, c.nkv = 2, c.bs = 8;
+    c.seqs = {{40, 30}, {1, 300}, {0, 9}, {5, 0}, {8, 70}};
+    c.quick = true;
+    add(c);
+  }
+  {
+    AttnCase c;
+    c.name = "tiny G8 hd64 chunked";
+    c.bf16 = true, c.D = 64, c.nq = 16, c.nkv = 2, c.bs = 32;
+    c.seqs = {{9, 60}, {2, 33}};
+    c.quick = true;
     add(c);
   }
   return v;
