@@ -55,9 +55,10 @@ test_rc=$?
 grep -E "^\[FAIL\]|^      seq|SUMMARY" "$OUTDIR/test.log" | head -60
 
 # ---- sanitizers on the reduced set (small cases)
+SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 san() {  # $1 = tool
   local log="$OUTDIR/sanitizer_$1.log"
-  timeout 240 /usr/local/cuda/bin/compute-sanitizer --tool "$1" --error-exitcode 7 \
+  timeout 240 "$SANITIZER" --tool "$1" --error-exitcode 7 \
     ${SAN_EXTRA:-} "$BIN" --quick > "$log" 2>&1
   local rc=$?
   local errs
@@ -82,6 +83,10 @@ bench_rc=$?
   grep -E "^device:" "$OUTDIR/test.log"
   echo "tests:     rc=$test_rc  $(grep -E '^SUMMARY' "$OUTDIR/test.log")"
   echo "memcheck: rc=$mem_rc  racecheck: rc=$race_rc  synccheck: rc=$sync_rc  initcheck: rc=$init_rc  bench: rc=$bench_rc"
-  sed -n '/BENCH SUMMARY/,$p' "$OUTDIR/bench.log"
+  if grep -q "BENCH SUMMARY" "$OUTDIR/bench.log"; then
+    sed -n '/BENCH SUMMARY/,$p' "$OUTDIR/bench.log"
+  else
+    echo "bench did not finish; its last lines:"; tail -8 "$OUTDIR/bench.log"
+  fi
 } | tee "$OUTDIR/summary.txt"
 [ $test_rc -eq 0 ] && [ $mem_rc -eq 0 ] && [ $race_rc -eq 0 ] && [ $sync_rc -eq 0 ] && [ $init_rc -eq 0 ] && [ $bench_rc -eq 0 ]
