@@ -1,0 +1,115 @@
+// Causal attention over a paged KV cache on CUDA (sm_80+, tuned for sm_90 / H200).
+//
+// Two kernels share one tile core (attn_tile.cuh): mma.sync m16n8k16 tensor-core products with an
+// fp32 online softmax (FlashAttention-2, Dao 2023, arXiv 2307.08691), K/V tiles gathered through
+// the block table (PagedAttention, Kwon et al. 2023, arXiv 2309.06180):
+//  * split-KV ("flash-decoding", Dao et al. 2023): a CTA per (sequence, KV head, key split) holds
+//    every query row of the sequence's GQA group (q_len * group <= 16 rows), so a KV head is read
+//    once per group; a second small kernel merges the splits by log-sum-exp. Used for decode.
+//  * prefill: a CTA per (sequence, KV head, tile of 64 query rows); rows are (token, group head)
+//    pairs, so again every K/V tile serves the whole group. Causal mask on diagonal tiles only.
+//
+// Host plain C++ API: includable from .cpp files built by the host compiler.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/attn_common.cuh"
+
+namespace perfx::cuda {
+
+/// Which kernels paged_attention() may use (tests force each; the engine uses kAuto).
+enum class AttnPath : int {
+  kAuto = 0,         // split-KV for sequences with q_len * group <= 16, prefill for the rest
+  kPrefillOnly = 1,  // the prefill kernel for every sequence
+  kSplitKvOnly = 2,  // the split-KV kernel for every sequence (needs max_q_len * group <= 16)
+};
+
+/// Arguments of one paged_attention() call (one layer, one step). Sizes are in elements unless
+/// named *_bytes. All pointers are device pointers.
+///
+/// Layouts (T = half or bfloat16 per `dtype`):
+///  * q   [n_tokens, n_q_heads * head_dim], row stride ldq (a column view of the fused QKV output,
+///        so ldq >= n_q_heads * head_dim). Query head h is columns h * head_dim + [0, head_dim).
+///  * out [n_tokens, n_q_heads * head_dim], row stride ldo. Only those columns are written.
+///  * k_cache, v_cache: the layer's pools [n_blocks * block_size slots, n_kv_heads, head_dim]; the
+///        vector of KV head h at slot s starts at element (s * n_kv_heads + h) * head_dim.
+///  * block_tables int32 [n_seqs, max_blocks]: physical block ids; key j of sequence s is at slot
+///        block_tables[s][j / block_size] * block_size + j % block_size. Entries at or past
+///        ceil(seq_kv_len[s] / block_size) are never read (may hold -1).
+///  * seq_q_start int32 [n_seqs + 1]: sequence s owns rows [seq_q_start[s], seq_q_start[s+1]) of
+///        q/out (q_len = their difference, >= 0).
+///  * seq_kv_len int32 [n_seqs]: keys in the cache after this step. Row i of sequence s is the
+///        token at position p = seq_kv_len[s] - q_len + i and attends to keys 0..p (causal).
+///        The new tokens' K/V must already be in the cache.
+/// GQA: query head h uses KV head h / (n_q_heads / n_kv_heads).
+/// out = softmax(scale * q k^T) v per query row, softmax and accumulation in fp32.
+struct PagedAttentionArgs {
+  AttnDtype dtype = AttnDtype::kBF16;
+  const void* q = nullptr;
+  int64_t ldq = 0;
+  void* out = nullptr;
+  int64_t ldo = 0;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  int n_q_heads = 0, n_kv_heads = 0;
+  int head_dim = 0;    // 64, 80, 96 or 128
+  int block_size = 0;  // tokens per KV block, any value >= 1 (the engine uses powers of two)
+  const int32_t* block_tables = nullptr;
+  int max_blocks = 0;  // block-table row width
+  const int32_t* seq_q_start = nullptr;
+  const int32_t* seq_kv_len = nullptr;
+  int n_seqs = 0;
+  int n_tokens = 0;
+  /// Host upper bounds, may be bucketed (e.g. rounded up to a power of two for CUDA-graph replay);
+  /// the kernels read the real lengths from seq_q_start / seq_kv_len. max_q_len must be >= every
+  /// q_len (rows past it are not computed). max_kv_len only steers the split count: a sequence
+  /// longer than it is still handled correctly (its last split grows), just with less parallelism.
+  int max_q_len = 0;
+  int max_kv_len = 0;
+  float scale = 0.f;  // usually 1 / sqrt(head_dim)
+  /// Split-KV partials; size from paged_attention_workspace_bytes(head_dim), 16-byte aligned.
+  /// May be null when no split-KV launch needs more than one split (plan().n_splits <= 1).
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  AttnPath path = AttnPath::kAuto;
+  /// kAuto with max_q_len * group > 16 launches the split-KV kernel too, for the batch's short
+  /// (decode) sequences. Set false when the caller knows there are none, to skip that launch.
+  bool maybe_short_seqs = true;
+};
+
+/// What paged_attention() will launch for these arguments (host-only; for logs and tests).
+struct PagedAttentionPlan {
+  bool split_kv = false;      // split-KV kernel (+ reduce kernel when n_splits > 1)
+  bool prefill = false;       // prefill kernel
+  int prefill_skip_rows = 0;  // prefill skips sequences with q_len * group <= this
+  int n_splits = 1;           // key splits per (sequence, KV head)
+  int chunk = 0;              // keys per split (multiple of 64); the last split takes the rest
+  size_t workspace_needed = 0;
+};
+
+/// Bytes of workspace any paged_attention() call with this head_dim may need (independent of the
+/// batch: the split count is capped so that n_seqs * n_kv_heads * n_splits <= 2048). About 17 MB
+/// for head_dim 128. Throws std::invalid_argument for an unsupported head_dim.
+size_t paged_attention_workspace_bytes(int head_dim);
+
+/// The launch plan for `a` (validates `a` like paged_attention(); throws std::invalid_argument).
+PagedAttentionPlan paged_attention_plan(const PagedAttentionArgs& a);
+
+/// Causal paged attention for a batch of sequences (decode, prefill, chunked prefill, mixed).
+/// Enqueues 1-3 kernels on `stream`; no allocation, no synchronization, no host read of device
+/// data, so it can be captured in a CUDA graph (call paged_attention_init() once before capture).
+/// Throws std::invalid_argument on bad arguments (unsupported head_dim, n_q_heads not a multiple
+/// of n_kv_heads, misaligned pointers/strides (q, out, caches need 16-byte alignment, ldq/ldo
+/// multiples of 8), workspace too small) and std::runtime_error if a launch fails.
+void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+
+/// Sets the kernels' shared-memory limits and caches the device's SM count and occupancy for the
+/// current device. Called implicitly by the first paged_attention(); call it explicitly before
+/// capturing a CUDA graph. Throws std::runtime_error on CUDA errors.
+void paged_attention_init();
+
+}  // namespace perfx::cuda

@@ -1,0 +1,145 @@
+// Decode attention (split-KV, "flash-decoding": Dao, Haziza, Massa, Sizov 2023) and the
+// paged_attention() entry point that dispatches between it and the prefill kernel.
+//
+// Split-KV CTA = (split, KV head, sequence): the tile kernel of attn_tile.cuh with 1 x 4 warps: the
+// sequence's q_len * group (<= 16) query rows form one m16 tile that every warp holds, and the 4
+// warps take 16-key quarters of each 64-key K/V tile. The KV head is therefore read from memory
+// exactly once per (sequence, group), in 16-byte cp.async loads. With n_splits > 1 each CTA writes
+// fp32 partials (O unnormalized, running max m in log2 units, sum l) and split_reduce_kernel
+// merges them: m* = max m_s, O = sum_s 2^(m_s - m*) O_s / sum_s 2^(m_s - m*) l_s.
+#include <mutex>
+#include <string>
+
+#include "backend/cuda/attn_tile.cuh"
+
+namespace perfx::cuda {
+
+namespace attn_detail {
+namespace {
+
+constexpr int kSplitWM = 1, kSplitWN = 4;
+constexpr int kMaxDevices = 64;
+
+template <int D>
+using SplitCfg = TileCfg<D, kSplitWM, kSplitWN>;
+
+template <typename T, int D>
+void split_init_one(int* occupancy) {
+  auto* k = attn_tile_kernel<T, D, kSplitWM, kSplitWN, true>;
+  const int smem = static_cast<int>(SplitCfg<D>::kSmemBytes);
+  ATTN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, k, kThreads, smem));
+}
+
+template <typename T>
+void split_init_typed(int (&occ)[4]) {
+  split_init_one<T, 64>(&occ[0]);
+  split_init_one<T, 80>(&occ[1]);
+  split_init_one<T, 96>(&occ[2]);
+  split_init_one<T, 128>(&occ[3]);
+}
+
+struct DeviceState {
+  bool ready = false;
+  int n_sms = 0;
+  int split_occupancy[2][4] = {};  // [dtype][head_dim_index]
+};
+
+std::mutex g_mutex;
+DeviceState g_state[kMaxDevices];
+
+/// Per-device one-time setup (smem limits, SM count, occupancy); cheap after the first call.
+DeviceState device_state() {
+  int dev = 0;
+  ATTN_CUDA_CHECK(cudaGetDevice(&dev));
+  require(dev >= 0 && dev < kMaxDevices, "paged_attention: device index out of range");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceState& s = g_state[dev];
+  if (!s.ready) {
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&s.n_sms, cudaDevAttrMultiProcessorCount, dev));
+    split_init_typed<__half>(s.split_occupancy[0]);
+    split_init_typed<__nv_bfloat16>(s.split_occupancy[1]);
+    prefill_set_attributes();
+    s.ready = true;
+  }
+  return s;
+}
+
+PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
+  validate(a);
+  const DeviceState st = device_state();
+  return make_plan(
+      a, st.n_sms,
+      st.split_occupancy[a.dtype == AttnDtype::kF16 ? 0 : 1][head_dim_index(a.head_dim)]);
+}
+
+template <typename T, int D>
+void launch_split_one(const TileArgs& t, Grid g, cudaStream_t stream) {
+  attn_tile_kernel<T, D, kSplitWM, kSplitWN, true>
+      <<<dim3(g.x, g.y, g.z), kThreads, SplitCfg<D>::kSmemBytes, stream>>>(t);
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, int D>
+void launch_reduce_one(const TileArgs& t, Grid g, cudaStream_t stream) {
+  split_reduce_kernel<T, D><<<dim3(g.x, g.y, g.z), kThreads, 0, stream>>>(t);
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void launch_typed(bool reduce, int head_dim, const TileArgs& t, Grid g, cudaStream_t s) {
+  switch (head_dim) {
+    case 64:
+      return reduce ? launch_reduce_one<T, 64>(t, g, s) : launch_split_one<T, 64>(t, g, s);
+    case 80:
+      return reduce ? launch_reduce_one<T, 80>(t, g, s) : launch_split_one<T, 80>(t, g, s);
+    case 96:
+      return reduce ? launch_reduce_one<T, 96>(t, g, s) : launch_split_one<T, 96>(t, g, s);
+    case 128:
+      return reduce ? launch_reduce_one<T, 128>(t, g, s) : launch_split_one<T, 128>(t, g, s);
+    default:
+      require(false, "paged_attention: unsupported head_dim");
+  }
+}
+
+/// execute_plan() launcher for the real device.
+struct CudaLauncher {
+  AttnDtype dtype;
+  int head_dim;
+  cudaStream_t stream;
+  void prefill(const TileArgs& t, Grid g) const {
+    launch_prefill(dtype, head_dim, t, static_cast<int>(g.x), static_cast<int>(g.y),
+                   static_cast<int>(g.z), stream);
+  }
+  void split(const TileArgs& t, Grid g) const { launch(false, t, g); }
+  void reduce(const TileArgs& t, Grid g) const { launch(true, t, g); }
+  void launch(bool reduce, const TileArgs& t, Grid g) const {
+    if (dtype == AttnDtype::kF16)
+      launch_typed<__half>(reduce, head_dim, t, g, stream);
+    else
+      launch_typed<__nv_bfloat16>(reduce, head_dim, t, g, stream);
+  }
+};
+
+}  // namespace
+}  // namespace attn_detail
+
+size_t paged_attention_workspace_bytes(int head_dim) {
+  return attn_detail::workspace_bytes(head_dim);
+}
+
+PagedAttentionPlan paged_attention_plan(const PagedAttentionArgs& a) {
+  return attn_detail::plan_for(a);
+}
+
+void paged_attention_init() {
+  (void)attn_detail::device_state();
+}
+
+void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
+  using namespace attn_detail;
+  const PagedAttentionPlan p = plan_for(a);
+  execute_plan(a, p, CudaLauncher{a.dtype, a.head_dim, stream});
+}
+
+}  // namespace perfx::cuda

@@ -1,0 +1,221 @@
+// Internal to the CUDA attention kernels: the host-side plan of a paged_attention() call (argument
+// checks, split count, kernel parameters, launch order), kept free of CUDA device code so that the
+// CPU emulation test (tests/cuda/attn_emulation_test.cpp) runs exactly this logic too.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "backend/cuda/attention.cuh"
+
+namespace perfx::cuda::attn_detail {
+
+constexpr int kThreads = 128;        // 4 warps per CTA (all attention kernels)
+constexpr int kTileKeys = 64;        // keys per pipeline stage
+constexpr int kStages = 2;           // cp.async double buffer
+constexpr int kSplitRows = 16;       // rows of a split-KV CTA: q_len * group <= 16
+constexpr int kPrefillRows = 64;     // rows of a prefill CTA (4 warps x 16)
+constexpr int kMaxSplitCtas = 2048;  // n_seqs * n_kv_heads * n_splits cap (bounds the workspace)
+constexpr int kMaxSplits = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+// Split-count cost model, in units of "one 64-key tile streamed by one resident CTA".
+constexpr double kCtaOverheadTiles = 1.0;  // prologue (Q, first-load latency) + merge + write
+constexpr double kReduceTiles = 1.0;       // the extra reduce launch
+
+/// Kernel parameters (by value). Sizes in elements.
+struct TileArgs {
+  const void* q;
+  int64_t ldq;
+  void* out;
+  int64_t ldo;
+  const void* k_cache;
+  const void* v_cache;
+  const int32_t* block_tables;
+  int max_blocks;
+  const int32_t* seq_q_start;
+  const int32_t* seq_kv_len;
+  int n_kv_heads;
+  int group;  // n_q_heads / n_kv_heads
+  int block_size;
+  float scale_log2;  // scale * log2(e): softmax in base 2
+  int skip_rows;     // prefill: sequences with q_len * group <= skip_rows are left to split-KV
+  int n_splits;      // split-KV: split s covers [s*chunk, (s+1)*chunk), the last one up to kv_len
+  int chunk;
+  float* ws_o;   // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
+  float* ws_ml;  // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
+};
+
+inline int head_dim_index(int d) {
+  switch (d) {
+    case 64:
+      return 0;
+    case 80:
+      return 1;
+    case 96:
+      return 2;
+    case 128:
+      return 3;
+    default:
+      return -1;
+  }
+}
+
+/// paged_attention_workspace_bytes(): the split-KV partials of kMaxSplitCtas CTAs of kSplitRows.
+inline size_t workspace_bytes(int head_dim) {
+  require(head_dim_index(head_dim) >= 0,
+          "paged_attention_workspace_bytes: unsupported head_dim " + std::to_string(head_dim));
+  return static_cast<size_t>(kMaxSplitCtas) * kSplitRows * (head_dim + 2) * sizeof(float);
+}
+
+inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+/// Throws std::invalid_argument unless `a` satisfies PagedAttentionArgs' contract (as far as the
+/// host can tell without reading device memory).
+inline void validate(const PagedAttentionArgs& a) {
+  const std::string f = "paged_attention: ";
+  require(a.dtype == AttnDtype::kF16 || a.dtype == AttnDtype::kBF16, f + "bad dtype");
+  require(head_dim_index(a.head_dim) >= 0,
+          f + "unsupported head_dim " + std::to_string(a.head_dim) + " (64, 80, 96, 128)");
+  require(a.n_kv_heads >= 1 && a.n_kv_heads <= 65535, f + "n_kv_heads out of range");
+  require(a.n_q_heads >= a.n_kv_heads && a.n_q_heads % a.n_kv_heads == 0,
+          f + "n_q_heads must be a positive multiple of n_kv_heads");
+  require(a.n_seqs >= 0 && a.n_seqs <= 65535, f + "n_seqs out of range (0..65535)");
+  require(a.n_tokens >= 0 && a.max_q_len >= 0 && a.max_kv_len >= 0, f + "negative size");
+  if (a.n_seqs == 0 || a.max_q_len == 0) return;
+  require(a.block_size >= 1, f + "block_size must be >= 1");
+  require(a.max_blocks >= 1, f + "max_blocks must be >= 1");
+  require(a.q && a.out && a.k_cache && a.v_cache && a.block_tables && a.seq_q_start && a.seq_kv_len,
+          f + "null pointer");
+  require(aligned16(a.q) && aligned16(a.out) && aligned16(a.k_cache) && aligned16(a.v_cache),
+          f + "q, out, k_cache, v_cache must be 16-byte aligned");
+  const int64_t width = static_cast<int64_t>(a.n_q_heads) * a.head_dim;
+  require(a.ldq % 8 == 0 && a.ldq >= width, f + "ldq must be a multiple of 8 and >= width");
+  require(a.ldo % 8 == 0 && a.ldo >= width, f + "ldo must be a multiple of 8 and >= width");
+  require(std::isfinite(a.scale), f + "scale must be finite");
+  const int64_t rows = static_cast<int64_t>(a.max_q_len) * (a.n_q_heads / a.n_kv_heads);
+  require((rows + kPrefillRows - 1) / kPrefillRows <= std::numeric_limits<int>::max(),
+          f + "max_q_len too large");
+}
+
+/// Picks the split count minimizing rounds(s) * (tiles per split + overhead) (+ reduce), where
+/// rounds = ceil(pairs * s / resident CTA slots). Only s whose splits are all non-empty at
+/// max_kv_len are considered; pairs * s <= kMaxSplitCtas bounds the workspace.
+inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupancy, int* n_splits,
+                          int* chunk) {
+  const int tiles = std::max(1, (std::max(max_kv_len, 1) + kTileKeys - 1) / kTileKeys);
+  const int64_t cap = std::max<int64_t>(1, kMaxSplitCtas / std::max<int64_t>(pairs, 1));
+  const int s_max = static_cast<int>(std::min<int64_t>({kMaxSplits, tiles, cap}));
+  const int64_t slots = std::max<int64_t>(1, static_cast<int64_t>(n_sms) * std::max(occupancy, 1));
+  int best = 1;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (int s = 1; s <= s_max; ++s) {
+    const int per = (tiles + s - 1) / s;
+    if ((tiles + per - 1) / per != s) continue;  // would leave an empty split
+    const int64_t rounds = (pairs * s + slots - 1) / slots;
+    const double cost =
+        static_cast<double>(rounds) * (per + kCtaOverheadTiles) + (s > 1 ? kReduceTiles : 0.0);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  *n_splits = best;
+  *chunk = ((tiles + best - 1) / best) * kTileKeys;
+}
+
+/// The plan for validated arguments, given the device's SM count and the split-KV kernel's
+/// resident CTAs per SM.
+inline PagedAttentionPlan make_plan(const PagedAttentionArgs& a, int n_sms, int split_occupancy) {
+  PagedAttentionPlan p;
+  if (a.n_seqs == 0 || a.max_q_len == 0) return p;
+  const int G = a.n_q_heads / a.n_kv_heads;
+  const bool all_short = static_cast<int64_t>(a.max_q_len) * G <= kSplitRows;
+  switch (a.path) {
+    case AttnPath::kAuto:
+      if (all_short) {
+        p.split_kv = true;
+      } else {
+        p.prefill = true;
+        if (G <= kSplitRows && a.maybe_short_seqs) {
+          p.prefill_skip_rows = kSplitRows;
+          p.split_kv = true;
+        }
+      }
+      break;
+    case AttnPath::kPrefillOnly:
+      p.prefill = true;
+      break;
+    case AttnPath::kSplitKvOnly:
+      require(all_short, "paged_attention: kSplitKvOnly needs max_q_len * group <= 16");
+      p.split_kv = true;
+      break;
+    default:
+      require(false, "paged_attention: bad path");
+  }
+  if (p.split_kv) {
+    const int64_t pairs = static_cast<int64_t>(a.n_seqs) * a.n_kv_heads;
+    choose_splits(pairs, a.max_kv_len, n_sms, split_occupancy, &p.n_splits, &p.chunk);
+    if (p.n_splits > 1)
+      p.workspace_needed =
+          static_cast<size_t>(pairs) * kSplitRows * p.n_splits * (a.head_dim + 2) * sizeof(float);
+  }
+  return p;
+}
+
+struct Grid {
+  unsigned x, y, z;
+};
+
+/// Issues the plan's launches through `L`, which provides prefill(const TileArgs&, Grid),
+/// split(const TileArgs&, Grid) and reduce(const TileArgs&, Grid) (all with kThreads threads).
+/// Order: prefill, split-KV, reduce (the two main kernels write disjoint rows of out).
+template <typename Launcher>
+void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Launcher&& L) {
+  if (!p.split_kv && !p.prefill) return;
+  const int G = a.n_q_heads / a.n_kv_heads;
+  TileArgs t{};
+  t.q = a.q;
+  t.ldq = a.ldq;
+  t.out = a.out;
+  t.ldo = a.ldo;
+  t.k_cache = a.k_cache;
+  t.v_cache = a.v_cache;
+  t.block_tables = a.block_tables;
+  t.max_blocks = a.max_blocks;
+  t.seq_q_start = a.seq_q_start;
+  t.seq_kv_len = a.seq_kv_len;
+  t.n_kv_heads = a.n_kv_heads;
+  t.group = G;
+  t.block_size = a.block_size;
+  t.scale_log2 = a.scale * kLog2e;
+  t.skip_rows = p.prefill_skip_rows;
+  t.n_splits = p.n_splits;
+  t.chunk = p.chunk;
+  t.ws_o = nullptr;
+  t.ws_ml = nullptr;
+  if (p.split_kv && p.n_splits > 1) {  // checked before anything is launched
+    require(
+        a.workspace != nullptr && aligned16(a.workspace) && a.workspace_bytes >= p.workspace_needed,
+        "paged_attention: workspace missing, misaligned or smaller than " +
+            std::to_string(p.workspace_needed) + " bytes (paged_attention_workspace_bytes)");
+    t.ws_o = static_cast<float*>(a.workspace);
+    t.ws_ml = t.ws_o +
+              static_cast<int64_t>(a.n_seqs) * a.n_kv_heads * kSplitRows * p.n_splits * a.head_dim;
+  }
+  const unsigned kvh = static_cast<unsigned>(a.n_kv_heads), seqs = static_cast<unsigned>(a.n_seqs);
+  if (p.prefill) {
+    const int64_t rows = static_cast<int64_t>(a.max_q_len) * G;
+    L.prefill(t, Grid{static_cast<unsigned>((rows + kPrefillRows - 1) / kPrefillRows), kvh, seqs});
+  }
+  if (p.split_kv) {
+    L.split(t, Grid{static_cast<unsigned>(p.n_splits), kvh, seqs});
+    if (p.n_splits > 1) L.reduce(t, Grid{kvh, seqs, 1u});
+  }
+}
+
+}  // namespace perfx::cuda::attn_detail

@@ -1,0 +1,527 @@
+// Internal to the CUDA attention kernels (attention_decode.cu, attention_prefill.cu): the shared
+// tile kernel, its device helpers and the host-side launch hooks between the two files.
+//
+// One CTA = 4 warps computes attention for a tile of "rows" of one (sequence, KV head): a row is a
+// (new token i, head g of the GQA group) pair, row index r = i * group + g, so every K/V tile that
+// the CTA stages in shared memory serves all query heads of the group. Warps are arranged WM x WN:
+// WM groups of 16 rows (the m16 of mma.m16n8k16) times WN slices of each 64-key tile. Per tile and
+// warp (FlashAttention-2, Dao 2023, arXiv 2307.08691, Algorithm 1):
+//   S = Q K^T (mma, fp32 accumulate) -> scale, causal/end mask -> online softmax in fp32
+//   (running max m, running sum l, O rescaled by exp2(m_old - m_new)) -> O += P V (P rounded to T).
+// K/V tiles are gathered slot by slot through the block table (PagedAttention, arXiv 2309.06180)
+// with 16-byte cp.async into a 2-stage ring; keys past the CTA's range are zero-filled (never
+// read). At the end each warp's (O, m, l) goes to shared memory; the WN slices are merged by
+// log-sum-exp and written either normalized to `out` (T) or, for split-KV with n_splits > 1, as
+// fp32 partials (unnormalized O, m, l) that split_reduce_kernel merges across splits
+// (flash-decoding).
+//
+// Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", f16/bf16): lane = 4 * g + t
+//   A 16x16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1],
+//                        a2 = A[g][2t+8..2t+9], a3 = A[g+8][2t+8..2t+9]
+//   B 16x8 (k x n):      b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]
+//   C 16x8 (fp32):       c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
+// ldmatrix.x4 gives lane l the fragment of matrix j in register j from the 8 row addresses of
+// lanes 8j..8j+7; .trans transposes each 8x8 matrix (used for V, stored [key][dim]).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cuda/attn_plan.h"
+
+namespace perfx::cuda::attn_detail {
+
+template <int D, int WM, int WN>
+struct TileCfg {
+  static_assert(D % 16 == 0 && D >= 16 && D <= 128, "head_dim must be a multiple of 16, <= 128");
+  static_assert(WM * WN * 32 == kThreads, "4 warps");
+  static constexpr int kRows = 16 * WM;       // query rows per CTA
+  static constexpr int kKW = kTileKeys / WN;  // keys per warp per tile
+  static_assert(kKW % 16 == 0, "a warp's key slice must be a multiple of 16");
+  static constexpr int kStride = D + 8;  // smem row stride (elements): an odd number of 16-B units,
+                                         // so ldmatrix's 8 row addresses hit distinct banks
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per head vector
+  static constexpr int kOStride = D + 8;  // fp32 merge buffer row stride
+  static constexpr int kQElems = kRows * kStride;
+  static constexpr int kKvElems = kTileKeys * kStride;  // one stage of K (or of V)
+  static constexpr size_t kQBytes = size_t(kQElems) * 2;
+  static constexpr size_t kKvBytes = size_t(2 * kStages * kKvElems) * 2;
+  static constexpr size_t kMergeBytes = size_t(WN * kRows * (kOStride + 2)) * 4;
+  static constexpr size_t kSmemBytes = kQBytes + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes);
+  static constexpr int kKvIters = kTileKeys * kChunks / kThreads;
+  static_assert(kKvIters * kThreads == kTileKeys * kChunks, "K/V tile chunks per thread");
+  static_assert(kQBytes % 16 == 0 && (kKvElems * 2) % 16 == 0, "16-byte aligned smem regions");
+};
+
+// ---------------------------------------------------------------------------------------------
+// Device helpers
+
+template <typename T>
+struct TypeOps;
+
+template <>
+struct TypeOps<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);  // .x (low 16 bits) = lo
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+};
+
+template <>
+struct TypeOps<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // .x (low 16 bits) = lo
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) {
+    return __float2bfloat16_rn(x);
+  }
+};
+
+#if !defined(PERFX_ATTN_EMULATION)  // the CPU emulator (tests/cuda) supplies its own versions
+
+/// d += a * b for one m16n8k16 tile, fp32 accumulate.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                 uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4],
+                                                        uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(smem)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(smem)));
+}
+
+/// 16-byte global->shared async copy; src_bytes = 0 zero-fills the destination and reads nothing
+/// (src must still be a valid global address).
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/// Waits until at most N of this thread's committed cp.async groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+#endif  // !PERFX_ATTN_EMULATION
+
+// ---------------------------------------------------------------------------------------------
+// The tile kernel. kSplit: grid (n_splits, n_kv_heads, n_seqs), rows = all q_len*group (<= 16)
+// rows of the sequence, keys = the split's range. Otherwise (prefill): grid (row tiles, n_kv_heads,
+// n_seqs), rows = one tile of 16*WM rows (x reversed: the last, longest tiles start first), keys =
+// 0 .. position of the tile's last token.
+
+template <typename T, int D, int WM, int WN, bool kSplit>
+__global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
+  using C = TileCfg<D, WM, WN>;
+  using Ops = TypeOps<T>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = reinterpret_cast<T*>(smem_raw + C::kQBytes);
+  T* sV = sK + kStages * C::kKvElems;
+  // Merge buffers alias the K/V ring (used only after the key loop has drained).
+  float* sO = reinterpret_cast<float*>(smem_raw + C::kQBytes);
+  float* sM = sO + WN * C::kRows * C::kOStride;
+  float* sL = sM + WN * C::kRows;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WN, wn = warp % WN;
+  const int kvh = blockIdx.y, seq = blockIdx.z;
+  const int G = a.group;
+
+  const int q0 = a.seq_q_start[seq];
+  const int q_len = a.seq_q_start[seq + 1] - q0;
+  const int kv_len = a.seq_kv_len[seq];
+  const int rows_total = q_len * G;
+  const int ctx = kv_len - q_len;  // position of the sequence's first new token
+
+  // CTA-uniform ranges: rows [row0, row0 + kRows) ∩ [0, rows_total), keys [k_begin, k_end).
+  int row0, k_begin, k_end, split = 0;
+  if constexpr (kSplit) {
+    if (q_len <= 0 || rows_total > kSplitRows) return;  // not a split-KV sequence
+    split = blockIdx.x;
+    row0 = 0;
+    k_begin = split * a.chunk;
+    if (split > 0 && k_begin >= kv_len) return;  // empty split: the reduce skips it
+    k_end = (split == a.n_splits - 1) ? kv_len : min(k_begin + a.chunk, kv_len);
+    k_end = max(k_end, k_begin);
+  } else {
+    if (rows_total <= a.skip_rows) return;  // left to the split-KV kernel (or q_len = 0)
+    row0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * C::kRows;
+    if (row0 >= rows_total) return;
+    k_begin = 0;
+    const int last_tok = (min(rows_total, row0 + C::kRows) - 1) / G;
+    k_end = max(0, min(kv_len, ctx + last_tok + 1));
+  }
+
+  // This thread's two rows (g4 and g4 + 8 of its warp's 16) and their exclusive key limits.
+  const int g4 = lane >> 2, t4 = lane & 3;
+  const int wrow0 = row0 + wm * 16;
+  const bool warp_active = wrow0 < rows_total;
+  int lim[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int rr = wrow0 + g4 + 8 * r;
+    lim[r] = rr < rows_total ? min(k_end, ctx + rr / G + 1) : k_end;
+  }
+  // Warp-uniform bounds: keys >= w_max_lim are masked for all its rows, keys < w_min_lim for none.
+  const int w_last = min(rows_total, wrow0 + 16) - 1;
+  const int w_min_lim = min(k_end, ctx + wrow0 / G + 1);
+  const int w_max_lim = min(k_end, ctx + w_last / G + 1);
+
+  const T* __restrict__ qg = static_cast<const T*>(a.q);
+  const T* __restrict__ kc = static_cast<const T*>(a.k_cache);
+  const T* __restrict__ vc = static_cast<const T*>(a.v_cache);
+
+  // Q tile -> smem (rows past rows_total zero-filled).
+  for (int c = tid; c < C::kRows * C::kChunks; c += kThreads) {
+    const int r = c / C::kChunks, ch = c - r * C::kChunks;
+    const int rr = row0 + r;
+    const T* src = qg;
+    int bytes = 0;
+    if (rr < rows_total) {
+      const int i = rr / G, g = rr - i * G;
+      src = qg + static_cast<int64_t>(q0 + i) * a.ldq + static_cast<int64_t>(kvh * G + g) * D +
+            ch * 8;
+      bytes = 16;
+    }
+    cp_async_16(sQ + r * C::kStride + ch * 8, src, bytes);
+  }
+  cp_async_commit();
+
+  const int32_t* __restrict__ table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+  const int bs = a.block_size;
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
+  const int64_t head_off = static_cast<int64_t>(kvh) * D;
+
+  // Keys [kt, kt + 64) -> stage st. Keys >= k_end (and, defensively, keys whose block-table entry
+  // is out of the row or negative) are zero-filled without touching memory.
+  auto load_kv = [&](int kt, int st) {
+    T* dk = sK + st * C::kKvElems;
+    T* dv = sV + st * C::kKvElems;
+#pragma unroll
+    for (int it = 0; it < C::kKvIters; ++it) {
+      const int c = tid + it * kThreads;
+      const int r = c / C::kChunks, ch = c - r * C::kChunks;
+      const int j = kt + r;
+      int bytes = 0;
+      int64_t off = 0;
+      if (j < k_end) {
+        const int bi = j / bs;
+        const int blk = bi < a.max_blocks ? __ldg(table + bi) : -1;
+        if (blk >= 0) {
+          off = (static_cast<int64_t>(blk) * bs + (j - bi * bs)) * slot_stride + head_off + ch * 8;
+          bytes = 16;
+        }
+      }
+      cp_async_16(dk + r * C::kStride + ch * 8, kc + off, bytes);
+      cp_async_16(dv + r * C::kStride + ch * 8, vc + off, bytes);
+    }
+  };
+
+  const int n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
+  if (n_tiles > 0) load_kv(k_begin, 0);
+  cp_async_commit();
+
+  // Q fragments stay in registers for the whole key loop.
+  cp_async_wait<1>();  // the Q group has landed (for this thread) ...
+  __syncthreads();     // ... and for every thread
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks)
+    ldmatrix_x4(qf[ks], sQ + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * C::kStride + ks * 16 +
+                            (lane >> 4) * 8);
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // running max of scale*log2(e)*s, per row
+  float l_run[2] = {0.f, 0.f};              // running sum of exp2, this thread's columns only
+
+  for (int t = 0; t < n_tiles; ++t) {
+    if (t + 1 < n_tiles) load_kv(k_begin + (t + 1) * kTileKeys, (t + 1) & 1);
+    cp_async_commit();   // possibly empty: keeps one group per iteration
+    cp_async_wait<1>();  // everything but the newest group: tile t is here
+    __syncthreads();
+
+    const int jb = k_begin + t * kTileKeys + wn * C::kKW;  // first key of this warp's slice
+    if (warp_active && jb < w_max_lim) {
+      const T* cK = sK + (t & 1) * C::kKvElems + wn * C::kKW * C::kStride;
+      const T* cV = sV + (t & 1) * C::kKvElems + wn * C::kKW * C::kStride;
+
+      // S = Q K^T over the slice: kKW/8 n-tiles of 8 keys.
+      float s[C::kKW / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < C::kKW / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+#pragma unroll
+        for (int np = 0; np < C::kKW / 16; ++np) {
+          uint32_t b[4];
+          // matrices: (keys 0-7, dims lo), (keys 0-7, dims hi), (keys 8-15, lo), (keys 8-15, hi)
+          ldmatrix_x4(b, cK + (np * 16 + (lane & 7) + (lane >> 4) * 8) * C::kStride + ks * 16 +
+                             ((lane >> 3) & 1) * 8);
+          mma16816<T>(s[2 * np], qf[ks], b[0], b[1]);
+          mma16816<T>(s[2 * np + 1], qf[ks], b[2], b[3]);
+        }
+      }
+
+      // Scale to log2 units; mask keys past each row's limit (diagonal / range-end tiles only).
+      const float sl2 = a.scale_log2;
+      const bool need_mask = jb + C::kKW > w_min_lim;
+#pragma unroll
+      for (int nt = 0; nt < C::kKW / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = s[nt][e] * sl2;
+          if (need_mask) {
+            const int key = jb + nt * 8 + 2 * t4 + (e & 1);
+            if (key >= lim[e >> 1]) v = -INFINITY;
+          }
+          s[nt][e] = v;
+        }
+      }
+
+      // Online softmax (rows g4: e = 0,1; g4 + 8: e = 2,3). A row reduced over the quad.
+      float mx[2] = {m_run[0], m_run[1]};
+#pragma unroll
+      for (int nt = 0; nt < C::kKW / 8; ++nt) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+      }
+      float msub[2], alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        msub[r] = mx[r] == -INFINITY ? 0.f : mx[r];  // fully masked so far: avoid inf - inf
+        alpha[r] = exp2f(m_run[r] - msub[r]);        // exp2(-inf) = 0 on the first tile
+        m_run[r] = mx[r];
+      }
+      float rsum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int nt = 0; nt < C::kKW / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = exp2f(s[nt][e] - msub[e >> 1]);
+          s[nt][e] = p;
+          rsum[e >> 1] += p;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + rsum[r];
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        o[dn][0] *= alpha[0];
+        o[dn][1] *= alpha[0];
+        o[dn][2] *= alpha[1];
+        o[dn][3] *= alpha[1];
+      }
+
+      // O += P V: P's C fragments of n-tiles 2kk, 2kk+1 are exactly the A fragment of k-step kk.
+#pragma unroll
+      for (int kk = 0; kk < C::kKW / 16; ++kk) {
+        const uint32_t pa[4] = {Ops::pack(s[2 * kk][0], s[2 * kk][1]),
+                                Ops::pack(s[2 * kk][2], s[2 * kk][3]),
+                                Ops::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                Ops::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t b[4];
+          // matrices (transposed): (keys 0-7, dims lo), (keys 8-15, lo), (0-7, hi), (8-15, hi)
+          ldmatrix_x4_trans(b, cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * C::kStride +
+                                   dp * 16 + (lane >> 4) * 8);
+          mma16816<T>(o[2 * dp], pa, b[0], b[1]);
+          mma16816<T>(o[2 * dp + 1], pa, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // stage t&1 is refilled by the next iteration's load
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the K/V ring is free: reuse it as the merge buffer
+
+  {
+    float* myO = sO + (wn * C::kRows + wm * 16) * C::kOStride;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      *reinterpret_cast<float2*>(myO + g4 * C::kOStride + dn * 8 + 2 * t4) =
+          make_float2(o[dn][0], o[dn][1]);
+      *reinterpret_cast<float2*>(myO + (g4 + 8) * C::kOStride + dn * 8 + 2 * t4) =
+          make_float2(o[dn][2], o[dn][3]);
+    }
+    if (t4 == 0) {
+      const int rb = wn * C::kRows + wm * 16 + g4;
+      sM[rb] = m_run[0];
+      sM[rb + 8] = m_run[1];
+      sL[rb] = l_run[0];
+      sL[rb + 8] = l_run[1];
+    }
+  }
+  __syncthreads();
+
+  // Merge the WN key slices per row; write 8 consecutive dims per item (16-byte stores).
+  bool to_ws = false;
+  if constexpr (kSplit) to_ws = a.n_splits > 1;
+  for (int c = tid; c < C::kRows * C::kChunks; c += kThreads) {
+    const int r = c / C::kChunks, ch = c - r * C::kChunks;
+    const int rr = row0 + r;
+    if (rr >= rows_total) continue;
+    float mmax = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < WN; ++w) mmax = fmaxf(mmax, sM[w * C::kRows + r]);
+    float L = 0.f;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < WN; ++w) {
+      const float mw = sM[w * C::kRows + r];
+      const float f = mw == -INFINITY ? 0.f : exp2f(mw - mmax);
+      L += f * sL[w * C::kRows + r];
+      const float4* src =
+          reinterpret_cast<const float4*>(sO + (w * C::kRows + r) * C::kOStride + ch * 8);
+      const float4 x0 = src[0], x1 = src[1];
+      acc[0] += f * x0.x;
+      acc[1] += f * x0.y;
+      acc[2] += f * x0.z;
+      acc[3] += f * x0.w;
+      acc[4] += f * x1.x;
+      acc[5] += f * x1.y;
+      acc[6] += f * x1.z;
+      acc[7] += f * x1.w;
+    }
+    const int i = rr / G, g = rr - i * G;
+    if (to_ws) {
+      const int64_t idx =
+          ((static_cast<int64_t>(seq) * a.n_kv_heads + kvh) * kSplitRows + r) * a.n_splits + split;
+      float4* dst = reinterpret_cast<float4*>(a.ws_o + idx * D + ch * 8);
+      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      if (ch == 0) {
+        a.ws_ml[idx * 2] = mmax;
+        a.ws_ml[idx * 2 + 1] = L;
+      }
+    } else {
+      const float inv = L > 0.f ? 1.f / L : 0.f;  // no key at all (bad input): zeros
+      uint4 u;
+      u.x = Ops::pack(acc[0] * inv, acc[1] * inv);
+      u.y = Ops::pack(acc[2] * inv, acc[3] * inv);
+      u.z = Ops::pack(acc[4] * inv, acc[5] * inv);
+      u.w = Ops::pack(acc[6] * inv, acc[7] * inv);
+      T* dst = static_cast<T*>(a.out) + static_cast<int64_t>(q0 + i) * a.ldo +
+               static_cast<int64_t>(kvh * G + g) * D + ch * 8;
+      *reinterpret_cast<uint4*>(dst) = u;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split-KV reduce: grid (n_kv_heads, n_seqs), kThreads threads.
+
+/// Merges the splits of one (sequence, KV head): a warp per query row, lanes over head dims.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) split_reduce_kernel(const TileArgs a) {
+  const int kvh = blockIdx.x, seq = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int G = a.group;
+  const int q0 = a.seq_q_start[seq];
+  const int q_len = a.seq_q_start[seq + 1] - q0;
+  const int kv_len = a.seq_kv_len[seq];
+  const int rows_total = q_len * G;
+  if (q_len <= 0 || rows_total > kSplitRows) return;
+  // Splits the main kernel ran: split s is non-empty iff s * chunk < kv_len (same rule there).
+  const int n_valid = kv_len <= 0 ? 0 : min(a.n_splits, (kv_len + a.chunk - 1) / a.chunk);
+  constexpr int kPerLane = (D + 31) / 32;
+  for (int r = warp; r < rows_total; r += kThreads / 32) {
+    const int64_t idx0 =
+        ((static_cast<int64_t>(seq) * a.n_kv_heads + kvh) * kSplitRows + r) * a.n_splits;
+    float mmax = -INFINITY;
+    for (int s = 0; s < n_valid; ++s) mmax = fmaxf(mmax, a.ws_ml[(idx0 + s) * 2]);
+    float L = 0.f;
+    float acc[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
+    for (int s = 0; s < n_valid; ++s) {
+      const float m = a.ws_ml[(idx0 + s) * 2];
+      const float f = m == -INFINITY ? 0.f : exp2f(m - mmax);
+      L += f * a.ws_ml[(idx0 + s) * 2 + 1];
+      const float* po = a.ws_o + (idx0 + s) * D;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) {
+        const int d = lane + 32 * k;
+        if (d < D) acc[k] += f * po[d];
+      }
+    }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    const int i = r / G, g = r - i * G;
+    T* dst = static_cast<T*>(a.out) + static_cast<int64_t>(q0 + i) * a.ldo +
+             static_cast<int64_t>(kvh * G + g) * D;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int d = lane + 32 * k;
+      if (d < D) dst[d] = TypeOps<T>::from_float(acc[k] * inv);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host hooks between the two .cu files.
+
+/// Raises the prefill kernels' dynamic shared-memory limit on the current device.
+void prefill_set_attributes();
+
+/// Launches the prefill kernel: grid (n_row_tiles, n_kv_heads, n_seqs). Throws on launch failure.
+void launch_prefill(AttnDtype dtype, int head_dim, const TileArgs& args, int n_row_tiles,
+                    int n_kv_heads, int n_seqs, cudaStream_t stream);
+
+}  // namespace perfx::cuda::attn_detail

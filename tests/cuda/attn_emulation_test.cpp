@@ -1,0 +1,591 @@
+// CPU emulation of the CUDA attention kernels (attn_tile.cuh + attn_plan.h), for machines without
+// a GPU. The kernels' C++ source is compiled by the host compiler unchanged; only the device
+// builtins are supplied here:
+//  * every CUDA thread of a CTA is a fiber (ucontext), 128 per CTA, one CTA at a time;
+//  * __syncthreads is a CTA barrier, and the warp-collective ops (ldmatrix, mma.sync, shfl) are
+//    emulated from the PTX ISA's documented fragment layouts (written here independently of the
+//    kernel's lane-address formulas, so the two cross-check): each lane posts its operands,
+//    waits for its warp, then computes its own result from all 32 lanes' operands;
+//  * cp.async copies either at issue ("immediate") or only at the issuing thread's
+//    cp.async.wait_group ("deferred"), the two extremes of what the hardware may do; shared memory
+//    starts NaN-poisoned for every CTA; every smem/global address the copies and ldmatrix use is
+//    range- and alignment-checked against the buffers the test registered.
+// The host plan (validate, make_plan, execute_plan) is the production code of attn_plan.h.
+// Build: g++ -std=c++20 -O2 -Isrc -I/usr/local/cuda/include tests/cuda/attn_emulation_test.cpp
+// (tools/device/cuda_attention_kernels.sh --emulate does it). Runs the shared case list.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+// ---- device qualifiers as plain C++
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __shared__
+#undef __align__
+#undef __restrict__
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__
+#define __align__(n) __attribute__((aligned(n)))
+#define __restrict__ __restrict
+
+#define PERFX_ATTN_EMULATION 1
+
+// CUDA built-in variables: the scheduler sets threadIdx before resuming a fiber.
+uint3 threadIdx, blockIdx;
+dim3 gridDim, blockDim;
+
+namespace perfx::cuda::attn_detail {
+// The kernels' `extern __shared__ unsigned char smem_raw[]` binds to this (one CTA at a time).
+alignas(16) unsigned char smem_raw[128 * 1024];
+}  // namespace perfx::cuda::attn_detail
+
+namespace emu {
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "EMULATOR ERROR (block %u,%u,%u thread %u): %s\n", blockIdx.x, blockIdx.y,
+               blockIdx.z, threadIdx.x, msg.c_str());
+  std::abort();
+}
+
+constexpr int kMaxThreads = 256;
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kSmemBytes = 128 * 1024;
+
+unsigned char* const g_smem = perfx::cuda::attn_detail::smem_raw;
+static_assert(sizeof(perfx::cuda::attn_detail::smem_raw) == kSmemBytes, "smem size");
+
+struct Fiber {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  bool done = false;
+};
+
+ucontext_t g_sched;
+Fiber g_fibers[kMaxThreads];
+int g_cur = -1;
+std::function<void()> g_body;
+uint64_t g_events = 0;  // barrier arrivals + fiber completions (deadlock detection)
+bool g_deferred = false;
+size_t g_smem_limit = 0;  // the CTA's dynamic smem bytes
+
+inline unsigned tid() {
+  return static_cast<unsigned>(g_cur);
+}
+inline unsigned lane() {
+  return tid() & 31u;
+}
+inline unsigned warp() {
+  return tid() >> 5;
+}
+
+inline void yield() {
+  swapcontext(&g_fibers[g_cur].ctx, &g_sched);
+}
+
+struct Barrier {
+  int size = 0, count = 0;
+  uint64_t gen = 0;
+  void wait() {
+    const uint64_t g = gen;
+    ++g_events;
+    if (++count == size) {
+      count = 0;
+      ++gen;
+      return;
+    }
+    while (gen == g) yield();
+  }
+};
+
+Barrier g_cta_bar;
+Barrier g_warp_bar[kMaxThreads / 32];
+
+// Warp exchange slots, double-buffered by op parity (one barrier per collective op suffices: a
+// lane can only reuse a slot after every lane of its warp has passed the next op's barrier).
+struct Slot {
+  uint64_t v[4];
+};
+Slot g_xchg[kMaxThreads / 32][2][32];
+int g_parity[kMaxThreads];
+
+template <typename F>
+void collective(const Slot& mine, F&& compute) {
+  const unsigned w = warp(), l = lane();
+  const int p = g_parity[tid()];
+  g_xchg[w][p][l] = mine;
+  g_warp_bar[w].wait();
+  compute(g_xchg[w][p]);
+  g_parity[tid()] ^= 1;
+}
+
+// Pending cp.async copies of each thread.
+struct Copy {
+  void* dst;
+  const void* src;
+  int bytes;
+};
+std::vector<std::vector<Copy>> g_groups[kMaxThreads];  // committed, oldest first
+std::vector<Copy> g_open[kMaxThreads];                 // issued, not yet committed
+
+inline void do_copy(const Copy& c) {
+  if (c.bytes == 16)
+    std::memcpy(c.dst, c.src, 16);
+  else
+    std::memset(c.dst, 0, 16);
+}
+
+// Global buffers the kernels may read through cp.async / __ldg (registered by the driver).
+struct Range {
+  const char* lo;
+  size_t n;
+};
+std::vector<Range> g_ranges;
+
+void check_global(const void* p, size_t n, const char* what) {
+  const char* c = static_cast<const char*>(p);
+  for (const Range& r : g_ranges)
+    if (c >= r.lo && c + n <= r.lo + r.n) return;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s: global address %p (+%zu bytes) is outside every buffer", what,
+                p, n);
+  die(buf);
+}
+
+void check_smem(const void* p, size_t n, const char* what) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  if (c < g_smem || c + n > g_smem + g_smem_limit) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s: smem offset %td (+%zu) outside [0, %zu)", what, c - g_smem,
+                  n, g_smem_limit);
+    die(buf);
+  }
+  if (reinterpret_cast<uintptr_t>(p) % 16) die(std::string(what) + ": not 16-byte aligned");
+}
+
+void fiber_entry() {
+  g_body();
+  g_fibers[g_cur].done = true;
+  ++g_events;
+}
+
+void run_block(int nthreads, const std::function<void()>& body) {
+  g_body = body;
+  std::memset(g_smem, 0xFF, kSmemBytes);  // NaN-poison shared memory for every CTA
+  g_cta_bar = Barrier{nthreads, 0, 0};
+  for (int w = 0; w < kMaxThreads / 32; ++w) g_warp_bar[w] = Barrier{32, 0, 0};
+  for (int i = 0; i < nthreads; ++i) {
+    Fiber& f = g_fibers[i];
+    if (f.stack.empty()) f.stack.resize(kStackBytes);
+    f.done = false;
+    g_parity[i] = 0;
+    g_groups[i].clear();
+    g_open[i].clear();
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack.data();
+    f.ctx.uc_stack.ss_size = f.stack.size();
+    f.ctx.uc_link = &g_sched;
+    makecontext(&f.ctx, fiber_entry, 0);
+  }
+  for (;;) {
+    bool any = false;
+    const uint64_t ev0 = g_events;
+    for (int i = 0; i < nthreads; ++i) {
+      if (g_fibers[i].done) continue;
+      any = true;
+      g_cur = i;
+      threadIdx = make_uint3(static_cast<unsigned>(i), 0, 0);
+      swapcontext(&g_sched, &g_fibers[i].ctx);
+    }
+    g_cur = -1;
+    if (!any) break;
+    if (g_events == ev0) die("deadlock: threads wait at barriers that can never complete");
+  }
+  for (int i = 0; i < nthreads; ++i)
+    if (!g_groups[i].empty() || !g_open[i].empty()) die("a thread exited with cp.async pending");
+}
+
+template <typename T>
+float bits_to_float(uint16_t h);
+template <>
+float bits_to_float<__half>(uint16_t h) {
+  __half_raw r;
+  r.x = h;
+  return __half2float(__half(r));
+}
+template <>
+float bits_to_float<__nv_bfloat16>(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace emu
+
+// ---- CUDA builtins used by the kernels
+inline void __syncthreads() {
+  emu::g_cta_bar.wait();
+}
+
+inline float __shfl_xor_sync(unsigned mask, float v, int m) {
+  if (mask != 0xffffffffu) emu::die("shfl with a partial mask");
+  emu::Slot s{};
+  std::memcpy(&s.v[0], &v, 4);
+  float r = 0.f;
+  emu::collective(s, [&](const emu::Slot* all) { std::memcpy(&r, &all[emu::lane() ^ m].v[0], 4); });
+  return r;
+}
+
+template <typename T>
+inline T __ldg(const T* p) {
+  emu::check_global(p, sizeof(T), "__ldg");
+  return *p;
+}
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  if (mask != 0xffffffffu) emu::die("__syncwarp with a partial mask");
+  emu::g_warp_bar[emu::warp()].wait();
+}
+
+inline int min(int a, int b) {
+  return a < b ? a : b;
+}
+inline int max(int a, int b) {
+  return a > b ? a : b;
+}
+
+namespace perfx::cuda::attn_detail {
+
+/// mma.sync.m16n8k16.row.col f32 += T x T (PTX ISA fragment layout for .f16/.bf16, lane = 4g+t):
+/// A[row][k] is in lane (row%8)*4 + (k%8)/2, register (row>=8) + 2*(k>=8), half k%2;
+/// B[k][n]   is in lane n*4 + (k%8)/2, register (k>=8), half k%2;
+/// D[row][n] for lane 4g+t: d0,d1 = (g, 2t..2t+1), d2,d3 = (g+8, 2t..2t+1).
+template <typename T>
+inline void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  emu::Slot s{};
+  s.v[0] = a[0] | static_cast<uint64_t>(a[1]) << 32;
+  s.v[1] = a[2] | static_cast<uint64_t>(a[3]) << 32;
+  s.v[2] = b0 | static_cast<uint64_t>(b1) << 32;
+  emu::collective(s, [&](const emu::Slot* all) {
+    auto reg = [&](int src, int r) -> uint32_t {  // A regs 0..3, B regs 4..5
+      const uint64_t w = all[src].v[r / 2];
+      return static_cast<uint32_t>((r & 1) ? w >> 32 : w);
+    };
+    auto half = [](uint32_t r, int hi) {
+      return static_cast<uint16_t>(hi ? r >> 16 : r & 0xffffu);
+    };
+    auto A = [&](int row, int k) {
+      return emu::bits_to_float<T>(
+          half(reg((row % 8) * 4 + (k % 8) / 2, (row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)), k & 1));
+    };
+    auto B = [&](int k, int n) {
+      return emu::bits_to_float<T>(half(reg(n * 4 + (k % 8) / 2, 4 + (k >= 8 ? 1 : 0)), k & 1));
+    };
+    const int g = static_cast<int>(emu::lane()) >> 2, t = static_cast<int>(emu::lane()) & 3;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+      float acc = d[e];
+      for (int k = 0; k < 16; ++k) acc += A(row, k) * B(k, col);
+      d[e] = acc;
+    }
+  });
+}
+
+/// ldmatrix.m8n8.x4.b16: lanes 8j..8j+7 give the row addresses of matrix j; lane l receives in
+/// register j the elements (row l/4, cols 2(l%4), 2(l%4)+1) of matrix j, or with .trans the
+/// elements (rows 2(l%4), 2(l%4)+1; col l/4). Low 16 bits = first element.
+inline void ldmatrix_any(uint32_t (&r)[4], const void* smem, bool trans) {
+  emu::check_smem(smem, 16, trans ? "ldmatrix.trans row" : "ldmatrix row");
+  emu::Slot s{};
+  s.v[0] = reinterpret_cast<uintptr_t>(smem);
+  emu::collective(s, [&](const emu::Slot* all) {
+    const int l = static_cast<int>(emu::lane());
+    auto row = [&](int i) {
+      return reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(all[i].v[0]));
+    };
+    for (int j = 0; j < 4; ++j) {
+      uint16_t lo, hi;
+      if (!trans) {
+        const uint16_t* rp = row(8 * j + l / 4);
+        lo = rp[2 * (l % 4)];
+        hi = rp[2 * (l % 4) + 1];
+      } else {
+        lo = row(8 * j + 2 * (l % 4))[l / 4];
+        hi = row(8 * j + 2 * (l % 4) + 1)[l / 4];
+      }
+      r[j] = lo | static_cast<uint32_t>(hi) << 16;
+    }
+  });
+}
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  ldmatrix_any(r, smem, false);
+}
+inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  ldmatrix_any(r, smem, true);
+}
+
+inline void cp_async_16(void* smem, const void* gmem, int src_bytes) {
+  emu::check_smem(smem, 16, "cp.async destination");
+  if (src_bytes != 0 && src_bytes != 16) emu::die("cp.async src_bytes not 0 or 16");
+  emu::check_global(gmem, src_bytes ? 16 : 1, "cp.async source");
+  if (src_bytes && reinterpret_cast<uintptr_t>(gmem) % 16) emu::die("cp.async source misaligned");
+  const emu::Copy c{smem, gmem, src_bytes};
+  if (emu::g_deferred)
+    emu::g_open[emu::tid()].push_back(c);
+  else
+    emu::do_copy(c);
+}
+inline void cp_async_commit() {
+  if (!emu::g_deferred) return;
+  emu::g_groups[emu::tid()].push_back(std::move(emu::g_open[emu::tid()]));
+  emu::g_open[emu::tid()].clear();
+}
+template <int N>
+inline void cp_async_wait() {
+  if (!emu::g_deferred) return;
+  auto& q = emu::g_groups[emu::tid()];
+  while (static_cast<int>(q.size()) > N) {
+    for (const emu::Copy& c : q.front()) emu::do_copy(c);
+    q.erase(q.begin());
+  }
+}
+
+}  // namespace perfx::cuda::attn_detail
+
+#include "attn_test_common.h"
+#include "backend/cuda/attn_tile.cuh"
+
+// rope_kv.cu's kernel keeps its tables in static __shared__ arrays: one copy per CTA, which with
+// one CTA at a time is a function-local static.
+#undef __shared__
+#define __shared__ static
+#include "backend/cuda/rope_kv.cu"
+#undef __shared__
+#define __shared__
+
+using namespace perfx::cuda;
+using namespace perfx::cuda::attn_detail;
+using namespace attn_test;
+
+namespace {
+
+template <typename T, int D, int WM, int WN, bool kSplit>
+void run_tile_grid(const TileArgs& t, Grid g) {
+  emu::g_smem_limit = TileCfg<D, WM, WN>::kSmemBytes;
+  if (emu::g_smem_limit > emu::kSmemBytes) emu::die("smem larger than the emulator's");
+  gridDim = dim3(g.x, g.y, g.z);
+  blockDim = dim3(kThreads);
+  for (unsigned z = 0; z < g.z; ++z)
+    for (unsigned y = 0; y < g.y; ++y)
+      for (unsigned x = 0; x < g.x; ++x) {
+        blockIdx = make_uint3(x, y, z);
+        emu::run_block(kThreads, [&] { attn_tile_kernel<T, D, WM, WN, kSplit>(t); });
+      }
+}
+
+template <typename T, int D>
+void run_reduce_grid(const TileArgs& t, Grid g) {
+  emu::g_smem_limit = 0;
+  gridDim = dim3(g.x, g.y, g.z);
+  blockDim = dim3(kThreads);
+  for (unsigned z = 0; z < g.z; ++z)
+    for (unsigned y = 0; y < g.y; ++y)
+      for (unsigned x = 0; x < g.x; ++x) {
+        blockIdx = make_uint3(x, y, z);
+        emu::run_block(kThreads, [&] { split_reduce_kernel<T, D>(t); });
+      }
+}
+
+enum class Kind { kPrefill, kSplit, kReduce };
+
+template <typename T, int D>
+void run_kind(Kind k, const TileArgs& t, Grid g) {
+  switch (k) {
+    case Kind::kPrefill:
+      return run_tile_grid<T, D, 4, 1, false>(t, g);  // as attention_prefill.cu
+    case Kind::kSplit:
+      return run_tile_grid<T, D, 1, 4, true>(t, g);  // as attention_decode.cu
+    case Kind::kReduce:
+      return run_reduce_grid<T, D>(t, g);
+  }
+}
+
+template <typename T>
+void run_kind_d(Kind k, int D, const TileArgs& t, Grid g) {
+  switch (D) {
+    case 64:
+      return run_kind<T, 64>(k, t, g);
+    case 80:
+      return run_kind<T, 80>(k, t, g);
+    case 96:
+      return run_kind<T, 96>(k, t, g);
+    case 128:
+      return run_kind<T, 128>(k, t, g);
+    default:
+      emu::die("head_dim");
+  }
+}
+
+struct EmuLauncher {
+  bool bf16;
+  int D;
+  int* launches;
+  void go(Kind k, const TileArgs& t, Grid g) const {
+    ++*launches;
+    if (bf16)
+      run_kind_d<__nv_bfloat16>(k, D, t, g);
+    else
+      run_kind_d<__half>(k, D, t, g);
+  }
+  void prefill(const TileArgs& t, Grid g) const { go(Kind::kPrefill, t, g); }
+  void split(const TileArgs& t, Grid g) const { go(Kind::kSplit, t, g); }
+  void reduce(const TileArgs& t, Grid g) const { go(Kind::kReduce, t, g); }
+};
+
+template <typename V>
+void add_range(const std::vector<V>& v) {
+  emu::g_ranges.push_back({reinterpret_cast<const char*>(v.data()), v.size() * sizeof(V)});
+}
+
+struct Config {
+  const char* name;
+  int n_sms, occupancy;  // the plan's device model: many splits (132, 3) or few (1, 1)
+  bool deferred;         // cp.async timing
+};
+
+void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& configs) {
+  const HostBatch b = make_batch(c, seed);
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
+  const std::vector<double> ref = ref_attention(c, b, scale);
+  const int64_t ldo = c.nq * c.D + c.out_pad;
+  const int n_out_rows = std::max(b.n_tokens, 1);
+  for (const Config& cfg : configs) {
+    for (AttnPath path : {AttnPath::kAuto, AttnPath::kPrefillOnly}) {
+      std::vector<u16> out(static_cast<size_t>(n_out_rows) * ldo, kPoison);
+      std::vector<float> ws(workspace_bytes(c.D) / sizeof(float), NAN);
+      emu::g_ranges.clear();
+      add_range(b.qkv);
+      add_range(b.kpool);
+      add_range(b.vpool);
+      add_range(b.table);
+      add_range(b.q_start);
+      add_range(b.kv_len);
+      PagedAttentionArgs a;
+      a.dtype = c.bf16 ? AttnDtype::kBF16 : AttnDtype::kF16;
+      a.q = b.qkv.data();
+      a.ldq = b.ldq;
+      a.out = out.data();
+      a.ldo = ldo;
+      a.k_cache = b.kpool.data();
+      a.v_cache = b.vpool.data();
+      a.n_q_heads = c.nq;
+      a.n_kv_heads = c.nkv;
+      a.head_dim = c.D;
+      a.block_size = c.bs;
+      a.block_tables = b.table.data();
+      a.max_blocks = b.max_blocks;
+      a.seq_q_start = b.q_start.data();
+      a.seq_kv_len = b.kv_len.data();
+      a.n_seqs = b.n_seqs;
+      a.n_tokens = b.n_tokens;
+      a.max_q_len = c.q_bound ? c.q_bound : b.max_q;
+      a.max_kv_len = c.kv_bound ? c.kv_bound : b.max_kv;
+      a.scale = scale;
+      a.workspace = ws.data();
+      a.workspace_bytes = ws.size() * sizeof(float);
+      a.path = path;
+      emu::g_deferred = cfg.deferred;
+      int launches = 0;
+      PagedAttentionPlan plan;
+      try {
+        validate(a);
+        plan = make_plan(a, cfg.n_sms, cfg.occupancy);
+        execute_plan(a, plan, EmuLauncher{c.bf16, c.D, &launches});
+      } catch (const std::exception& e) {
+        ++g_cases;
+        ++g_failures;
+        std::printf("[FAIL] emu %s %s: exception: %s\n", c.name.c_str(), path_name(path), e.what());
+        continue;
+      }
+      const std::string tag = std::string("emu/") + cfg.name;
+      check_and_report(tag.c_str(), c, b, path, plan, out, out, ldo, ref);
+    }
+  }
+}
+
+void run_rope(const RopeCase& c, uint64_t seed) {
+  const RopeData d = make_rope_data(c, seed);
+  std::vector<u16> qkv = d.qkv, kc(static_cast<size_t>(d.n_slots * d.vec), kPoison),
+                   vc(static_cast<size_t>(d.n_slots * d.vec), kPoison);
+  const RopeKvArgs a = rope_args(c, d, qkv.data(), kc.data(), vc.data(), d.pos.data(),
+                                 d.slots.data(), d.inv_freq.data(), d.qw.data(), d.kw.data());
+  const int n_heads = c.nq + 2 * c.nkv, threads = 256;  // as rope_norm_kv_store launches it
+  gridDim = dim3(static_cast<unsigned>(c.n_tokens), static_cast<unsigned>((n_heads + 7) / 8));
+  blockDim = dim3(threads);
+  emu::g_smem_limit = 0;
+  for (unsigned y = 0; y < gridDim.y; ++y)
+    for (unsigned x = 0; x < gridDim.x; ++x) {
+      blockIdx = make_uint3(x, y, 0);
+      emu::run_block(threads, [&] {
+        if (c.bf16)
+          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a);
+        else
+          perfx::cuda::rope_norm_kv_kernel<__half>(a);
+      });
+    }
+  check_rope("emu-rope", c, d, qkv, kc, vc);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string filter;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--quick")
+      quick = true;
+    else if (s == "--filter" && i + 1 < argc)
+      filter = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--filter SUBSTR]\n", argv[0]);
+      return 2;
+    }
+  }
+  // Each case: the H200 model (many splits) with immediate copies, and a 1-SM model (one split,
+  // the direct-write path) with deferred copies.
+  const std::vector<Config> configs = {{"h200/immediate", 132, 3, false},
+                                       {"1sm/deferred", 1, 1, true}};
+  uint64_t seed = 1000;
+  for (const AttnCase& c : attention_cases()) {
+    ++seed;
+    if (quick && !c.quick) continue;
+    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    run_case(c, seed, configs);
+  }
+  uint64_t rseed = 5000;
+  for (const RopeCase& c : rope_cases()) {
+    ++rseed;
+    if (quick && !c.quick) continue;
+    if (!filter.empty() && ("rope " + c.name).find(filter) == std::string::npos) continue;
+    run_rope(c, rseed);
+  }
+  std::printf("SUMMARY: %d cases, %d failed\n", g_cases, g_failures);
+  return g_failures ? 1 : 0;
+}
