@@ -25,6 +25,10 @@ if [ "$MODE" = "--emulate" ]; then
   exit "${PIPESTATUS[0]}"
 fi
 
+# PREBUILT=path/to/attention_kernels_test skips the build (a binary compiled on another machine).
+if [ -n "${PREBUILT:-}" ]; then
+  BUILD=$(cd "$(dirname "$PREBUILT")" && pwd)
+else
 # ---- build (the four translation units in parallel; ptxas -v reports go to ptxas.log)
 build_one() {  # $1 = source, $2 = object
   "$NVCC" $FLAGS -c "$1" -o "$2" > "$2.log" 2>&1 || { echo "BUILD FAILED: $1"; cat "$2.log"; return 1; }
@@ -44,6 +48,7 @@ warnings=$(grep -ci "warning" "$OUTDIR/ptxas.log")
 spills=$(grep -E "spill (stores|loads)" "$OUTDIR/ptxas.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
 regs=$(grep -A2 "attn_tile_kernel" "$OUTDIR/ptxas.log" | grep -oE "Used [0-9]+ registers" | sort -u | tr '\n' ' ')
 echo "build: ok in $(( $(date +%s) - T0 )) s; warnings: $warnings; functions with spills: $spills; tile kernels: $regs"
+fi
 if [ "$MODE" = "--build-only" ]; then exit 0; fi
 
 BIN="$BUILD/attention_kernels_test"
