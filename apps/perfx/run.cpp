@@ -98,7 +98,7 @@ void run(const RunArgs& a) {
   warn_past_trained_context(*engine,
                             a.n_predict < 0 ? "; -n -1 stops there (give -n N to go further)" : "");
 
-  const std::vector<int32_t> ids = encode_prompt(engine->tokenizer(), a.prompt);
+  const std::vector<int32_t> ids = prompt_ids(engine->tokenizer(), a.prompt);
   if (!a.dump_logits.empty()) dump_logits(*engine, ids, a.dump_logits);
 
   Engine::GenerateOptions go;

@@ -14,7 +14,8 @@ struct TokArgs {
 
 void tokenize(const TokArgs& a) {
   auto tok = load_tokenizer_only(a.model.empty() ? default_model_path() : a.model);
-  const auto ids = tok->encode(a.prompt, !a.no_bos && tok->add_bos_by_default());
+  // The ids `perfx run` and the server feed the model for this prompt (the same BOS rule).
+  const auto ids = prompt_ids(*tok, a.prompt, /*add_special=*/!a.no_bos, /*require_tokens=*/false);
   if (a.pieces) {
     for (int32_t id : ids) std::printf("%d\t%s\n", id, tok->id_to_token(id).c_str());
     return;

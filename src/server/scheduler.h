@@ -50,11 +50,21 @@ struct SequenceSpec {
   int logprobs = -1;  // -1: none; 0: the chosen token's; k > 0: also the k most likely
 };
 
-/// A generated token with its log-probability (filled when logprobs were asked for).
+/// An alternative to a generated token (logprobs).
+struct TokenAlt {
+  int32_t id = 0;
+  float logprob = 0;
+  std::string bytes;  // the raw bytes it would have added to the text had it been chosen
+};
+
+/// A generated token with its log-probability and text (filled when logprobs were asked for).
 struct TokenOut {
   int32_t id = 0;
   float logprob = 0;
-  std::vector<TokenLogprob> top;
+  std::string text;   // the text it released (the detokenizer's, before stop strings): a choice's
+                      // tokens' texts concatenate to its text (unless a stop string cut it)
+  std::string bytes;  // its raw bytes: its exact contribution, maybe part of a UTF-8 character
+  std::vector<TokenAlt> top;  // the most likely tokens, most likely first
 };
 
 /// Something that happened to one sequence of a request.

@@ -77,6 +77,39 @@ TEST(CliRun, DumpLogitsMatchesTransformers) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Issue 8: a continuation keeps its leading space on SentencePiece vocabularies (" there", not
+// "there"), so a stop string starting with a space fires right after the prompt.
+TEST(CliRun, ContinuationKeepsItsLeadingSpace) {
+  PERFX_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  for (const std::string& m : {shared_path("models/stories260K-hf"),
+                               shared_path("models/stories260K/stories260K.gguf")}) {
+    auto r = run_perfx("run -m " + m + " -p 'Once upon a time,' -n 8 --temp 0");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, " there was a little girl named\n") << m;
+  }
+  auto s = run_perfx("run -m " + shared_path("models/stories260K-hf") +
+                     " -p 'Once upon a' -n 8 --temp 0 --stop ' time'");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.out, "\n");
+  EXPECT_NE(s.err.find("generated 1 tokens"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("finish: stop"), std::string::npos) << s.err;
+}
+
+// Issue 8: presence / frequency penalties cover generated tokens only (OpenAI), the repetition
+// penalty the prompt too (llama.cpp). The greedy " there" is in the prompt.
+TEST(CliRun, PenaltiesCoverWhatTheyMeanElsewhere) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  const std::string base = "run -m " + shared_path("models/stories260K-hf") +
+                           " -p 'Once upon a time, there was a girl. Once upon a time,' -n 2 "
+                           "--temp 0";
+  auto plain = run_perfx(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind(" there", 0), 0u) << plain.out;
+  EXPECT_EQ(run_perfx(base + " --frequency-penalty 2").out, plain.out);
+  EXPECT_EQ(run_perfx(base + " --presence-penalty 2").out, plain.out);
+  EXPECT_NE(run_perfx(base + " --repeat-penalty 3").out, plain.out);
+}
+
 // "prompt P tokens ... generated G tokens" from run's stats line; -1 when absent.
 std::pair<int, int> prompt_and_generated(const std::string& err) {
   const size_t p = err.find("perfx: prompt "), g = err.find("; generated ");
@@ -167,6 +200,39 @@ TEST(CliTokenize, DefaultModelIds) {
   auto r = run_perfx("tokenize -p 'In the beginning'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "0 1145 260 1998\n");  // from models/default/reference_greedy.json (HF tokenizer)
+}
+
+// Issue 8: one BOS rule: tokenize shows the ids run feeds the model (and --dump-logits writes); a
+// BOS written in the prompt is kept beside the added one, with one warning line.
+TEST(CliTokenize, SameIdsAsRunWithOneBosRule) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  const std::string m = shared_path("models/stories260K-hf");
+  auto t = run_perfx("tokenize -m " + m + " -p '<s>Once upon a time'");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out, "1 1 403 407 261 378\n");
+  const std::string warning = "perfx: warning: the prompt starts with the BOS text '<s>'";
+  EXPECT_NE(t.err.find(warning), std::string::npos) << t.err;
+  const std::string dir = make_temp_dir("bos");
+  auto r = run_perfx("run -m " + m + " -p '<s>Once upon a time' -n 0 --dump-logits " + dir +
+                     "/l.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = SafetensorsFile::open(dir + "/l.safetensors");
+  const TensorView* ids = f->find("input_ids");
+  ASSERT_TRUE(ids);
+  ASSERT_EQ(ids->shape, std::vector<int64_t>{6});
+  const int32_t* p = static_cast<const int32_t*>(ids->data);
+  EXPECT_EQ(std::vector<int32_t>(p, p + 6), (std::vector<int32_t>{1, 1, 403, 407, 261, 378}));
+  EXPECT_EQ(r.err.find(warning), r.err.rfind(warning)) << "one warning line\n" << r.err;
+  EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
+  std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(run_perfx("tokenize -m " + m + " -p ''").out, "1\n");
+  EXPECT_EQ(run_perfx("tokenize -m " + m + " -p '' --no-bos").out, "\n");
+  if (path_exists_for_test(shared_path("tokenizers/llama3/tokenizer.json"))) {
+    // No BOS by default (as HF for this tokenizer.json); an empty prompt starts from BOS, as in run.
+    const std::string l3 = shared_path("tokenizers/llama3");
+    EXPECT_EQ(run_perfx("tokenize -m " + l3 + " -p 'Hello world'").out, "9906 1917\n");
+    EXPECT_EQ(run_perfx("tokenize -m " + l3 + " -p ''").out, "128000\n");
+  }
 }
 
 // ---- bad input: one clear line, non-zero exit, no crash
