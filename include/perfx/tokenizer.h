@@ -21,8 +21,9 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   /// Loads dir/tokenizer.json plus dir/tokenizer_config.json (bos/eos, add_bos_token,
-  /// chat_template) when present. Throws perfx::Error naming the file for a missing file or
-  /// unsupported model type.
+  /// chat_template) when present; a folder without tokenizer.json but with tokenizer.gguf (what
+  /// `perfx quantize` writes for a GGUF model) loads that with from_gguf. Throws perfx::Error
+  /// naming the file for a missing file or unsupported model type.
   static std::unique_ptr<Tokenizer> from_hf_dir(const std::string& dir);
   /// Same from the texts; `tokenizer_config_json` may be empty.
   static std::unique_ptr<Tokenizer> from_hf_json(const std::string& tokenizer_json,
