@@ -115,7 +115,9 @@ void Scheduler::stop() {
     left.swap(waiting_);
   }
   for (auto& s : left) fail(*s, 503, "the server is shutting down");
-  for (auto& s : running_) fail(*s, 503, "the server is shutting down");
+  // Running sequences end now with what they generated, marked as aborted (vLLM's "abort"), so a
+  // client can tell the reply was cut short.
+  for (auto& s : running_) finish(*s, "abort");
   running_.clear();
   n_running_ = 0;
 }

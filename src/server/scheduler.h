@@ -74,7 +74,7 @@ struct Event {
   int index = 0;              // which sequence of the request
   std::string text;           // Token / Finished: text released now (may be empty)
   TokenOut token;             // Token
-  std::string finish_reason;  // Finished: "stop" | "length"
+  std::string finish_reason;  // Finished: "stop" | "length" | "abort" (server shutting down)
   int completion_tokens = 0;  // Finished: tokens generated for this sequence
   int status = 500;           // Error: HTTP status to report
   std::string error;          // Error: message
@@ -133,7 +133,8 @@ class Scheduler {
 
   /// Starts the scheduling thread.
   void start();
-  /// Stops it; requests still queued or running get an Error event (503).
+  /// Stops it (idempotent; not from two threads at once): sequences still queued get an Error
+  /// event (503), running ones a Finished event with finish_reason "abort" and their text so far.
   void stop();
 
   /// Queues the sequences of one request. Throws QueueFull when they do not fit in the waiting
