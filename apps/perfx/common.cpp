@@ -63,6 +63,16 @@ bool warn_past_trained_context(Engine& engine, const std::string& note) {
   return true;
 }
 
+std::string prompt_text(const std::string& prompt, const std::string& file, bool prompt_given) {
+  if (file.empty()) return prompt;
+  check(!prompt_given, "give the prompt with -p or with -f, not both");
+  check(path_exists(file), "-f: '" + file + "' does not exist");
+  check(!is_directory(file), "-f: '" + file + "' is a folder, not a text file");
+  std::string text = read_text_file(file);
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& prompt, bool add_special,
                                 bool require_tokens) {
   bool double_bos = false;

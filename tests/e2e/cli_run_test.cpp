@@ -105,8 +105,9 @@ TEST(CliRun, PenaltiesCoverWhatTheyMeanElsewhere) {
   auto plain = run_perfx(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.out.rfind(" there", 0), 0u) << plain.out;
-  EXPECT_EQ(run_perfx(base + " --frequency-penalty 2").out, plain.out);
-  EXPECT_EQ(run_perfx(base + " --presence-penalty 2").out, plain.out);
+  // 10: large enough that counting the prompt's " there" would change the pick (it did).
+  EXPECT_EQ(run_perfx(base + " --frequency-penalty 10").out, plain.out);
+  EXPECT_EQ(run_perfx(base + " --presence-penalty 10").out, plain.out);
   EXPECT_NE(run_perfx(base + " --repeat-penalty 3").out, plain.out);
 }
 
@@ -251,6 +252,14 @@ std::string copy_default(const std::string& tag) {
 
 TEST(CliErrors, MissingModel) { expect_error("run -m /nonexistent/model -p hi", "does not exist"); }
 
+// Issue 8: a sampled run announced its random seed before failing to load: the error is the only
+// line now (the seed is printed when generation starts).
+TEST(CliErrors, ABadModelGivesOnlyTheErrorLine) {
+  auto r = run_perfx("run -m /nonexistent/model -p hi --temp 0.8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "perfx: error: model path '/nonexistent/model' does not exist\n");
+}
+
 TEST(CliErrors, NotAModel) {
   const std::string dir = make_temp_dir("notmodel");
   write_file(dir + "/x.gguf", "this is not a gguf file at all");
@@ -341,6 +350,48 @@ TEST(CliErrors, AbsurdFlags) {
   auto p = run_perfx("run -p 'In the beginning God created the heaven and the earth' -c 4");
   EXPECT_EQ(p.exit_code, 1);
   EXPECT_NE(p.err.find("context size"), std::string::npos) << p.err;
+}
+
+// Issue 8: a typo or a missing subcommand names the word and lists the subcommands (was "A
+// subcommand is required").
+TEST(CliErrors, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
+  const std::string list = "run, tokenize, quantize, perplexity, serve";
+  for (const char* word : {"runn", "bench"}) {
+    auto r = run_perfx(std::string(word) + " -p hi");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find(std::string("perfx: error: unknown subcommand '") + word + "'"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(list), std::string::npos) << r.err;
+  }
+  auto none = run_perfx("");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("a subcommand is required: " + list), std::string::npos) << none.err;
+  EXPECT_EQ(run_perfx("--version").exit_code, 0);
+}
+
+// Issue 8: `perfx run -f FILE` reads the prompt from a file (as llama.cpp: one trailing newline
+// dropped); --dump-logits onto a folder is a plain error before the model loads.
+TEST(CliRun, PromptFromAFileAndDumpLogitsOntoAFolder) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  const std::string m = shared_path("models/stories260K-hf");
+  const std::string dir = make_temp_dir("promptfile");
+  write_file(dir + "/p.txt", "Once upon a time,\n");
+  auto f = run_perfx("run -m " + m + " -f " + dir + "/p.txt -n 4 --temp 0");
+  auto p = run_perfx("run -m " + m + " -p 'Once upon a time,' -n 4 --temp 0");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(f.out, p.out);
+  EXPECT_EQ(f.out, " there was a little\n");
+  EXPECT_EQ(run_perfx("tokenize -m " + m + " -f " + dir + "/p.txt").out,
+            run_perfx("tokenize -m " + m + " -p 'Once upon a time,'").out);
+  expect_error("run -m " + m + " -f " + dir + "/p.txt -p x", "not both");
+  expect_error("run -m " + m + " -f " + dir + "/missing.txt", "-f: '" + dir + "/missing.txt' does not exist");
+  expect_error("run -m " + m + " -f " + dir, "is a folder");
+  auto d = run_perfx("run -m " + m + " -p hi -n 1 --dump-logits " + dir);
+  EXPECT_EQ(d.exit_code, 1);
+  EXPECT_EQ(d.err, "perfx: error: --dump-logits: '" + dir + "' is a folder; give a file path such as '" +
+                       dir + "/logits.safetensors'\n");
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // Fresh-user run: a flag given twice was an error ("At Most 1 required"); the last value wins.

@@ -44,8 +44,9 @@ TEST(GenerateText, PresenceAndFrequencyPenaltiesIgnoreThePrompt) {
   ASSERT_EQ(plain.output_ids.size(), 1u);
   // The greedy token (" there") is in the prompt, so counting the prompt would change it.
   ASSERT_NE(std::find(ids.begin(), ids.end(), plain.output_ids[0]), ids.end());
-  const auto presence = greedy(*e, prompt, 1, [](SamplingParams& p) { p.presence_penalty = 2; });
-  const auto frequency = greedy(*e, prompt, 1, [](SamplingParams& p) { p.frequency_penalty = 2; });
+  // 10: large enough that counting the prompt's " there" would change the pick.
+  const auto presence = greedy(*e, prompt, 1, [](SamplingParams& p) { p.presence_penalty = 10; });
+  const auto frequency = greedy(*e, prompt, 1, [](SamplingParams& p) { p.frequency_penalty = 10; });
   EXPECT_EQ(presence.output_ids, plain.output_ids);
   EXPECT_EQ(frequency.output_ids, plain.output_ids);
   // The repetition penalty does count the prompt.
