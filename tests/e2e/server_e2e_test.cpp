@@ -363,6 +363,50 @@ TEST(ServeE2E, SigtermAbortsInFlightStreamsAndExitsPromptly) {
   EXPECT_NE(got.find("data: [DONE]"), std::string::npos);
 }
 
+// Issue 8, the reported examples on stories260K (SentencePiece vocabulary, real model): the
+// continuation keeps its space (plain, streamed, echo); logprobs 11 gives 11 entries, " l" and
+// "l" apart; a prompt written with "<s>" keeps both BOS as /tokenize reports; the repetition
+// penalty sees the prompt.
+TEST(ServeE2E, Stories260KTextExamples) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  ServerProcess srv("-m " + sh_quote(shared_path("models/stories260K-hf")));
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  auto post = [&](const json& body) {
+    HttpResponse r = http_request(srv.port(), "POST", "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body) : json();
+  };
+  const json greedy = {{"prompt", "Once upon a time,"}, {"max_tokens", 4}, {"temperature", 0}};
+  EXPECT_EQ(post(greedy)["choices"][0]["text"], " there was a little");
+  EXPECT_EQ(stream_completion(srv.port(), "Once upon a time,", 4).text, " there was a little");
+  json echo = greedy;
+  echo["echo"] = true;
+  EXPECT_EQ(post(echo)["choices"][0]["text"], "Once upon a time, there was a little");
+
+  const json lp = post({{"prompt", "Once upon a time, there was a"},
+                        {"max_tokens", 1},
+                        {"temperature", 0},
+                        {"logprobs", 11}})["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"][0], " little");
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 11u) << lp.dump();
+  EXPECT_TRUE(lp["top_logprobs"][0].contains(" l")) << lp.dump();
+
+  const json bos = post({{"prompt", "<s>Once upon a time"}, {"max_tokens", 1}, {"temperature", 0}});
+  const HttpResponse t =
+      http_request(srv.port(), "POST", "/tokenize", R"({"prompt": "<s>Once upon a time"})");
+  ASSERT_EQ(t.status, 200);
+  EXPECT_EQ(json::parse(t.body)["tokens"], json::parse("[1, 1, 403, 407, 261, 378]"));
+  EXPECT_EQ(bos["usage"]["prompt_tokens"], 6);
+  EXPECT_NE(srv.log().find("perfx serve: warning: the prompt starts with the BOS text '<s>'"),
+            std::string::npos)
+      << srv.log();
+
+  json rep = {{"prompt", "Lily, Lily,"}, {"max_tokens", 12}, {"temperature", 0}};
+  const std::string plain = post(rep)["choices"][0]["text"];
+  rep["repetition_penalty"] = 1.3;
+  EXPECT_NE(post(rep)["choices"][0]["text"], plain) << "the prompt's 'Lily' is penalised";
+}
+
 TEST(ServeE2E, SecondServerOnTheSamePortFails) {
   REQUIRE_DEFAULT_MODEL();
   ServerProcess first("-m " + sh_quote(default_model()));
