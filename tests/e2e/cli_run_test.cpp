@@ -356,7 +356,7 @@ TEST(CliErrors, AbsurdFlags) {
 // subcommand is required").
 TEST(CliErrors, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
   const std::string list = "run, tokenize, quantize, perplexity, serve";
-  for (const char* word : {"runn", "bench"}) {
+  for (const char* word : {"runn", "benchmark"}) {
     auto r = run_perfx(std::string(word) + " -p hi");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find(std::string("perfx: error: unknown subcommand '") + word + "'"),
