@@ -63,13 +63,25 @@ bool warn_past_trained_context(Engine& engine, const std::string& note) {
   return true;
 }
 
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& prompt) {
-  if (prompt.empty()) {
-    check(tok.bos_id() >= 0, "empty prompt and the model has no BOS token to start from");
-    return {tok.bos_id()};
+std::string prompt_text(const std::string& prompt, const std::string& file, bool prompt_given) {
+  if (file.empty()) return prompt;
+  check(!prompt_given, "give the prompt with -p or with -f, not both");
+  check(path_exists(file), "-f: '" + file + "' does not exist");
+  check(!is_directory(file), "-f: '" + file + "' is a folder, not a text file");
+  std::string text = read_text_file(file);
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& prompt, bool add_special,
+                                bool require_tokens) {
+  bool double_bos = false;
+  std::vector<int32_t> ids = encode_prompt(tok, prompt, add_special, false, &double_bos);
+  if (double_bos) std::fprintf(stderr, "perfx: warning: %s\n", double_bos_warning(tok).c_str());
+  if (require_tokens && ids.empty()) {
+    check(!prompt.empty(), "empty prompt and the model has no BOS token to start from");
+    throw Error("the prompt encodes to no tokens");
   }
-  std::vector<int32_t> ids = tok.encode(prompt, tok.add_bos_by_default());
-  check(!ids.empty(), "the prompt encodes to no tokens");
   return ids;
 }
 

@@ -26,8 +26,15 @@ void warn_if_oversubscribed(int threads);
 /// "perfx: warning: context N exceeds the model's trained context M; output past M tokens may
 /// degrade<note>" to stderr and returns true.
 bool warn_past_trained_context(Engine& engine, const std::string& note = "");
-/// Encodes a prompt as `perfx run` does: BOS when the tokenizer adds one by default; "" gives BOS
-/// alone (perfx::Error when the model has no BOS).
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& prompt);
+/// The prompt of `-p TEXT` or `-f FILE` (one of them; perfx::Error when both are given, or when the
+/// file is missing, a folder or unreadable). A file's one trailing newline is dropped, as llama.cpp
+/// does.
+std::string prompt_text(const std::string& prompt, const std::string& file, bool prompt_given);
+/// The ids of a prompt, by perfx::encode_prompt (the one BOS rule, shared with the server): BOS
+/// when the tokenizer adds one by default (add_special), "" gives BOS alone. A double BOS is kept
+/// with one "perfx: warning: ..." line on stderr. perfx::Error when nothing is left to feed (an
+/// empty prompt and no BOS) and `require_tokens`.
+std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& prompt,
+                                bool add_special = true, bool require_tokens = true);
 
 }  // namespace perfx::cli

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "perfx/status.h"
 #include "subcommand.h"
@@ -32,6 +33,23 @@ int main(int argc, char** argv) {
   auto& reg = perfx::cli::registry();
   std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (auto& s : reg) s.setup(app);
+  // A word that is not a subcommand (a typo, or `perfx bench`): name it and list the subcommands
+  // (CLI11 would only say "A subcommand is required").
+  std::string names;
+  for (const auto& s : reg) names += (names.empty() ? "" : ", ") + s.name;
+  if (argc < 2) {
+    std::fprintf(stderr, "perfx: error: a subcommand is required: %s (see perfx --help)\n",
+                 names.c_str());
+    return 1;
+  }
+  if (argv[1][0] != '-' &&
+      std::none_of(reg.begin(), reg.end(), [&](const auto& s) { return s.name == argv[1]; })) {
+    std::fprintf(stderr,
+                 "perfx: error: unknown subcommand '%s'; the subcommands are %s (see perfx "
+                 "--help)\n",
+                 argv[1], names.c_str());
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -56,12 +56,18 @@ void run_quantize(const QuantizeArgs& a) {
   }
   bool has_tokenizer = false;
   for (const std::string& f : s.files)
-    has_tokenizer |= f == "tokenizer.json" || f == "tokenizer.model";
+    has_tokenizer |= f == "tokenizer.json" || f == "tokenizer.gguf";
   if (!has_tokenizer)
     std::fprintf(stderr,
-                 "quantize: note: no tokenizer files were written (GGUF input or none in the "
-                 "input folder); copy the model's tokenizer.json / tokenizer_config.json into %s\n",
+                 "quantize: note: no tokenizer was written (none in the input); copy the model's "
+                 "tokenizer.json / tokenizer_config.json into %s\n",
                  o.output.c_str());
+  for (const std::string& f : s.files)
+    if (f == "tokenizer.gguf")
+      std::fprintf(stderr,
+                   "quantize: note: the GGUF's tokenizer was kept as %s/tokenizer.gguf (perfx reads "
+                   "it; other tools need the model's tokenizer.json)\n",
+                   o.output.c_str());
   std::fprintf(stderr,
                "quantize: %s w%d g%d: %lld linears int4, %zu kept fp16; wrote %s of tensors to %s "
                "in %.1f s (peak RSS %s)\n",

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "common.h"
+#include "core/mmap.h"
 #include "formats/safetensors.h"
 #include "perfx/model_config.h"
 #include "perfx/status.h"
@@ -15,7 +16,8 @@ namespace perfx::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, prompt, dump_logits, device = "cpu";
+  std::string model, prompt, prompt_file, dump_logits, device = "cpu";
+  bool prompt_given = false;  // -p was on the command line
   int n_predict = 128, threads = 0, ctx = 0;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   float presence_penalty = 0, frequency_penalty = 0;
@@ -74,9 +76,11 @@ void run(const RunArgs& a) {
                                std::to_string(a.n_predict));
   check(a.seed >= -1, "--seed must be >= 0, or -1 for a random seed, got " + std::to_string(a.seed));
   const SamplingParams sampling = sampling_params(a);
-  if (a.seed < 0 && sampling.temperature > 0)  // so that a random run can be repeated
-    std::fprintf(stderr, "perfx: seed %llu (random; --seed %llu repeats this run)\n",
-                 (unsigned long long)sampling.seed, (unsigned long long)sampling.seed);
+  const std::string prompt = prompt_text(a.prompt, a.prompt_file, a.prompt_given);
+  if (!a.dump_logits.empty())  // before the model loads, not after
+    check(!is_directory(a.dump_logits), "--dump-logits: '" + a.dump_logits +
+                                            "' is a folder; give a file path such as '" +
+                                            a.dump_logits + "/logits.safetensors'");
   const auto t0 = std::chrono::steady_clock::now();
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;
@@ -98,7 +102,7 @@ void run(const RunArgs& a) {
   warn_past_trained_context(*engine,
                             a.n_predict < 0 ? "; -n -1 stops there (give -n N to go further)" : "");
 
-  const std::vector<int32_t> ids = encode_prompt(engine->tokenizer(), a.prompt);
+  const std::vector<int32_t> ids = prompt_ids(engine->tokenizer(), prompt);
   if (!a.dump_logits.empty()) dump_logits(*engine, ids, a.dump_logits);
 
   Engine::GenerateOptions go;
@@ -116,6 +120,9 @@ void run(const RunArgs& a) {
   go.stop = a.stop;
   go.ignore_eos = a.ignore_eos;
   if (go.max_tokens == 0) return;
+  if (a.seed < 0 && sampling.temperature > 0)  // so that a random run can be repeated
+    std::fprintf(stderr, "perfx: seed %llu (random; --seed %llu repeats this run)\n",
+                 (unsigned long long)sampling.seed, (unsigned long long)sampling.seed);
   auto r = engine->generate(ids, go, [](const std::string& piece) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -137,7 +144,10 @@ Register reg("run", 10, [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Generate text from a prompt");
   sub->add_option("-m,--model", a->model, "HF checkpoint folder or .gguf file (default: models/default)");
-  sub->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" = start from BOS)");
+  sub->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" = start from BOS)")
+      ->each([a](const std::string&) { a->prompt_given = true; });
+  sub->add_option("-f,--file", a->prompt_file,
+                  "Read the prompt from a text file (one trailing newline dropped)");
   sub->add_option("-n,--n-predict", a->n_predict,
                   "Tokens to generate (-1: until EOS/context end, at most the trained context)")
       ->capture_default_str();

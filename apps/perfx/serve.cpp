@@ -119,7 +119,8 @@ void serve(ServeArgs a) {
       const int sig = sigtimedwait(&sigs, nullptr, &slice);
       if (sig == SIGINT || sig == SIGTERM) {
         std::fprintf(stderr, "perfx serve: signal %d, shutting down\n", sig);
-        http.stop();
+        http.stop();       // no new connections; idle keep-alive connections close
+        scheduler.stop();  // in-flight requests end now: finish_reason "abort" (queued: 503)
         return;
       }
     }
@@ -132,9 +133,9 @@ void serve(ServeArgs a) {
   std::printf("perfx serve: listening on http://%s:%d\n", a.host.c_str(), port);
   std::fflush(stdout);
   http.run();
-  scheduler.stop();
   done = true;
   waiter.join();
+  scheduler.stop();
 }
 
 static Register reg("serve", 50, [](CLI::App& app) {

@@ -34,10 +34,13 @@ struct SamplingParams {
   int top_k = 40;              // 0 or -1: off
   float top_p = 0.95f;         // >= 1: off
   float min_p = 0.05f;         // <= 0: off (keep p >= min_p · p_max)
-  float repeat_penalty = 1.0f; // llama.cpp/CTRL style: logit > 0 ? logit / r : logit * r
-  int repeat_last_n = 64;      // window for all penalties; -1 = whole history
-  float presence_penalty = 0;  // OpenAI: logit -= presence · [count > 0]
-  float frequency_penalty = 0; // OpenAI: logit -= frequency · count
+  float repeat_penalty = 1.0f; // llama.cpp/CTRL style: logit > 0 ? logit / r : logit * r, for
+                               // every token in the window, prompt or generated (as llama.cpp's
+                               // --repeat-penalty, vLLM's repetition_penalty)
+  int repeat_last_n = 64;      // window (last tokens of prompt + output) for all penalties;
+                               // -1 = whole history
+  float presence_penalty = 0;  // OpenAI: logit -= presence · [count > 0], generated tokens only
+  float frequency_penalty = 0; // OpenAI: logit -= frequency · count, generated tokens only
   uint64_t seed = 0;           // RNG seed
 
   /// Checks the ranges a user may ask for: temperature >= 0, top_k >= -1, top_p in (0, 1], min_p in
@@ -59,8 +62,11 @@ class Sampler {
   explicit Sampler(const SamplingParams& p);
   /// Samples from logits [n_vocab] (modified in place). Does not record the token: call accept().
   int32_t sample(float* logits, int n_vocab);
-  /// Records a token in the penalty history (prompt tokens too, if penalties should see them).
+  /// Records a generated token in the penalty history (all penalties see it).
   void accept(int32_t id);
+  /// Records a prompt token, in order, before the first generated one: the repetition penalty
+  /// sees it, presence / frequency penalties (generated tokens only, as OpenAI's) do not.
+  void accept_prompt(int32_t id);
   /// The parameters, penalty history and (unless greedy) the next random draw for one
   /// Backend::sample row; sample() is fill_row + the reference sampler (backend/cpu/sampling.h).
   void fill_row(SampleRow& r);
@@ -70,8 +76,10 @@ class Sampler {
   double uniform();  // [0, 1)
   SamplingParams p_;
   uint64_t state_;
-  std::deque<int32_t> window_;
-  std::unordered_map<int32_t, int> counts_;
+  void record(int32_t id, bool generated);
+  std::deque<std::pair<int32_t, bool>> window_;  // (id, generated)
+  std::unordered_map<int32_t, int> counts_;      // in the window: repetition penalty
+  std::unordered_map<int32_t, int> out_counts_;  // generated ones in the window: presence/frequency
   std::vector<std::pair<float, int32_t>> scratch_;
 };
 

@@ -21,8 +21,9 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   /// Loads dir/tokenizer.json plus dir/tokenizer_config.json (bos/eos, add_bos_token,
-  /// chat_template) when present. Throws perfx::Error naming the file for a missing file or
-  /// unsupported model type.
+  /// chat_template) when present; a folder without tokenizer.json but with tokenizer.gguf (what
+  /// `perfx quantize` writes for a GGUF model) loads that with from_gguf. Throws perfx::Error
+  /// naming the file for a missing file or unsupported model type.
   static std::unique_ptr<Tokenizer> from_hf_dir(const std::string& dir);
   /// Same from the texts; `tokenizer_config_json` may be empty.
   static std::unique_ptr<Tokenizer> from_hf_json(const std::string& tokenizer_json,
@@ -60,24 +61,65 @@ class Tokenizer {
 
 /// Incremental detokenizer for streaming: push() returns the new text since the last call and never
 /// returns a partial UTF-8 character (held back until complete); finish() flushes what remains.
-/// The concatenation of all push() results and finish() equals tok.decode(ids, skip_special).
+///
+/// The text of the pushed ids is their exact contribution after `context` (the prompt): HF's
+/// decode(context + ids) minus decode(context), as vLLM's incremental detokenizer. A decoder's
+/// start-of-text rule (SentencePiece's leading-space strip, Metaspace) therefore applies only when
+/// the context decodes to nothing: "Once upon a time," + [▁there] gives " there", while [▁Once]
+/// after the BOS alone gives "Once". Without a context, the concatenation of all push() results
+/// and finish() equals tok.decode(ids, skip_special).
 /// Each push() decodes only the previous and the new id (O(1) per token): the decoder chains of
-/// supported tokenizers only treat the first token of a sequence specially (SentencePiece's
-/// leading-space strip), and that token is the same in both decodes.
+/// supported tokenizers only treat the first token of a sequence specially, and that token is the
+/// same in both decodes.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true);
+  /// `context`: ids already decoded (e.g. the prompt); its text is not returned. Ids that decode()
+  /// drops (outside the vocabulary, or special when skip_special) are ignored there too.
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true,
+                         const std::vector<int32_t>& context = {});
   /// Feeds one id; returns the newly completed text (valid UTF-8, possibly empty).
   std::string push(int32_t id);
-  /// Returns what is still held back (an incomplete character becomes U+FFFD) and resets.
+  /// The raw bytes the last push() added to the text: that id's exact contribution, possibly an
+  /// incomplete UTF-8 character (a byte-fallback token's one byte); "" for an id decode() drops.
+  const std::string& last_bytes() const { return last_bytes_; }
+  /// What push(id) would add and return now, without feeding it.
+  struct Piece {
+    std::string bytes;  // as last_bytes() would be
+    std::string text;   // as push() would return
+  };
+  Piece peek(int32_t id) const;
+  /// Returns what is still held back (an incomplete character becomes U+FFFD) and resets (the
+  /// next push() starts a new text, without context).
   std::string finish();
 
  private:
+  bool dropped(int32_t id) const;
+  std::string added_bytes(int32_t id) const;  // id's contribution after prev_
+
   const Tokenizer& tok_;
   bool skip_special_;
   int32_t prev_ = -1;       // the last id that produced output (-1: none yet)
   std::string prev_bytes_;  // decode_bytes({prev_})
   std::string pending_;     // raw bytes not yet returned (an incomplete UTF-8 tail)
+  std::string last_bytes_;  // what the last push() added
 };
+
+/// Prompt text -> the ids the model is fed; the one rule for BOS, used by every path (perfx run,
+/// tokenize and --dump-logits, the server's completions, chat and /tokenize).
+/// With add_special, BOS is prepended when the tokenizer adds it by default
+/// (add_bos_by_default(): tokenizer_config.json add_bos_token, else the tokenizer.json
+/// post-processor; GGUF tokenizer.ggml.add_bos_token). A prompt text that itself starts with the
+/// BOS text then gives a double BOS, kept as Hugging Face keeps it; `double_bos` (if given) is set
+/// so the caller can warn. from_template: the text is a rendered chat template, which usually
+/// writes the BOS itself; BOS is then prepended only when the text does not start with it. Special
+/// tokens in the text are recognised. An empty text with add_special gives the BOS alone when the
+/// model has one, even one it does not add by default ("start from BOS"), else no ids.
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, std::string_view text,
+                                   bool add_special = true, bool from_template = false,
+                                   bool* double_bos = nullptr);
+
+/// The one warning line for a double BOS (encode_prompt's double_bos), without a prefix:
+/// "the prompt starts with the BOS text '<s>' and the tokenizer adds BOS too: the model sees two".
+std::string double_bos_warning(const Tokenizer& tok);
 
 }  // namespace perfx

@@ -1,6 +1,7 @@
 #include "formats/gguf.h"
 
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -556,6 +557,83 @@ std::vector<int32_t> File::get_int_array(const std::string& key) const {
     out.push_back((int32_t)x);
   }
   return out;
+}
+
+namespace {
+
+template <typename T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+void put_string(std::string& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out += s;
+}
+
+// A value's payload (without its type tag), as read_value() reads it.
+void put_value(std::string& out, const Value& v, const std::string& key) {
+  switch (v.type) {
+    case ValueType::U8:
+      return put<uint8_t>(out, (uint8_t)v.u);
+    case ValueType::I8:
+      return put<int8_t>(out, (int8_t)v.i);
+    case ValueType::U16:
+      return put<uint16_t>(out, (uint16_t)v.u);
+    case ValueType::I16:
+      return put<int16_t>(out, (int16_t)v.i);
+    case ValueType::U32:
+      return put<uint32_t>(out, (uint32_t)v.u);
+    case ValueType::I32:
+      return put<int32_t>(out, (int32_t)v.i);
+    case ValueType::U64:
+      return put<uint64_t>(out, v.u);
+    case ValueType::I64:
+      return put<int64_t>(out, v.i);
+    case ValueType::F32:
+      return put<float>(out, (float)v.f);
+    case ValueType::F64:
+      return put<double>(out, v.f);
+    case ValueType::BOOL:
+      return put<uint8_t>(out, v.u ? 1 : 0);
+    case ValueType::STRING:
+      return put_string(out, v.s);
+    case ValueType::ARRAY:
+      put<uint32_t>(out, (uint32_t)v.elem_type);
+      put<uint64_t>(out, v.array.size());
+      for (const Value& e : v.array) {
+        if (e.type != v.elem_type)
+          throw Error("GGUF writer: array '" + key + "' mixes element types");
+        put_value(out, e, key);
+      }
+      return;
+  }
+  throw Error("GGUF writer: '" + key + "' has an invalid value type");
+}
+
+}  // namespace
+
+void write_metadata_only(const std::string& path, const std::map<std::string, Value>& kv) {
+  std::string out = "GGUF";
+  put<uint32_t>(out, 3);          // version
+  put<uint64_t>(out, 0);          // tensors
+  put<uint64_t>(out, kv.size());  // metadata entries
+  for (const auto& [key, v] : kv) {
+    put_string(out, key);
+    put<uint32_t>(out, (uint32_t)v.type);
+    put_value(out, v, key);
+  }
+  while (out.size() % 32) out.push_back('\0');  // the (empty) data section starts aligned
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
+  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  if (std::fclose(f) != 0 || !ok) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + tmp + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
 }
 
 const TensorView* File::find(const std::string& name) const {

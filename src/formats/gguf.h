@@ -81,4 +81,10 @@ class File : public TensorSource {
   std::map<std::string, uint32_t> unsupported_;
 };
 
+/// Writes a GGUF v3 file with the given metadata and no tensors (e.g. a model's tokenizer.* keys,
+/// which Tokenizer::from_gguf reads back). Values are written with their stored types; an ARRAY's
+/// elements must all be of its elem_type. Writes through a temporary file and renames it; throws
+/// perfx::Error naming the path when the file cannot be written.
+void write_metadata_only(const std::string& path, const std::map<std::string, Value>& kv);
+
 }  // namespace perfx::gguf

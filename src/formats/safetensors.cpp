@@ -264,7 +264,7 @@ std::unique_ptr<SafetensorsFolder> SafetensorsFolder::open(const std::string& di
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (!is_directory(dir)) throw Error("checkpoint folder '" + dir + "' does not exist");
 
-  if (path_exists(single)) {
+  if (path_exists(single) && !path_exists(index_path)) {
     out->files_.push_back(SafetensorsFile::open(single));
     for (const auto& [name, tv] : out->files_.back()->tensors_) out->index_[name] = &tv;
     return out;
@@ -304,6 +304,13 @@ std::unique_ptr<SafetensorsFolder> SafetensorsFolder::open(const std::string& di
     listed.emplace_back(tensor, s);
   }
 
+  // A model.safetensors beside an index that does not list it: which one is the model?
+  if (path_exists(single) && !shard_of_name.count("model.safetensors")) {
+    throw Error("checkpoint folder '" + dir +
+                "' holds both model.safetensors and model.safetensors.index.json (whose shards do "
+                "not include model.safetensors): it is ambiguous which is the model; remove the "
+                "one that does not belong");
+  }
   for (const std::string& s : shard_names) {
     const std::string p = dir + "/" + s;
     if (!path_exists(p)) {

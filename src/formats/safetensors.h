@@ -47,11 +47,12 @@ class SafetensorsFile : public TensorSource {
 /// A checkpoint folder: model.safetensors, or model.safetensors.index.json + the shards it lists.
 class SafetensorsFolder : public TensorSource {
  public:
-  /// Opens dir/model.safetensors when present, else dir/model.safetensors.index.json and every shard
-  /// its weight_map names (each opened once). Tensors found in a shard but not listed in the index are
-  /// served too. Throws perfx::Error when neither file exists, the index is not valid JSON or has no
-  /// weight_map object, a shard is missing (named), a listed tensor is absent from its shard (named),
-  /// the same tensor is in two shards, or any shard fails SafetensorsFile::open.
+  /// Opens dir/model.safetensors.index.json and every shard its weight_map names (each opened once)
+  /// when the index exists, else dir/model.safetensors. Tensors found in a shard but not listed in
+  /// the index are served too. Throws perfx::Error when neither file exists, when both exist and
+  /// the index does not list model.safetensors (ambiguous: both named), the index is not valid JSON
+  /// or has no weight_map object, a shard is missing (named), a listed tensor is absent from its
+  /// shard (named), the same tensor is in two shards, or any shard fails SafetensorsFile::open.
   static std::unique_ptr<SafetensorsFolder> open(const std::string& dir);
   const TensorView* find(const std::string& name) const override;
   /// Tensor names of all shards in lexicographic order.

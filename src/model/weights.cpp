@@ -130,7 +130,14 @@ LinearSource linear_source(const Checkpoint& ck, const std::string& base, int64_
   s.out = out;
   s.in = in;
   const QuantConfig& q = ck.config.quant;
-  if (q.enabled && !not_converted(q, base) && ck.source->find(base + ".qweight")) {
+  if (q.enabled && !not_converted(q, base)) {
+    // AWQ: every linear not excluded by modules_to_not_convert (null = none) is int4; a plain
+    // .weight in its place is a broken checkpoint, not an fp16 layer.
+    if (!ck.source->find(base + ".qweight"))
+      throw Error("missing tensor '" + base + ".qweight' in " + ck.path +
+                  " (an AWQ checkpoint whose modules_to_not_convert does not exclude '" + base +
+                  "'" + (ck.source->find(base + ".weight") ? "; it has an unquantized .weight" : "") +
+                  ")");
     AwqTensors t;
     t.qweight = require_tensor(ck, base + ".qweight");
     t.qzeros = require_tensor(ck, base + ".qzeros");

@@ -55,7 +55,8 @@ const TensorView& require_vector(const Checkpoint& ck, const std::string& name, 
 /// Describes linear `base` with expected [out, in]: AWQ (base.qweight/qzeros/scales, decoded here
 /// into the canonical Int4Matrix by formats/awq.h) when the config is AWQ-quantized and the module
 /// is not in modules_to_not_convert, else dense base.weight. Shapes are checked; a mismatch is a
-/// perfx::Error naming the tensor and both shapes.
+/// perfx::Error naming the tensor and both shapes. An AWQ module without base.qweight is a
+/// perfx::Error naming it (even when base.weight exists).
 LinearSource linear_source(const Checkpoint& ck, const std::string& base, int64_t out, int64_t in);
 
 }  // namespace perfx

@@ -11,6 +11,7 @@
 #include "backend/cpu/reference.h"
 #include "core/mmap.h"
 #include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "model/weights.h"
 #include "perfx/status.h"
 #include "quant/calib.h"
@@ -210,6 +211,22 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
   const bool gguf_permuted = ck.naming == TensorNaming::Gguf && cfg.rope_interleaved;
   cfg.rope_interleaved = false;  // weights are un-permuted to the HF layout below
   const Loader load{ck, cfg, gguf_permuted};
+  {
+    // A linear is quantized when its input width is a multiple of the group size and its output
+    // width a multiple of 8 (the packing); a model where none is would be an fp16 copy labelled AWQ.
+    const int64_t widths[][2] = {{cfg.q_dim(), cfg.hidden_size},
+                                 {cfg.kv_dim(), cfg.hidden_size},
+                                 {cfg.hidden_size, cfg.q_dim()},
+                                 {cfg.intermediate_size, cfg.hidden_size},
+                                 {cfg.hidden_size, cfg.intermediate_size}};
+    bool any = false;
+    for (const auto& w : widths) any |= w[1] % o.group_size == 0 && w[0] % 8 == 0;
+    check(any, "quantize: no linear layer of this model can be quantized with --group-size " +
+                   std::to_string(o.group_size) + " (input widths " +
+                   std::to_string(cfg.hidden_size) + ", " + std::to_string(cfg.q_dim()) + ", " +
+                   std::to_string(cfg.intermediate_size) +
+                   " must be multiples of it, output widths multiples of 8); nothing written");
+  }
   prepare_output(o.output);
 
   QuantizeSummary sum;
@@ -331,6 +348,16 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
   sum.files.push_back("config.json");
   if (ck.naming == TensorNaming::HuggingFace) {
     for (const std::string& f : copy_tokenizer_files(o.input, o.output)) sum.files.push_back(f);
+  } else {
+    // A GGUF's tokenizer lives in its metadata: keep it, as a tokenizer-only GGUF that
+    // Tokenizer::from_hf_dir reads when the folder has no tokenizer.json.
+    std::map<std::string, gguf::Value> kv;
+    for (const auto& [key, value] : static_cast<const gguf::File*>(ck.gguf)->metadata())
+      if (key.rfind("tokenizer.", 0) == 0) kv.emplace(key, value);
+    if (!kv.empty()) {
+      gguf::write_metadata_only(o.output + "/tokenizer.gguf", kv);
+      sum.files.push_back("tokenizer.gguf");
+    }
   }
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return sum;

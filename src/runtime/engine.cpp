@@ -220,8 +220,8 @@ class EngineImpl : public Engine {
     const SeqId seq = create_sequence();
     const SequenceRelease release{*this, seq};
     Sampler sampler(o.sampling);
-    for (int32_t t : prompt) sampler.accept(t);
-    StreamDecoder dec(*tokenizer_);
+    for (int32_t t : prompt) sampler.accept_prompt(t);
+    StreamDecoder dec(*tokenizer_, /*skip_special=*/true, prompt);  // text continues the prompt's
     StopMatcher stop(o.stop);
     StepResult res;
 

@@ -56,13 +56,25 @@ double Sampler::uniform() {
 }
 
 void Sampler::accept(int32_t id) {
-  window_.push_back(id);
+  record(id, true);
+}
+
+void Sampler::accept_prompt(int32_t id) {
+  record(id, false);
+}
+
+void Sampler::record(int32_t id, bool generated) {
+  if (p_.repeat_penalty == 1.0f && p_.presence_penalty == 0.0f && p_.frequency_penalty == 0.0f)
+    return;  // no penalty reads the history
+  window_.emplace_back(id, generated);
   counts_[id]++;
+  if (generated) out_counts_[id]++;
   if (p_.repeat_last_n >= 0) {
     while ((int)window_.size() > p_.repeat_last_n) {
-      const int32_t old = window_.front();
+      const auto [old, gen] = window_.front();
       window_.pop_front();
       if (--counts_[old] == 0) counts_.erase(old);
+      if (gen && --out_counts_[old] == 0) out_counts_.erase(old);
     }
   }
 }
@@ -77,12 +89,11 @@ void Sampler::fill_row(SampleRow& r) {
   r.frequency_penalty = p_.frequency_penalty;
   r.repeat_ids.clear();
   r.counts.clear();
-  if (p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
-    for (const auto& [id, cnt] : counts_) {
-      if (p_.repeat_penalty != 1.0f) r.repeat_ids.push_back(id);
-      r.counts.emplace_back(id, cnt);
-    }
-  }
+  // Repetition over prompt + output in the window, presence / frequency over the generated tokens.
+  if (p_.repeat_penalty != 1.0f)
+    for (const auto& kv : counts_) r.repeat_ids.push_back(kv.first);
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f)
+    for (const auto& kv : out_counts_) r.counts.emplace_back(kv.first, kv.second);
   // One draw per sampled token, none when greedy (as the sampler always drew).
   r.u = p_.temperature > 0.0f ? uniform() : 0.0;
 }

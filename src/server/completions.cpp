@@ -2,6 +2,7 @@
 #include "server/completions.h"
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "perfx/model_config.h"
@@ -11,6 +12,13 @@ namespace perfx::server {
 namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(25);
+
+// Characters (code points) of valid UTF-8: text_offset counts them, as vLLM (Python's len) does.
+size_t char_count(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -30,18 +38,14 @@ CompletionService::CompletionService(Engine& engine, Scheduler& scheduler,
       template_error_(std::move(template_error)),
       created_(unix_now()) {}
 
-std::vector<int32_t> CompletionService::encode_text(const std::string& text) const {
+std::vector<int32_t> CompletionService::encode_text(const std::string& text, bool from_template,
+                                                    bool add_special) const {
   const Tokenizer& tok = engine_.tokenizer();
-  // BOS as the model's tokenizer adds it by default, unless the text already starts with it (chat
-  // templates usually write it themselves).
-  const std::string bos = tok.bos_token();
-  const bool add_bos = tok.add_bos_by_default() && tok.bos_id() >= 0 &&
-                       (bos.empty() || text.compare(0, bos.size(), bos) != 0);
-  return tok.encode(text, add_bos, /*parse_special=*/true);
-}
-
-std::string CompletionService::token_bytes(int32_t id) const {
-  return engine_.tokenizer().decode_bytes({id}, false);
+  bool double_bos = false;
+  std::vector<int32_t> ids = encode_prompt(tok, text, add_special, from_template, &double_bos);
+  if (double_bos)
+    std::fprintf(stderr, "perfx serve: warning: %s\n", double_bos_warning(tok).c_str());
+  return ids;
 }
 
 std::string CompletionService::render_chat(const GenerationRequest& req) const {
@@ -85,7 +89,7 @@ std::unique_ptr<CompletionService::Call> CompletionService::start(const std::str
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> echo_text;
   if (chat) {
-    prompts.push_back(encode_text(render_chat(req)));
+    prompts.push_back(encode_text(render_chat(req), /*from_template=*/true));
     echo_text.emplace_back();
   } else {
     for (const auto& p : req.prompts) {
@@ -97,9 +101,10 @@ std::unique_ptr<CompletionService::Call> CompletionService::start(const std::str
                                std::to_string(vocab - 1) + ").",
                            "invalid_request_error", "prompt", "invalid_value");
         prompts.push_back(p.ids);
-        echo_text.push_back(req.echo ? tok.decode(p.ids, false) : "");
+        // Decoded as the output is (special tokens skipped), so echo + output == decode(all ids).
+        echo_text.push_back(req.echo ? tok.decode(p.ids, /*skip_special=*/true) : "");
       } else {
-        prompts.push_back(encode_text(p.text));
+        prompts.push_back(encode_text(p.text, /*from_template=*/false));
         echo_text.push_back(req.echo ? p.text : "");
       }
     }
@@ -151,28 +156,49 @@ std::unique_ptr<CompletionService::Call> CompletionService::start(const std::str
   return call;
 }
 
+LogprobToken CompletionService::alternative(const TokenAlt& a) const {
+  const Tokenizer& tok = engine_.tokenizer();
+  LogprobToken t{a.bytes, a.bytes, a.logprob};
+  if (a.bytes.empty() && tok.is_special(a.id)) {
+    t.token = t.bytes = tok.id_to_token(a.id);  // a special token adds no text: show its name
+  } else if (valid_utf8(a.bytes) != a.bytes) {
+    t.token = "bytes:";  // part of a character, in OpenAI's form: "bytes:\xe6"
+    for (unsigned char c : a.bytes) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      t.token += buf;
+    }
+  }
+  return t;
+}
+
 ojson CompletionService::logprobs_json(bool chat, const std::vector<TokenOut>& toks,
-                                       size_t text_offset) const {
+                                       size_t& text_offset) const {
   if (chat) {
     ojson content = ojson::array();
     for (const auto& t : toks) {
-      std::vector<std::pair<std::string, float>> top;
-      for (const auto& a : t.top) top.emplace_back(token_bytes(a.id), a.logprob);
-      content.push_back(chat_logprob_entry(token_bytes(t.id), t.logprob, top));
+      std::vector<LogprobToken> top;
+      for (const auto& a : t.top) top.push_back(alternative(a));
+      content.push_back(chat_logprob_entry({t.text, t.bytes, t.logprob}, top));
     }
     return ojson{{"content", std::move(content)}};
   }
   ojson tokens = ojson::array(), lps = ojson::array(), tops = ojson::array(),
         offsets = ojson::array();
   for (const auto& t : toks) {
-    const std::string text = token_bytes(t.id);
-    tokens.push_back(valid_utf8(text));
+    tokens.push_back(valid_utf8(t.text));
     lps.push_back(t.logprob);
     ojson top = ojson::object();
-    for (const auto& a : t.top) top[valid_utf8(token_bytes(a.id))] = a.logprob;
+    for (const auto& a : t.top) {
+      // One entry per token id: a string two alternatives share (a byte-fallback token and the
+      // piece of the same character) names the less likely one by its id.
+      std::string key = alternative(a).token;
+      if (top.contains(key)) key = "token_id:" + std::to_string(a.id);
+      top[key] = a.logprob;
+    }
     tops.push_back(std::move(top));
     offsets.push_back(text_offset);
-    text_offset += text.size();
+    text_offset += char_count(t.text);
   }
   return ojson{{"tokens", std::move(tokens)},
                {"token_logprobs", std::move(lps)},
@@ -215,9 +241,9 @@ ojson CompletionService::collect(Call& c, const std::function<bool()>& alive) {
     }
   }
   for (int i = 0; i < n; ++i) {
+    size_t offset = char_count(c.echo[(size_t)i]);
     if (c.req.logprobs >= 0)
-      res[(size_t)i].logprobs =
-          logprobs_json(c.req.chat, toks[(size_t)i], c.echo[(size_t)i].size());
+      res[(size_t)i].logprobs = logprobs_json(c.req.chat, toks[(size_t)i], offset);
   }
   return completion_response(c.req.chat, c.id, c.created, model_id_, res, usage);
 }
@@ -242,7 +268,7 @@ void CompletionService::stream(Call& c, const std::function<bool(const std::stri
       if (!send(stream_chunk(chat, c.id, c.created, model_id_, i, echo, false, "", nullptr,
                              usage_null)))
         return gone();
-      offset[(size_t)i] = echo.size();
+      offset[(size_t)i] = char_count(echo);
     }
   }
   Usage usage;
@@ -268,7 +294,6 @@ void CompletionService::stream(Call& c, const std::function<bool(const std::stri
         const bool lp = c.req.logprobs >= 0;
         if (text.empty() && !lp) continue;
         ojson lpj = lp ? logprobs_json(chat, toks, offset[(size_t)e.index]) : ojson(nullptr);
-        offset[(size_t)e.index] += text.size();
         if (!send(stream_chunk(chat, c.id, c.created, model_id_, e.index, text, false, "", lpj,
                                usage_null)))
           return gone();
@@ -300,7 +325,7 @@ ojson CompletionService::tokenize(const ojson& body) const {
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
     GenerationRequest req = parse_chat_request(body);
-    ids = encode_text(render_chat(req));
+    ids = encode_text(render_chat(req), /*from_template=*/true);
   } else {
     const char* key = body.contains("prompt") ? "prompt" : "content";
     auto it = body.find(key);
@@ -317,7 +342,7 @@ ojson CompletionService::tokenize(const ojson& body) const {
         add_special = a->get<bool>();
       }
     }
-    ids = tok.encode(it->get<std::string>(), add_special && tok.bos_id() >= 0, true);
+    ids = encode_text(it->get<std::string>(), /*from_template=*/false, add_special);
   }
   ojson out;
   out["tokens"] = ids;
@@ -325,8 +350,13 @@ ojson CompletionService::tokenize(const ojson& body) const {
   out["max_model_len"] = engine_.ctx();
   auto wp = body.find("with_pieces");
   if (wp != body.end() && wp->is_boolean() && wp->get<bool>()) {
+    // Each token's exact contribution to decode(tokens) (" upon", "<s>"), as logprobs show it.
     ojson pieces = ojson::array();
-    for (int32_t id : ids) pieces.push_back(valid_utf8(token_bytes(id)));
+    StreamDecoder dec(tok, /*skip_special=*/false);
+    for (int32_t id : ids) {
+      dec.push(id);
+      pieces.push_back(alternative({id, 0, dec.last_bytes()}).token);
+    }
     out["pieces"] = std::move(pieces);
   }
   return out;

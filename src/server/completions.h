@@ -60,9 +60,14 @@ class CompletionService {
   std::string render_chat(const GenerationRequest& req) const;
 
  private:
-  std::vector<int32_t> encode_text(const std::string& text) const;
-  std::string token_bytes(int32_t id) const;
-  ojson logprobs_json(bool chat, const std::vector<TokenOut>& toks, size_t text_offset) const;
+  // encode_prompt (the one BOS rule); a double BOS is logged as a warning.
+  std::vector<int32_t> encode_text(const std::string& text, bool from_template,
+                                   bool add_special = true) const;
+  // How an alternative shows in logprobs: the text it would have added; "bytes:\xNN" for part of
+  // a character; a special token's name.
+  LogprobToken alternative(const TokenAlt& a) const;
+  // text_offset: the first token's offset (characters) in the choice's text; advanced past them.
+  ojson logprobs_json(bool chat, const std::vector<TokenOut>& toks, size_t& text_offset) const;
 
   Engine& engine_;
   Scheduler& scheduler_;

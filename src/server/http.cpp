@@ -149,12 +149,26 @@ struct HttpServer::Impl {
     svr.Post("/detokenize", api(true, [this](const Request& req, Response& res) {
                send_json(res, service.detokenize(parse_json_body(req.body)));
              }));
-    // The POST routes answer other methods with 405 rather than 404.
-    for (const char* path :
-         {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
-      svr.Get(path, [](const Request& req, Response& res) {
-        send_error(res, ApiError(405, "Use POST for " + req.path + "."));
-      });
+    // Known routes answer the other methods with 405 and an Allow header, not 404.
+    auto not_allowed = [](const char* allow) {
+      return [allow](const Request& req, Response& res) {
+        send_error(res, ApiError(405, "Method " + req.method + " is not allowed for " + req.path +
+                                          "; use " + allow + "."));
+        res.set_header("Allow", std::string(allow) + ", OPTIONS");
+      };
+    };
+    for (const char* path : {"/v1/chat/completions", "/chat/completions", "/v1/completions",
+                             "/completions", "/tokenize", "/detokenize"}) {
+      svr.Get(path, not_allowed("POST"));
+      svr.Put(path, not_allowed("POST"));
+      svr.Delete(path, not_allowed("POST"));
+      svr.Patch(path, not_allowed("POST"));
+    }
+    for (const char* path : {"/", "/health", "/metrics", "/v1/models", "/v1/models/(.+)"}) {
+      svr.Post(path, not_allowed("GET"));
+      svr.Put(path, not_allowed("GET"));
+      svr.Delete(path, not_allowed("GET"));
+      svr.Patch(path, not_allowed("GET"));
     }
     svr.Options(".*", [](const Request&, Response& res) { res.status = 204; });
     svr.set_error_handler([](const Request& req, Response& res) {

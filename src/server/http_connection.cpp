@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace perfx::server {
 namespace {
@@ -41,32 +43,59 @@ int wait_fd(int fd, short events, time_t sec, time_t usec) {
   return r;
 }
 
+// Lower-case ASCII.
+std::string lower(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+  return s;
+}
+
 // A blocking socket stream with a small read buffer (httplib reads request lines byte by byte).
+// It also reads each request's header block ahead and gives a body-carrying method without
+// Content-Length or Transfer-Encoding "Content-Length: 0": such a request has no body (RFC 9112
+// §6.3), but httplib 0.11 would read one until the connection closes (`curl -X POST` with no
+// data waited for the 30 s read timeout).
 class SocketStream : public httplib::Stream {
  public:
   SocketStream(int fd, time_t rs, time_t ru, time_t ws, time_t wu)
       : fd_(fd), read_sec_(rs), read_usec_(ru), write_sec_(ws), write_usec_(wu) {}
 
-  bool is_readable() const override { return wait_fd(fd_, POLLIN, read_sec_, read_usec_) > 0; }
+  /// The next read() starts a request.
+  void begin_request() { at_request_ = true; }
+  /// Bytes already read from the socket and not yet consumed (a pipelined request).
+  bool has_pending() const { return off_ < pending_.size(); }
+
+  bool is_readable() const override {
+    return off_ < pending_.size() || wait_fd(fd_, POLLIN, read_sec_, read_usec_) > 0;
+  }
   bool is_writable() const override {
     return client_connected(fd_) && wait_fd(fd_, POLLOUT, write_sec_, write_usec_) > 0;
   }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (off_ < len_) {
-      size_t n = std::min(size, len_ - off_);
-      std::memcpy(ptr, buf_ + off_, n);
+    if (at_request_) {
+      at_request_ = false;
+      read_header_block();
+    }
+    if (off_ < pending_.size()) {
+      size_t n = std::min(size, pending_.size() - off_);
+      std::memcpy(ptr, pending_.data() + off_, n);
       off_ += n;
+      if (off_ == pending_.size()) {
+        pending_.clear();
+        off_ = 0;
+      }
       return (ssize_t)n;
     }
-    if (!is_readable()) return -1;
+    if (wait_fd(fd_, POLLIN, read_sec_, read_usec_) <= 0) return -1;
     if (size >= sizeof buf_) return recv_some(ptr, size);
     ssize_t n = recv_some(buf_, sizeof buf_);
     if (n <= 0) return n;
-    len_ = (size_t)n;
-    off_ = std::min(size, len_);
-    std::memcpy(ptr, buf_, off_);
-    return (ssize_t)off_;
+    const size_t k = std::min(size, (size_t)n);
+    std::memcpy(ptr, buf_, k);
+    pending_.assign(buf_ + k, (size_t)n - k);
+    off_ = 0;
+    return (ssize_t)k;
   }
 
   ssize_t write(const char* ptr, size_t size) override {
@@ -105,10 +134,36 @@ class SocketStream : public httplib::Stream {
     return r;
   }
 
+  // Reads until the end of the header block is buffered (or 64 KiB, EOF, the read timeout; httplib
+  // then reports the error), and adds "Content-Length: 0" where the request has no body framing.
+  void read_header_block() {
+    constexpr size_t kMaxHead = 64 * 1024;
+    while (pending_.find("\r\n\r\n", off_) == std::string::npos &&
+           pending_.size() - off_ < kMaxHead) {
+      if (wait_fd(fd_, POLLIN, read_sec_, read_usec_) <= 0) return;
+      ssize_t n = recv_some(buf_, sizeof buf_);
+      if (n <= 0) return;
+      pending_.append(buf_, (size_t)n);
+    }
+    const size_t end = pending_.find("\r\n\r\n", off_);
+    if (end == std::string::npos) return;
+    size_t line = pending_.find_first_not_of("\r\n", off_);  // (stray CRLFs before a request)
+    const std::string method = pending_.substr(line, pending_.find(' ', line) - line);
+    if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return;
+    for (line = pending_.find("\r\n", line) + 2; line < end + 2;
+         line = pending_.find("\r\n", line) + 2) {
+      const std::string name = lower(pending_.substr(line, pending_.find(':', line) - line));
+      if (name == "content-length" || name == "transfer-encoding") return;
+    }
+    pending_.insert(end + 2, "Content-Length: 0\r\n");
+  }
+
   int fd_;
   time_t read_sec_, read_usec_, write_sec_, write_usec_;
   char buf_[4096];
-  size_t off_ = 0, len_ = 0;
+  std::string pending_;  // bytes read from the socket and not yet returned, from off_
+  size_t off_ = 0;
+  bool at_request_ = false;
 };
 
 }  // namespace
@@ -143,7 +198,13 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
     // Wait (in short slices, so that stop() is noticed) for the next request on this connection.
     bool readable = false;
     for (time_t waited_ms = 0; waited_ms <= keep_alive_timeout_sec_ * 1000; waited_ms += 50) {
-      if (!is_running()) break;
+      // stop() closes the listening socket at once (is_running() stays true until every
+      // connection thread has returned), so an idle keep-alive connection ends within 50 ms.
+      if (!is_running() || svr_sock_ == INVALID_SOCKET) break;
+      if (strm.has_pending()) {
+        readable = true;
+        break;
+      }
       int r = wait_fd(sock, POLLIN, 0, 50000);
       if (r < 0) break;
       if (r > 0) {
@@ -153,6 +214,7 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
     }
     if (!readable) break;
     bool connection_closed = false;
+    strm.begin_request();
     ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
     if (!ret || connection_closed) break;
     --count;

@@ -107,8 +107,8 @@ std::string Metrics::render() const {
              std::to_string(kv.first.second) + "\"} " + std::to_string(kv.second) + "\n";
     }
     header(out, "perfx_requests_total", "counter",
-           "Generation requests finished, by finish reason (stop, length, cancelled, timeout, "
-           "error).");
+           "Generation requests finished, by finish reason (stop, length, abort, cancelled, "
+           "timeout, error).");
     for (const auto& kv : finished_) {
       out += "perfx_requests_total{finish_reason=\"" + escape_label(kv.first) + "\"} " +
              std::to_string(kv.second) + "\n";

@@ -451,21 +451,20 @@ ojson usage_chunk(bool chat, const std::string& id, int64_t created, const std::
   return out;
 }
 
-ojson chat_logprob_entry(const std::string& token_bytes, float logprob,
-                         const std::vector<std::pair<std::string, float>>& top) {
+ojson chat_logprob_entry(const LogprobToken& t, const std::vector<LogprobToken>& top) {
   auto bytes = [](const std::string& s) {
     ojson b = ojson::array();
     for (unsigned char c : s) b.push_back((int)c);
     return b;
   };
   ojson e;
-  e["token"] = valid_utf8(token_bytes);
-  e["logprob"] = logprob;
-  e["bytes"] = bytes(token_bytes);
+  e["token"] = valid_utf8(t.token);
+  e["logprob"] = t.logprob;
+  e["bytes"] = bytes(t.bytes);
   ojson tops = ojson::array();
-  for (const auto& t : top)
+  for (const auto& a : top)
     tops.push_back(
-        ojson{{"token", valid_utf8(t.first)}, {"logprob", t.second}, {"bytes", bytes(t.first)}});
+        ojson{{"token", valid_utf8(a.token)}, {"logprob", a.logprob}, {"bytes", bytes(a.bytes)}});
   e["top_logprobs"] = std::move(tops);
   return e;
 }

@@ -97,9 +97,15 @@ ojson stream_chunk(bool chat, const std::string& id, int64_t created, const std:
 ojson usage_chunk(bool chat, const std::string& id, int64_t created, const std::string& model,
                   const Usage& usage);
 
-/// One token's entry in chat logprobs: {"token", "logprob", "bytes", "top_logprobs"}.
-ojson chat_logprob_entry(const std::string& token_bytes, float logprob,
-                         const std::vector<std::pair<std::string, float>>& top);
+/// A token as logprobs show it: its string, its raw bytes, its log-probability.
+struct LogprobToken {
+  std::string token;  // shown as is (made valid UTF-8)
+  std::string bytes;  // shown as a list of byte values
+  float logprob = 0;
+};
+/// One token's entry in chat logprobs: {"token", "logprob", "bytes", "top_logprobs": [{"token",
+/// "logprob", "bytes"}]}.
+ojson chat_logprob_entry(const LogprobToken& t, const std::vector<LogprobToken>& top);
 /// Text that is valid UTF-8 (invalid bytes become U+FFFD), for JSON output.
 std::string valid_utf8(const std::string& s);
 

@@ -22,10 +22,11 @@ struct Scheduler::Seq {
         index(idx),
         spec(std::move(sp)),
         sampler(spec.sampling),
-        decoder(tok),
+        decoder(tok, /*skip_special=*/true, spec.prompt),  // text continues the prompt's
         stop(spec.stop) {
     tokens = std::move(spec.prompt);
     n_prompt = (int)tokens.size();
+    for (int32_t t : tokens) sampler.accept_prompt(t);
   }
 
   std::shared_ptr<RequestHandle> req;
@@ -114,7 +115,9 @@ void Scheduler::stop() {
     left.swap(waiting_);
   }
   for (auto& s : left) fail(*s, 503, "the server is shutting down");
-  for (auto& s : running_) fail(*s, 503, "the server is shutting down");
+  // Running sequences end now with what they generated, marked as aborted (vLLM's "abort"), so a
+  // client can tell the reply was cut short.
+  for (auto& s : running_) finish(*s, "abort");
   running_.clear();
   n_running_ = 0;
 }
@@ -454,14 +457,25 @@ void Scheduler::on_token(Seq& s, int32_t tok, const float* raw) {
   e.token.id = tok;
   if (s.spec.logprobs >= 0 && raw) {
     e.token.logprob = token_logprob(raw, vocab_, tok);
-    if (s.spec.logprobs > 0) e.token.top = top_logprobs(raw, vocab_, s.spec.logprobs);
+    if (s.spec.logprobs > 0) {
+      // Each alternative's text as if it had been chosen here (before the chosen one is pushed).
+      for (const TokenLogprob& a : top_logprobs(raw, vocab_, s.spec.logprobs))
+        e.token.top.push_back({a.id, a.logprob, s.decoder.peek(a.id).bytes});
+    }
   }
-  e.text = s.stop.push(s.decoder.push(tok));
+  const bool at_length = s.generated >= s.spec.max_tokens || (int)s.tokens.size() >= engine_.ctx();
+  std::string piece = s.decoder.push(tok);
+  if (s.spec.logprobs >= 0) e.token.bytes = s.decoder.last_bytes();
+  // The last token also releases what the detokenizer still holds (a partial character becomes
+  // U+FFFD), so that the tokens' texts add up to the choice's text.
+  if (at_length) piece += s.decoder.finish();
+  if (s.spec.logprobs >= 0) e.token.text = piece;
+  e.text = s.stop.push(piece);
   const bool stopped = s.stop.stopped();
   s.req->push(std::move(e));
   if (stopped) {
     finish(s, "stop");
-  } else if (s.generated >= s.spec.max_tokens || (int)s.tokens.size() >= engine_.ctx()) {
+  } else if (at_length) {
     finish(s, "length");
   }
 }

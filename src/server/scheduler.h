@@ -50,11 +50,21 @@ struct SequenceSpec {
   int logprobs = -1;  // -1: none; 0: the chosen token's; k > 0: also the k most likely
 };
 
-/// A generated token with its log-probability (filled when logprobs were asked for).
+/// An alternative to a generated token (logprobs).
+struct TokenAlt {
+  int32_t id = 0;
+  float logprob = 0;
+  std::string bytes;  // the raw bytes it would have added to the text had it been chosen
+};
+
+/// A generated token with its log-probability and text (filled when logprobs were asked for).
 struct TokenOut {
   int32_t id = 0;
   float logprob = 0;
-  std::vector<TokenLogprob> top;
+  std::string text;   // the text it released (the detokenizer's, before stop strings): a choice's
+                      // tokens' texts concatenate to its text (unless a stop string cut it)
+  std::string bytes;  // its raw bytes: its exact contribution, maybe part of a UTF-8 character
+  std::vector<TokenAlt> top;  // the most likely tokens, most likely first
 };
 
 /// Something that happened to one sequence of a request.
@@ -64,7 +74,7 @@ struct Event {
   int index = 0;              // which sequence of the request
   std::string text;           // Token / Finished: text released now (may be empty)
   TokenOut token;             // Token
-  std::string finish_reason;  // Finished: "stop" | "length"
+  std::string finish_reason;  // Finished: "stop" | "length" | "abort" (server shutting down)
   int completion_tokens = 0;  // Finished: tokens generated for this sequence
   int status = 500;           // Error: HTTP status to report
   std::string error;          // Error: message
@@ -123,7 +133,8 @@ class Scheduler {
 
   /// Starts the scheduling thread.
   void start();
-  /// Stops it; requests still queued or running get an Error event (503).
+  /// Stops it (idempotent; not from two threads at once): sequences still queued get an Error
+  /// event (503), running ones a Finished event with finish_reason "abort" and their text so far.
   void stop();
 
   /// Queues the sequences of one request. Throws QueueFull when they do not fit in the waiting

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mmap.h"
+#include "formats/gguf.h"
 #include "perfx/status.h"
 #include "perfx/tokenizer.h"
 #include "tokenizer/bpe.h"
@@ -540,6 +541,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_
 std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
   const std::string tj = dir + "/tokenizer.json";
   if (!is_directory(dir)) throw Error("tokenizer: directory '" + dir + "' not found");
+  // `perfx quantize` of a GGUF model keeps the GGUF's tokenizer this way.
+  const std::string tg = dir + "/tokenizer.gguf";
+  if (!path_exists(tj) && path_exists(tg)) return from_gguf(*gguf::File::open(tg));
   if (!path_exists(tj))
     throw Error("tokenizer: '" + tj +
                 "' not found (only tokenizer.json is supported, not "

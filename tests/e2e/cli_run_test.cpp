@@ -77,6 +77,40 @@ TEST(CliRun, DumpLogitsMatchesTransformers) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Issue 8: a continuation keeps its leading space on SentencePiece vocabularies (" there", not
+// "there"), so a stop string starting with a space fires right after the prompt.
+TEST(CliRun, ContinuationKeepsItsLeadingSpace) {
+  PERFX_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  for (const std::string& m : {shared_path("models/stories260K-hf"),
+                               shared_path("models/stories260K/stories260K.gguf")}) {
+    auto r = run_perfx("run -m " + m + " -p 'Once upon a time,' -n 8 --temp 0");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, " there was a little girl named\n") << m;
+  }
+  auto s = run_perfx("run -m " + shared_path("models/stories260K-hf") +
+                     " -p 'Once upon a' -n 8 --temp 0 --stop ' time'");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.out, "\n");
+  EXPECT_NE(s.err.find("generated 1 tokens"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("finish: stop"), std::string::npos) << s.err;
+}
+
+// Issue 8: presence / frequency penalties cover generated tokens only (OpenAI), the repetition
+// penalty the prompt too (llama.cpp). The greedy " there" is in the prompt.
+TEST(CliRun, PenaltiesCoverWhatTheyMeanElsewhere) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  const std::string base = "run -m " + shared_path("models/stories260K-hf") +
+                           " -p 'Once upon a time, there was a girl. Once upon a time,' -n 2 "
+                           "--temp 0";
+  auto plain = run_perfx(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind(" there", 0), 0u) << plain.out;
+  // 10: large enough that counting the prompt's " there" would change the pick (it did).
+  EXPECT_EQ(run_perfx(base + " --frequency-penalty 10").out, plain.out);
+  EXPECT_EQ(run_perfx(base + " --presence-penalty 10").out, plain.out);
+  EXPECT_NE(run_perfx(base + " --repeat-penalty 3").out, plain.out);
+}
+
 // "prompt P tokens ... generated G tokens" from run's stats line; -1 when absent.
 std::pair<int, int> prompt_and_generated(const std::string& err) {
   const size_t p = err.find("perfx: prompt "), g = err.find("; generated ");
@@ -169,6 +203,39 @@ TEST(CliTokenize, DefaultModelIds) {
   EXPECT_EQ(r.out, "0 1145 260 1998\n");  // from models/default/reference_greedy.json (HF tokenizer)
 }
 
+// Issue 8: one BOS rule: tokenize shows the ids run feeds the model (and --dump-logits writes); a
+// BOS written in the prompt is kept beside the added one, with one warning line.
+TEST(CliTokenize, SameIdsAsRunWithOneBosRule) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  const std::string m = shared_path("models/stories260K-hf");
+  auto t = run_perfx("tokenize -m " + m + " -p '<s>Once upon a time'");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out, "1 1 403 407 261 378\n");
+  const std::string warning = "perfx: warning: the prompt starts with the BOS text '<s>'";
+  EXPECT_NE(t.err.find(warning), std::string::npos) << t.err;
+  const std::string dir = make_temp_dir("bos");
+  auto r = run_perfx("run -m " + m + " -p '<s>Once upon a time' -n 0 --dump-logits " + dir +
+                     "/l.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = SafetensorsFile::open(dir + "/l.safetensors");
+  const TensorView* ids = f->find("input_ids");
+  ASSERT_TRUE(ids);
+  ASSERT_EQ(ids->shape, std::vector<int64_t>{6});
+  const int32_t* p = static_cast<const int32_t*>(ids->data);
+  EXPECT_EQ(std::vector<int32_t>(p, p + 6), (std::vector<int32_t>{1, 1, 403, 407, 261, 378}));
+  EXPECT_EQ(r.err.find(warning), r.err.rfind(warning)) << "one warning line\n" << r.err;
+  EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
+  std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(run_perfx("tokenize -m " + m + " -p ''").out, "1\n");
+  EXPECT_EQ(run_perfx("tokenize -m " + m + " -p '' --no-bos").out, "\n");
+  if (path_exists_for_test(shared_path("tokenizers/llama3/tokenizer.json"))) {
+    // No BOS by default (as HF for this tokenizer.json); an empty prompt starts from BOS, as in run.
+    const std::string l3 = shared_path("tokenizers/llama3");
+    EXPECT_EQ(run_perfx("tokenize -m " + l3 + " -p 'Hello world'").out, "9906 1917\n");
+    EXPECT_EQ(run_perfx("tokenize -m " + l3 + " -p ''").out, "128000\n");
+  }
+}
+
 // ---- bad input: one clear line, non-zero exit, no crash
 void expect_error(const std::string& args, const std::string& needle) {
   auto r = run_perfx(args);
@@ -184,6 +251,14 @@ std::string copy_default(const std::string& tag) {
 }
 
 TEST(CliErrors, MissingModel) { expect_error("run -m /nonexistent/model -p hi", "does not exist"); }
+
+// Issue 8: a sampled run announced its random seed before failing to load: the error is the only
+// line now (the seed is printed when generation starts).
+TEST(CliErrors, ABadModelGivesOnlyTheErrorLine) {
+  auto r = run_perfx("run -m /nonexistent/model -p hi --temp 0.8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "perfx: error: model path '/nonexistent/model' does not exist\n");
+}
 
 TEST(CliErrors, NotAModel) {
   const std::string dir = make_temp_dir("notmodel");
@@ -275,6 +350,48 @@ TEST(CliErrors, AbsurdFlags) {
   auto p = run_perfx("run -p 'In the beginning God created the heaven and the earth' -c 4");
   EXPECT_EQ(p.exit_code, 1);
   EXPECT_NE(p.err.find("context size"), std::string::npos) << p.err;
+}
+
+// Issue 8: a typo or a missing subcommand names the word and lists the subcommands (was "A
+// subcommand is required").
+TEST(CliErrors, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
+  const std::string list = "run, tokenize, quantize, perplexity, serve";
+  for (const char* word : {"runn", "benchmark"}) {
+    auto r = run_perfx(std::string(word) + " -p hi");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find(std::string("perfx: error: unknown subcommand '") + word + "'"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(list), std::string::npos) << r.err;
+  }
+  auto none = run_perfx("");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("a subcommand is required: " + list), std::string::npos) << none.err;
+  EXPECT_EQ(run_perfx("--version").exit_code, 0);
+}
+
+// Issue 8: `perfx run -f FILE` reads the prompt from a file (as llama.cpp: one trailing newline
+// dropped); --dump-logits onto a folder is a plain error before the model loads.
+TEST(CliRun, PromptFromAFileAndDumpLogitsOntoAFolder) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  const std::string m = shared_path("models/stories260K-hf");
+  const std::string dir = make_temp_dir("promptfile");
+  write_file(dir + "/p.txt", "Once upon a time,\n");
+  auto f = run_perfx("run -m " + m + " -f " + dir + "/p.txt -n 4 --temp 0");
+  auto p = run_perfx("run -m " + m + " -p 'Once upon a time,' -n 4 --temp 0");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  EXPECT_EQ(f.out, p.out);
+  EXPECT_EQ(f.out, " there was a little\n");
+  EXPECT_EQ(run_perfx("tokenize -m " + m + " -f " + dir + "/p.txt").out,
+            run_perfx("tokenize -m " + m + " -p 'Once upon a time,'").out);
+  expect_error("run -m " + m + " -f " + dir + "/p.txt -p x", "not both");
+  expect_error("run -m " + m + " -f " + dir + "/missing.txt", "-f: '" + dir + "/missing.txt' does not exist");
+  expect_error("run -m " + m + " -f " + dir, "is a folder");
+  auto d = run_perfx("run -m " + m + " -p hi -n 1 --dump-logits " + dir);
+  EXPECT_EQ(d.exit_code, 1);
+  EXPECT_EQ(d.err, "perfx: error: --dump-logits: '" + dir + "' is a folder; give a file path such as '" +
+                       dir + "/logits.safetensors'\n");
+  std::system(("rm -rf " + dir).c_str());
 }
 
 // Fresh-user run: a flag given twice was an error ("At Most 1 required"); the last value wins.

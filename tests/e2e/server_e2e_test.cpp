@@ -3,6 +3,7 @@
 // regression guard; the measured scale-up is in docs/SERVING.md); malformed requests; client
 // disconnects; flags; and the node tests (official OpenAI client, chat page in headless Chromium).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -298,6 +299,112 @@ TEST(ServeE2E, ApiKeyAndBadFlags) {
   r = run_perfx("serve -m /nonexistent/model");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("/nonexistent/model"), std::string::npos) << r.err;
+}
+
+// Reads from `fd` until `needle` arrives, the peer closes or `limit` passes.
+std::string read_until(int fd, const std::string& needle, std::chrono::milliseconds limit) {
+  std::string got;
+  char buf[4096];
+  const auto t0 = Clock::now();
+  while (got.find(needle) == std::string::npos && Clock::now() - t0 < limit) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, (size_t)n);
+  }
+  return got;
+}
+
+// Issue 8: SIGTERM with a keep-alive connection open exited only after the keep-alive timeout
+// (~5 s), and an in-flight stream ran on to a normal-looking "length". Now the process exits
+// within a second and the stream ends with finish_reason "abort" and [DONE].
+TEST(ServeE2E, SigtermAbortsInFlightStreamsAndExitsPromptly) {
+  REQUIRE_DEFAULT_MODEL();
+  {  // idle, one keep-alive connection open
+    ServerProcess srv("-m " + sh_quote(default_model()));
+    ASSERT_TRUE(srv.ok()) << srv.log();
+    int fd = connect_loopback(srv.port());
+    ASSERT_GE(fd, 0);
+    const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(send(fd, req.data(), req.size(), 0), (ssize_t)req.size());
+    ASSERT_NE(read_until(fd, "\"ok\"", std::chrono::seconds(10)).find("\"ok\""), std::string::npos);
+    const auto t0 = Clock::now();
+    EXPECT_EQ(srv.stop(), 0) << srv.log();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::printf("[ perfx ] idle server with a keep-alive connection exited %.3f s after SIGTERM\n",
+                s);
+    EXPECT_LT(s, 1.0);
+    close(fd);
+  }
+  // A long stream in flight (4000 tokens at a context beyond the trained one).
+  ServerProcess srv("-m " + sh_quote(default_model()) + " -c 4096 -t 1");
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  int fd = connect_loopback(srv.port());
+  ASSERT_GE(fd, 0);
+  const std::string body =
+      R"({"prompt": "In the beginning", "max_tokens": 4000, "ignore_eos": true, "stream": true})";
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_EQ(send(fd, req.data(), req.size(), 0), (ssize_t)req.size());
+  std::string got = read_until(fd, "\"text\"", std::chrono::seconds(30));
+  ASSERT_NE(got.find("\"text\""), std::string::npos) << got;
+  const auto t0 = Clock::now();
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("[ perfx ] server with a stream in flight exited %.3f s after SIGTERM\n", s);
+  EXPECT_LT(s, 1.0);
+  got += read_until(fd, "[DONE]", std::chrono::seconds(5));
+  close(fd);
+  EXPECT_NE(got.find("\"finish_reason\":\"abort\""), std::string::npos)
+      << got.substr(got.size() - std::min<size_t>(got.size(), 600));
+  EXPECT_EQ(got.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(got.find("data: [DONE]"), std::string::npos);
+}
+
+// Issue 8, the reported examples on stories260K (SentencePiece vocabulary, real model): the
+// continuation keeps its space (plain, streamed, echo); logprobs 11 gives 11 entries, " l" and
+// "l" apart; a prompt written with "<s>" keeps both BOS as /tokenize reports; the repetition
+// penalty sees the prompt.
+TEST(ServeE2E, Stories260KTextExamples) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  ServerProcess srv("-m " + sh_quote(shared_path("models/stories260K-hf")));
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  auto post = [&](const json& body) {
+    HttpResponse r = http_request(srv.port(), "POST", "/v1/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body) : json();
+  };
+  const json greedy = {{"prompt", "Once upon a time,"}, {"max_tokens", 4}, {"temperature", 0}};
+  EXPECT_EQ(post(greedy)["choices"][0]["text"], " there was a little");
+  EXPECT_EQ(stream_completion(srv.port(), "Once upon a time,", 4).text, " there was a little");
+  json echo = greedy;
+  echo["echo"] = true;
+  EXPECT_EQ(post(echo)["choices"][0]["text"], "Once upon a time, there was a little");
+
+  const json lp = post({{"prompt", "Once upon a time, there was a"},
+                        {"max_tokens", 1},
+                        {"temperature", 0},
+                        {"logprobs", 11}})["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"][0], " little");
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 11u) << lp.dump();
+  EXPECT_TRUE(lp["top_logprobs"][0].contains(" l")) << lp.dump();
+
+  const json bos = post({{"prompt", "<s>Once upon a time"}, {"max_tokens", 1}, {"temperature", 0}});
+  const HttpResponse t =
+      http_request(srv.port(), "POST", "/tokenize", R"({"prompt": "<s>Once upon a time"})");
+  ASSERT_EQ(t.status, 200);
+  EXPECT_EQ(json::parse(t.body)["tokens"], json::parse("[1, 1, 403, 407, 261, 378]"));
+  EXPECT_EQ(bos["usage"]["prompt_tokens"], 6);
+  EXPECT_NE(srv.log().find("perfx serve: warning: the prompt starts with the BOS text '<s>'"),
+            std::string::npos)
+      << srv.log();
+
+  json rep = {{"prompt", "Lily, Lily,"}, {"max_tokens", 12}, {"temperature", 0}};
+  const std::string plain = post(rep)["choices"][0]["text"];
+  rep["repetition_penalty"] = 1.3;
+  EXPECT_NE(post(rep)["choices"][0]["text"], plain) << "the prompt's 'Lily' is penalised";
 }
 
 TEST(ServeE2E, SecondServerOnTheSamePortFails) {

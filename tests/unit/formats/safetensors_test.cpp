@@ -211,6 +211,35 @@ TEST(Safetensors, ShardedFolderRoundTrip) {
   EXPECT_EQ(x, 4.0f);
 }
 
+// Issue 8: a valid sharded checkpoint plus a stray model.safetensors used to load the stray file.
+// It is ambiguous (both named); an index that lists model.safetensors as its shard is not.
+TEST(Safetensors, ShardedFolderWithAStrayModelSafetensorsIsAmbiguous) {
+  std::vector<float> w = {1, 2}, stray = {9, 9};
+  {
+    TempDir d;
+    write_safetensors(d.file("model-00001-of-00001.safetensors"),
+                      {{"a", DType::F32, {2}, w.data(), 8}});
+    test::write_text(d.file("model.safetensors.index.json"),
+                     R"({"weight_map": {"a": "model-00001-of-00001.safetensors"}})");
+    ASSERT_NE(SafetensorsFolder::open(d.path())->find("a"), nullptr);
+    write_safetensors(d.file("model.safetensors"), {{"a", DType::F32, {2}, stray.data(), 8}});
+    const std::string e = error_of([&] { SafetensorsFolder::open(d.path()); });
+    EXPECT_THAT(e, HasSubstr("holds both model.safetensors and model.safetensors.index.json"));
+  }
+  {
+    TempDir d;
+    write_safetensors(d.file("model.safetensors"), {{"a", DType::F32, {2}, w.data(), 8}});
+    test::write_text(d.file("model.safetensors.index.json"),
+                     R"({"weight_map": {"a": "model.safetensors"}})");
+    auto folder = SafetensorsFolder::open(d.path());
+    const TensorView* t = folder->find("a");
+    ASSERT_NE(t, nullptr);
+    float x;
+    std::memcpy(&x, t->data, 4);
+    EXPECT_EQ(x, 1.0f);
+  }
+}
+
 TEST(Safetensors, ShardedFolderErrors) {
   std::vector<float> w = {1, 2};
   {  // index names a shard that does not exist

@@ -92,6 +92,54 @@ TEST(Sampler, FrequencyAndPresencePenalties) {
   EXPECT_EQ(s.sample(l.data(), 5), 4);
 }
 
+// Issue 8: what each penalty covers. logits5() = {1.0, 3.0, 2.0, 0.5, 2.9}: greedy picks 1, then 4.
+
+// Repetition penalty (llama.cpp --repeat-penalty, vLLM repetition_penalty): prompt + output.
+TEST(Sampler, RepetitionPenaltyCoversPromptTokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.repeat_penalty = 1.1f;
+  Sampler s(p);
+  s.accept_prompt(1);  // 3.0 / 1.1 = 2.73 < 2.9
+  auto l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 4);
+  // Within the window only: 64 later tokens push the prompt token out.
+  for (int i = 0; i < 64; ++i) s.accept(3);
+  l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 1);
+}
+
+// Presence penalty (OpenAI): generated tokens only.
+TEST(Sampler, PresencePenaltyIgnoresPromptTokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.presence_penalty = 0.2f;
+  Sampler s(p);
+  for (int i = 0; i < 5; ++i) s.accept_prompt(1);
+  auto l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 1);
+  s.accept(1);  // 3.0 - 0.2 < 2.9, once, however often
+  l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 4);
+}
+
+// Frequency penalty (OpenAI): generated tokens only, per occurrence.
+TEST(Sampler, FrequencyPenaltyIgnoresPromptTokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.frequency_penalty = 0.06f;
+  Sampler s(p);
+  for (int i = 0; i < 5; ++i) s.accept_prompt(1);
+  auto l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 1);
+  s.accept(1);  // 3.0 - 0.06 > 2.9
+  l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 1);
+  s.accept(1);  // 3.0 - 0.12 < 2.9
+  l = logits5();
+  EXPECT_EQ(s.sample(l.data(), 5), 4);
+}
+
 TEST(Sampler, SameSeedSameSequence) {
   SamplingParams p;
   p.temperature = 1.0f;

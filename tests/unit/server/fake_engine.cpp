@@ -53,7 +53,7 @@ std::string FakeTokenizer::id_to_token(int32_t id) const {
 
 FakeEngine::FakeEngine(FakeEngineOptions o)
     : o_(o), blocks_((o.kv_tokens + o.block_size - 1) / o.block_size, o.block_size) {
-  cfg_.vocab_size = tok_.vocab_size();
+  cfg_.vocab_size = tokenizer().vocab_size();
   cfg_.eos_token_ids = o.config_eos;
   cfg_.bos_token_id = 0;
   cfg_.max_position_embeddings = o.ctx;
@@ -146,7 +146,7 @@ void FakeEngine::step(const std::vector<StepItem>& items, StepResult& out) {
     need += blocks_.blocks_needed(it.seq, (int)it.tokens.size());
   }
   check(need <= blocks_.free_blocks(), "KV cache is full");
-  const int V = tok_.vocab_size();
+  const int V = tokenizer().vocab_size();
   out.logits.clear();
   out.tokens.assign(items.size(), -1);
   StepRecord rec;
@@ -158,9 +158,13 @@ void FakeEngine::step(const std::vector<StepItem>& items, StepResult& out) {
     rec.tokens_per_item.push_back((int)it.tokens.size());
     if (!it.want_logits) continue;
     std::vector<float> row((size_t)V, 0.0f);
-    const int32_t next = next_token(h, o_.eos_after);
-    row[(size_t)next] = 12.0f;
-    row[(size_t)((next + 1) % V)] = 1.0f;  // a runner-up for logprob tests
+    if (o_.model) {
+      o_.model(h, row);
+    } else {
+      const int32_t next = next_token(h, o_.eos_after);
+      row[(size_t)next] = 12.0f;
+      row[(size_t)((next + 1) % V)] = 1.0f;  // a runner-up for logprob tests
+    }
     if (it.copy_logits) out.logits.insert(out.logits.end(), row.begin(), row.end());
     if (it.sampler) out.tokens[i] = it.sampler->sample(row.data(), V);
   }

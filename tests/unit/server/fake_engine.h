@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,11 @@ struct FakeEngineOptions {
   int match_prefix_sleep_us = 0;  // simulated prefix-cache lookup time (widens admission races)
   int eos_after = 0;      // > 0: emit EOS once a sequence has this many tokens
   std::vector<int32_t> config_eos = {1};  // the config's eos_token_id(s); the tokenizer's is 1
+  /// A real tokenizer to use instead of FakeTokenizer (not owned; it must outlive the engine).
+  const Tokenizer* tokenizer = nullptr;
+  /// The model, when set: writes the next-token logits after `history` into `row` (zeros, one per
+  /// vocabulary entry). Default: the history hash (next_token) at 12, its successor at 1.
+  std::function<void(const std::vector<int32_t>& history, std::vector<float>& row)> model;
 };
 
 class FakeEngine : public Engine {
@@ -56,7 +62,7 @@ class FakeEngine : public Engine {
   std::vector<int32_t> solo(const std::vector<int32_t>& prompt, int max_tokens) const;
 
   const ModelConfig& config() const override { return cfg_; }
-  const Tokenizer& tokenizer() const override { return tok_; }
+  const Tokenizer& tokenizer() const override { return o_.tokenizer ? *o_.tokenizer : tok_; }
   std::string device() const override { return "fake"; }
   int ctx() const override { return o_.ctx; }
   size_t weight_bytes() const override { return 0; }

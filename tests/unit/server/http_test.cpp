@@ -394,3 +394,64 @@ TEST(Http, TokenizeAndDetokenize) {
 
 }  // namespace
 }  // namespace perfx::server
+
+namespace perfx::server {
+namespace {
+
+// Issue 8: wrong methods on known routes get 405 with an Allow header (docs/SERVING.md), not 404.
+TEST(Http, WrongMethodsGet405WithAllow) {
+  TestServer s;
+  auto c = s.client();
+  for (const char* path :
+       {"/v1/chat/completions", "/v1/completions", "/completions", "/tokenize"}) {
+    for (int m = 0; m < 3; ++m) {
+      auto r = m == 0   ? c.Put(path, "{}", "application/json")
+               : m == 1 ? c.Delete(path)
+                        : c.Get(path);
+      ASSERT_TRUE(r) << path;
+      expect_error(r, 405);
+      EXPECT_EQ(r->get_header_value("Allow"), "POST, OPTIONS") << path;
+    }
+  }
+  for (const char* path : {"/health", "/v1/models"}) {
+    auto r = c.Post(path, "{}", "application/json");
+    ASSERT_TRUE(r) << path;
+    expect_error(r, 405);
+    EXPECT_EQ(r->get_header_value("Allow"), "GET, OPTIONS") << path;
+  }
+  expect_error(c.Put("/nowhere", "{}", "application/json"), 404);
+}
+
+// Issue 8: `curl -X POST URL` sends no body and no Content-Length; the server read a body until
+// its 30 s read timeout. Such a request has an empty body: 400 at once, and the connection keeps
+// serving (a pipelined request after it is answered too).
+TEST(Http, PostWithoutBodyFramingIsAnsweredAtOnce) {
+  TestServer s;
+  int fd = connect_to(s.port);
+  ASSERT_GE(fd, 0);
+  const std::string body = R"({"prompt": "hi", "max_tokens": 1})";
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(send(fd, req.data(), req.size(), 0), (ssize_t)req.size());
+  std::string got;
+  char buf[4096];
+  while (got.find("text_completion") == std::string::npos &&
+         std::chrono::steady_clock::now() - t0 < 10s) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, (size_t)n);
+  }
+  close(fd);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << got;
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_NE(got.find("HTTP/1.1 200", 10), std::string::npos) << got;
+  EXPECT_NE(got.find("text_completion"), std::string::npos) << got;
+}
+
+}  // namespace
+}  // namespace perfx::server

@@ -280,6 +280,36 @@ TEST(Scheduler, FreeBatchSlotsCountAsQueueRoom) {
   EXPECT_THROW(s.submit({greedy(prompt_of(engine, "d"), 5)}), ShuttingDown);
 }
 
+// Issue 8: stopping the scheduler (the server's SIGTERM) ends a running sequence with
+// finish_reason "abort" and its text so far (not a normal-looking "length"); a queued one gets 503.
+TEST(Scheduler, StopAbortsRunningSequencesAndFailsQueuedOnes) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 1000;
+  o.ctx = 4096;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.max_batch = 1;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  auto running = s.submit({greedy(prompt_of(engine, "a"), 3000)});
+  auto queued = s.submit({greedy(prompt_of(engine, "b"), 5)});
+  Result r;
+  while (r.ids.size() < 3)
+    for (auto& e : running->wait(20ms))
+      if (e.kind == Event::Kind::Token) {
+        r.ids.push_back(e.token.id);
+        r.text += e.text;
+      }
+  s.stop();
+  Result rest = run_to_end(*running, 5s);
+  EXPECT_EQ(rest.error, "");
+  EXPECT_EQ(rest.finish_reason, "abort");
+  EXPECT_LT(rest.completion_tokens, 3000);
+  EXPECT_EQ(rest.completion_tokens, (int)(r.ids.size() + rest.ids.size()));
+  const Result q = run_to_end(*queued, 5s);
+  EXPECT_NE(q.error.find("shutting down"), std::string::npos) << q.error;
+}
+
 TEST(Scheduler, RequestTimeoutEndsAGeneration) {
   FakeEngineOptions o;
   o.step_sleep_us = 2000;

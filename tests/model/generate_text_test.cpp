@@ -1,0 +1,58 @@
+// Engine::generate on stories260K (issue 8): the text continues the prompt (its leading space
+// kept), and the penalties cover what they do in the server (repetition: prompt + output;
+// presence / frequency: output only).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "perfx/engine.h"
+#include "support/test_support.h"
+
+namespace perfx::test {
+namespace {
+
+std::unique_ptr<Engine> stories() {
+  EngineOptions eo;
+  eo.model_path = shared_path("models/stories260K-hf");
+  eo.n_threads = 2;
+  return Engine::load(eo);
+}
+
+Engine::GenerateResult greedy(Engine& e, const std::string& prompt, int n,
+                              void (*tweak)(SamplingParams&) = nullptr) {
+  Engine::GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  if (tweak) tweak(o.sampling);
+  return e.generate(encode_prompt(e.tokenizer(), prompt), o, nullptr);
+}
+
+TEST(GenerateText, ContinuationKeepsItsLeadingSpace) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  auto e = stories();
+  EXPECT_EQ(greedy(*e, "Once upon a time,", 8).text, " there was a little girl named");
+  // After the BOS alone the text starts the sequence (golden_greedy_n256.txt starts "Once").
+  EXPECT_EQ(greedy(*e, "", 2).text, "Once upon");
+}
+
+TEST(GenerateText, PresenceAndFrequencyPenaltiesIgnoreThePrompt) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  auto e = stories();
+  const std::string prompt = "Once upon a time, there was a girl. Once upon a time,";
+  const std::vector<int32_t> ids = encode_prompt(e->tokenizer(), prompt);
+  const auto plain = greedy(*e, prompt, 1);
+  ASSERT_EQ(plain.output_ids.size(), 1u);
+  // The greedy token (" there") is in the prompt, so counting the prompt would change it.
+  ASSERT_NE(std::find(ids.begin(), ids.end(), plain.output_ids[0]), ids.end());
+  // 10: large enough that counting the prompt's " there" would change the pick.
+  const auto presence = greedy(*e, prompt, 1, [](SamplingParams& p) { p.presence_penalty = 10; });
+  const auto frequency = greedy(*e, prompt, 1, [](SamplingParams& p) { p.frequency_penalty = 10; });
+  EXPECT_EQ(presence.output_ids, plain.output_ids);
+  EXPECT_EQ(frequency.output_ids, plain.output_ids);
+  // The repetition penalty does count the prompt.
+  const auto rep = greedy(*e, prompt, 1, [](SamplingParams& p) { p.repeat_penalty = 3; });
+  EXPECT_NE(rep.output_ids, plain.output_ids);
+}
+
+}  // namespace
+}  // namespace perfx::test
