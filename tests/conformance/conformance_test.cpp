@@ -183,11 +183,10 @@ void expect_close(const std::vector<float>& out, const std::vector<double>& ref,
 class Conformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    try {
-      dev_ = std::make_unique<Dev>(create_backend(GetParam(), 2));
-    } catch (const std::exception& e) {
-      GTEST_SKIP() << "device '" << GetParam() << "' unavailable here: " << e.what();
-    }
+    std::string why;
+    if (!device_available(GetParam(), &why))
+      GTEST_SKIP() << "device '" << GetParam() << "' unavailable here: " << why;
+    dev_ = std::make_unique<Dev>(create_backend(GetParam(), 2));
   }
   Dev& d() { return *dev_; }
   double tol() const { return tolerance(dev_->act()); }

@@ -72,14 +72,9 @@ TEST_P(BackendParity, LogitsMatchTransformers) {
   std::vector<float> want;
   int64_t vref = 0, v = 0;
   read_reference(ref, &ids, &want, &vref);
-  std::vector<float> got;
-  try {
-    got = model_logits(model, ids, &v, device);
-  } catch (const std::exception& e) {
-    if (std::string(e.what()).find("device") != std::string::npos && device != "f16-ref")
-      GTEST_SKIP() << "device '" << device << "' unavailable here: " << e.what();
-    throw;
-  }
+  std::string why;
+  if (!device_available(device, &why)) GTEST_SKIP() << "device '" << device << "' unavailable here: " << why;
+  const std::vector<float> got = model_logits(model, ids, &v, device);
   ASSERT_EQ(v, vref);
   ASSERT_EQ(got.size(), want.size());
   // The AWQ fixtures' references are transformers on the dequantized weights: the CPU matches them

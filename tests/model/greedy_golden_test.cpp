@@ -87,12 +87,9 @@ std::unique_ptr<Engine> load_on(const std::string& model, const std::string& dev
   eo.model_path = model;
   eo.n_threads = 2;
   eo.device = device;
-  try {
-    return Engine::load(eo);
-  } catch (const std::exception& e) {
-    if (device != "f16-ref" && std::string(e.what()).find("device") != std::string::npos) return nullptr;
-    throw;
-  }
+  std::string why;
+  if (!device_available(device, &why)) return nullptr;
+  return Engine::load(eo);
 }
 
 TEST_P(GreedyOnDevice, Stories260kHf256Tokens) {

@@ -54,4 +54,8 @@ bool fixtures_required();
 /// Devices named in the environment variable PERFX_TEST_DEVICE (comma-separated, e.g.
 /// "cuda:0,opencl"), in order, without duplicates; empty when unset.
 std::vector<std::string> env_test_devices();
+
+/// True when create_backend(device) succeeds here; otherwise false with the reason in *why (a test
+/// skips then: no GPU, not compiled in). Errors after creation must fail the test, not skip it.
+bool device_available(const std::string& device, std::string* why);
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# One GPU-machine call for the CUDA backend: the kernel tests (linear, attention: correctness,
+# compute-sanitizer, microbenchmarks), the backend conformance suite and the model parity / greedy
+# tests on cuda:0 (fp16, then bf16), compute-sanitizer memcheck over the conformance suite, and
+# perfx bench at real sizes (random weights in the exact TinyLlama-1.1B and Llama-2-7B shapes).
+#
+# Binaries are built on the development machine (tools/device/pack_cuda_bins.sh) and carried as
+# .devpack/bin.tar.xz with the libraries the GPU machine lacks in .devpack/lib (BUILD=1 builds
+# there instead, with .devdeps from shared/tools/pack-devdeps.sh); .devshared holds the shared model
+# fixtures. Every log goes into $OUT/logs.tar.gz; the summary is printed last.
+# Steps: STEPS="kernels conformance model memcheck bench" (default all).
+#   run: command "bash tools/device/cuda_check.sh", carry [".devpack", ".devshared"]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/perfx_out}
+L=/tmp/perfx_logs
+rm -rf "$L" && mkdir -p "$L" "$OUT"
+export LD_LIBRARY_PATH="$ROOT/.devpack/lib:$ROOT/.devdeps/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+export PERFX_SHARED_DIR="$ROOT/.devshared"
+STEPS=${STEPS:-"kernels conformance model memcheck bench"}
+B=$ROOT/.devbin
+if [ -f "$ROOT/.devpack/bin.tar.xz" ]; then
+  mkdir -p /tmp/devbin && tar -xJf "$ROOT/.devpack/bin.tar.xz" -C /tmp/devbin && B=/tmp/devbin/.devbin
+fi
+T0=$(date +%s)
+SUM=$L/summary.txt
+: > "$SUM"
+note() { echo "$*" | tee -a "$SUM"; }
+finish() {
+  tar -czf "$OUT/logs.tar.gz" -C /tmp perfx_logs 2> /dev/null
+  echo "==================== SUMMARY ($(( $(date +%s) - T0 )) s)"
+  cat "$SUM"
+}
+trap finish EXIT
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+if [ "${BUILD:-0}" = 1 ]; then
+  cmake -S . -B /tmp/bcuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPERFX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DPERFX_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH="$ROOT/.devdeps" -DPCRE2_INCLUDE_DIR="$ROOT/.devdeps/include" \
+    -DHTTPLIB_INCLUDE="$ROOT/.devdeps/include" \
+    -DHTTPLIB_LIB="$ROOT/.devdeps/lib/x86_64-linux-gnu/libcpp-httplib.so" > "$L/cmake.log" 2>&1 &&
+    cmake --build /tmp/bcuda -j16 --target perfx test_conformance test_model > "$L/build.log" 2>&1 ||
+    { note "build FAILED: $(grep -m3 error "$L/build.log")"; exit 1; }
+  mkdir -p "$B" && cp /tmp/bcuda/perfx /tmp/bcuda/tests/test_conformance /tmp/bcuda/tests/test_model "$B/"
+fi
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader \
+  > "$L/gpu.txt" 2>&1
+note "gpu: $(head -1 "$L/gpu.txt")"
+"$B/perfx" --version > /dev/null 2>&1 || note "perfx does not start here: $("$B/perfx" --version 2>&1 | head -2)"
+
+if has kernels; then
+  t=$(date +%s)
+  PREBUILT="$B/lin/linear_kernels_test" OUT="$L/linear" timeout 170 bash tools/device/cuda_linear_kernels.sh \
+    > "$L/linear.out" 2>&1
+  note "linear kernels rc=$? ($(( $(date +%s) - t )) s):"
+  grep -E "^(gemv|gemm|dense|w8|auto|graph) +rc=|max rel err|memcheck|device-to-device" "$L/linear.out" | sed 's/^/  /' |
+    tee -a "$SUM"
+  grep -A12 "^---- first failures" "$L/linear.out" | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
+  t=$(date +%s)
+  PREBUILT="$B/attn/attention_kernels_test" OUT="$L/attn" timeout 170 bash tools/device/cuda_attention_kernels.sh \
+    > "$L/attn.out" 2>&1
+  note "attention kernels rc=$? ($(( $(date +%s) - t )) s):"
+  grep -E "SUMMARY|^\[FAIL\]|sanitizer|ERROR SUMMARY" "$L/attn.out" | head -20 | cut -c1-200 | sed 's/^/  /' |
+    tee -a "$SUM"
+fi
+
+gtest_line() { grep -E "^\[  (PASSED|FAILED)  \]|tests? ran" "$1" | tr '\n' ' '; }
+if has conformance; then
+  for dt in f16 bf16; do
+    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/test_conformance" --gtest_filter='*cuda*' \
+      > "$L/conformance_$dt.log" 2>&1
+    note "conformance cuda $dt rc=$?: $(gtest_line "$L/conformance_$dt.log")"
+    grep -E "rel err|Failure|error:" "$L/conformance_$dt.log" | head -12 | cut -c1-220 | sed 's/^/  /' | tee -a "$SUM"
+  done
+  PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/test_conformance" --perf --gtest_filter='*cuda*' > "$L/conformance_perf.log" 2>&1
+  note "conformance --perf rc=$? (per-op times in conformance_perf.log)"
+fi
+
+if has model; then
+  for dt in f16 bf16; do
+    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 180 "$B/test_model" \
+      --gtest_filter='*cuda*' > "$L/model_$dt.log" 2>&1
+    note "model parity + greedy cuda $dt rc=$?: $(gtest_line "$L/model_$dt.log")"
+    grep -E "dlogit|Failure|error:" "$L/model_$dt.log" | head -14 | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
+  done
+fi
+
+if has memcheck; then
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  PERFX_TEST_DEVICE=cuda:0 PERFX_CUDA_GRAPHS=0 timeout 240 "$SAN" --tool memcheck --error-exitcode 3 \
+    "$B/test_conformance" --gtest_filter='*cuda*' > "$L/memcheck.log" 2>&1
+  note "memcheck (conformance on cuda) rc=$?: $(grep -m1 'ERROR SUMMARY' "$L/memcheck.log")"
+  grep -m6 -E "Invalid|out of bounds|Address|Program hit" "$L/memcheck.log" | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
+fi
+
+if has bench; then
+  bench() {  # name, args...
+    local name=$1
+    shift
+    timeout 150 "$B/perfx" bench --device cuda "$@" > "$L/bench_$name.md" 2> "$L/bench_$name.err"
+    local rc=$?
+    note "bench $name rc=$rc: $(grep -E '\| (pp|tg)' "$L/bench_$name.md" | awk -F'|' '{printf "%s %s;", $7, $8}')"
+    [ $rc -ne 0 ] && tail -3 "$L/bench_$name.err" | sed 's/^/  /' | tee -a "$SUM"
+    grep -m1 "peak resident" "$L/bench_$name.md" | sed 's/^/  /' | tee -a "$SUM"
+  }
+  PERFX_CUDA_LINEAR_LOG=1 bench 7b_awq -m random:llama-2-7b -p 512 -n 128 -r 3
+  bench tiny_awq -m random:tinyllama-1.1b -p 512 -n 128 -r 3
+  bench 7b_q4_0 -m random:llama-2-7b:q4_0 -p 512 -n 128 -r 2
+  bench 7b_f16 -m random:llama-2-7b:f16 -p 512 -n 64 -r 2
+  PERFX_CUDA_GRAPHS=0 bench tiny_awq_nographs -m random:tinyllama-1.1b -p 0 -n 128 -r 3
+  bench 7b_awq_batch -m random:llama-2-7b -p 0 -n 64 -B 8,64 -r 2
+fi
