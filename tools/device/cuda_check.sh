@@ -66,7 +66,7 @@ if has kernels; then
     tee -a "$SUM"
 fi
 
-gtest_line() { grep -E "^\[  (PASSED|FAILED)  \]|tests? ran" "$1" | tr '\n' ' '; }
+gtest_line() { grep -E "^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]" "$1" | tr '\n' ' '; }
 if has conformance; then
   for dt in f16 bf16; do
     PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/test_conformance" --gtest_filter='*cuda*' \
