@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -52,7 +53,9 @@ namespace {
 
 struct Options {
   bool host_only = false, quick = false, bench = false, bench_only = false;
-  std::string only;  // empty = all GPU families
+  std::string only;                   // empty = all GPU families
+  std::string one_shape, one_kernel;  // --bench-one
+  int one_m = 1, one_iters = 60;
 };
 Options g_opt;
 int g_pass = 0, g_fail = 0;
@@ -156,7 +159,7 @@ struct HostX {
   std::vector<double> val;     // M * K, the rounded values
 };
 
-HostX make_x(DType dt, int M, int64_t K, int64_t ld, Rng& r) {
+HostX make_x(DType dt, int M, int64_t K, int64_t ld, Rng& r, float offset = 0.f) {
   HostX x;
   x.dt = dt;
   x.M = M;
@@ -166,7 +169,7 @@ HostX make_x(DType dt, int M, int64_t K, int64_t ld, Rng& r) {
   x.val.resize((size_t)(M * K));
   for (int m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
-      float v = r.normal();
+      float v = r.normal() + offset;
       if (std::fabs(v) < 1e-3f) v = 0.5f;  // no zeros
       const uint16_t b = to_bits(dt, v);
       x.bits[(size_t)(m * ld + k)] = b;
@@ -512,6 +515,103 @@ void host_emulate_w4(const W4Shape& s, DType xt, int M, bool scaled, Rng& r) {
   report(buf, c, tol);
 }
 
+/// Host emulation of w4_gemv2's folded data flow: per flush unit (a whole group, or a half-chunk
+/// for group 32) the A fragments come from frag::w4_word_to_frag_fold (no zero, conversion offset
+/// kept), the mma sums them (PTX layout, exact), then acc += s·A·c − s·(B + z)·X with X the
+/// unit's activation sum per token, A/B from frag::fold_scale / fold_offset: the algebra and
+/// constants of the kernel's correction, exact up to fp64 rounding.
+void host_emulate_w4_fold(const W4Shape& s, DType xt, int conv, int M, Rng& r) {
+  auto parts = make_parts(s, r);
+  const W4Packed p = pack_w4(ptrs(parts));
+  const HostX x = make_x(xt, M, s.K, s.K + 8, r);
+  const auto W = dense_of(parts);
+  const auto ref = reference(W, p.d.N, p.d.K, x, nullptr);
+  const bool bf16 = xt == DType::BF16;
+  std::vector<double> y((size_t)(M * p.d.N), 0.0);
+  auto xword = [&](int m, int64_t k) -> uint32_t {
+    if (m >= M || k >= s.K) return 0;
+    return (uint32_t)x.bits[(size_t)(m * x.ld + k)] | (uint32_t)x.bits[(size_t)(m * x.ld + k + 1)]
+                                                          << 16;
+  };
+  const bool pair = p.d.gs_shift == 0;
+  const int cpg = pair ? 1 : 1 << (p.d.gs_shift - 1);
+  // Flush units: (first chunk, chunk count, k-tile mask, group index).
+  struct Unit {
+    int64_t kc0, nkc;
+    int jmask;
+    int64_t g;
+  };
+  std::vector<Unit> units;
+  if (pair) {
+    for (int64_t kc = 0; kc < p.d.KC; ++kc)
+      for (int h = 0; h < 2; ++h) units.push_back({kc, 1, 3 << (2 * h), 2 * kc + h});
+  } else {
+    for (int64_t kc = 0; kc < p.d.KC; kc += cpg)
+      units.push_back({kc, std::min<int64_t>(cpg, p.d.KC - kc), 15, kc / cpg});
+  }
+  for (int64_t nb = 0; nb < p.d.NB; ++nb) {
+    double acc[32][4] = {};
+    for (const Unit& un : units) {
+      double cp[32][4] = {};
+      for (int64_t kc = un.kc0; kc < un.kc0 + un.nkc; ++kc)
+        for (int j = 0; j < 4; ++j) {
+          if (!((un.jmask >> j) & 1)) continue;
+          uint32_t a[32][4], b[32][2];
+          for (int l = 0; l < 32; ++l) {
+            const int gid = l >> 2, tid = l & 3;
+            const uint32_t word = p.q[(size_t)(frag::w4_q_index(p.d.KC, nb, kc, l) * 4 + j)];
+            frag::w4_word_to_frag_fold(conv, word, a[l]);
+            const int64_t k0 = frag::w4_base(kc, j, tid);
+            b[l][0] = xword(gid, k0);
+            b[l][1] = xword(gid, k0 + 2);
+          }
+          emu_mma(a, b, cp, bf16);
+        }
+      // X per token over the unit's channels (x beyond K is zero, as staged).
+      double X[8] = {};
+      const int64_t k_begin = 64 * un.kc0 + (pair ? 32 * (un.jmask == 12) : 0);
+      const int64_t k_end = pair ? k_begin + 32 : 64 * (un.kc0 + un.nkc);
+      for (int m = 0; m < M; ++m)
+        for (int64_t k = k_begin; k < std::min<int64_t>(k_end, s.K); ++k)
+          X[m] += x.val[(size_t)(m * s.K + k)];
+      for (int l = 0; l < 32; ++l) {
+        const int64_t idx = frag::w4_sz_index(p.d.G, nb, un.g, l >> 2);
+        const uint32_t rx = p.sz[(size_t)(2 * idx)], ry = p.sz[(size_t)(2 * idx + 1)];
+        for (int i = 0; i < 4; ++i) {
+          const int hi = i >> 1;
+          const float sc = fp16_to_fp32((uint16_t)(hi ? rx >> 16 : rx & 0xFFFF));
+          const float z = (float)((ry >> (8 * hi)) & 0xF);
+          const float sa = sc * frag::fold_scale(conv, hi);
+          const float sb = sc * (frag::fold_offset(conv, hi) + z);
+          const int tok = 2 * (l & 3) + (i & 1);
+          acc[l][i] += (double)sa * cp[l][i] - (double)sb * (tok < M ? X[tok] : 0.0);
+        }
+      }
+    }
+    for (int l = 0; l < 32; ++l)
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = nb * 16 + (l >> 2) + 8 * (i >> 1);
+        const int tok = 2 * (l & 3) + (i & 1);
+        if (row < p.d.N && tok < M) y[(size_t)(tok * p.d.N + row)] = acc[l][i];
+      }
+  }
+  double se = 0, sr = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    se += (y[i] - ref[i]) * (y[i] - ref[i]);
+    sr += ref[i] * ref[i];
+  }
+  Compare c;
+  c.rel = std::sqrt(se / sr);
+  c.pass = c.rel <= 1e-9;
+  const char* cn = conv == frag::kFoldSubF16     ? "f16-subnormal"
+                   : conv == frag::kFoldMagicF16 ? "f16-magic"
+                                                 : "bf16-magic";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "host emulation w4 gemv2 (folded zero, %s) %s M=%d", cn,
+                shape_str(s).c_str(), M);
+  report(buf, c, 1e-9);
+}
+
 /// Host emulation of the W8 GEMV fragment flow.
 void host_emulate_w8(int64_t N, int64_t K, DType xt, int M, Rng& r) {
   std::vector<Int8Matrix> parts{random_int8(N, K, 32, r)};
@@ -608,6 +708,23 @@ void host_conversions() {
   }
   report_simple(bad == 0, "host int4/int8 -> fp16/bf16 fragment conversions (all values)",
                 bad ? " mismatches " + std::to_string(bad) : "");
+  // Folded conversions: every element v of a word whose nibbles are all q must satisfy
+  // A_r·v − B_r == q for its row half r (fold_scale / fold_offset).
+  int64_t bad_fold = 0;
+  for (int conv : {(int)frag::kFoldMagicF16, (int)frag::kFoldSubF16, (int)frag::kFoldMagicBf16})
+    for (uint32_t q = 0; q < 16; ++q) {
+      uint32_t a[4];
+      frag::w4_word_to_frag_fold(conv, q * 0x11111111u, a);
+      for (int i = 0; i < 4; ++i)
+        for (int h = 0; h < 2; ++h) {
+          const uint16_t bits = (uint16_t)(a[i] >> (16 * h));
+          const double v = conv == frag::kFoldMagicBf16 ? bf16_to_fp32(bits) : fp16_to_fp32(bits);
+          const int hi = i & 1;  // A regs 1, 3: rows gid + 8
+          if (v * frag::fold_scale(conv, hi) - frag::fold_offset(conv, hi) != (double)q) ++bad_fold;
+        }
+    }
+  report_simple(bad_fold == 0, "host int4 folded-zero conversions (f16 magic / subnormal, bf16)",
+                bad_fold ? " mismatches " + std::to_string(bad_fold) : "");
 }
 
 void host_checks() {
@@ -623,6 +740,11 @@ void host_checks() {
   for (auto& s : shapes) {
     for (DType xt : {DType::F16, DType::BF16})
       for (bool scaled : {false, true}) host_emulate_w4(s, xt, scaled ? 8 : 3, scaled, r);
+  }
+  for (auto& s : shapes) {
+    host_emulate_w4_fold(s, DType::F16, frag::kFoldMagicF16, 3, r);
+    host_emulate_w4_fold(s, DType::F16, frag::kFoldSubF16, 8, r);
+    host_emulate_w4_fold(s, DType::BF16, frag::kFoldMagicBf16, 5, r);
   }
   host_emulate_w8(72, 96, DType::F16, 5, r);
   host_emulate_w8(200, 1088, DType::BF16, 8, r);
@@ -713,9 +835,9 @@ struct Problem {
   std::vector<double> ref;
 
   Problem(const std::string& shape_, const std::vector<float>& W, int64_t N_, int64_t K_, int M_,
-          DType xt_, bool with_bias, int64_t ldx, Rng& r)
+          DType xt_, bool with_bias, int64_t ldx, Rng& r, float x_offset = 0.f)
       : shape(shape_), N(N_), K(K_), M(M_), xt(xt_) {
-    hx = make_x(xt, M, K, ldx, r);
+    hx = make_x(xt, M, K, ldx, r, x_offset);
     dx = std::make_unique<DevX>(hx);
     if (with_bias) {
       bias = make_bias(N, r);
@@ -849,6 +971,56 @@ void gpu_w4_cases() {
                        w4_gemv(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, out_for(xt, i + x_smem), ldy,
                                pb.b(), g_stream, warps, x_smem);
                      });
+          }
+        }
+    }
+
+    if (family_on("gemv")) {
+      // w4_gemv2 (M <= 16): configurations rotate over (warps, rows per CTA incl. persistent,
+      // fp16 conversion, PDL launch); M = 1..8 shares the problems above in kind, M = 9..16 uses
+      // two n8 token tiles; the last problem has activations offset by +3 (all x > 0 mostly: the
+      // largest Σx, the magic conversion's worst case).
+      std::vector<int> ms2 =
+          g_opt.quick ? std::vector<int>{1, 3, 13} : std::vector<int>{1, 2, 3, 5, 8, 9, 12, 16};
+      for (int M : ms2)
+        for (DType xt : {DType::F16, DType::BF16}) {
+          if ((double)v.d.N * v.d.K * M > 1.2e9 && M > 1) continue;
+          const int i = combo++;
+          const float x_off = (M == ms2.back() && xt == DType::F16) ? 3.f : 0.f;
+          Problem pb(sh + (x_off != 0.f ? " x+3" : ""), W, v.d.N, v.d.K, M, xt, (i / 2) & 1,
+                     v.d.K + 8 * (i % 3), r, x_off);
+          struct C2 {
+            int warps, rpc;
+            bool sub, pdl;
+          };
+          const C2 cfgs[] = {{0, 0, false, false},
+                             {4, 2, true, false},
+                             {8, -1, false, true},
+                             {4, 3, (i & 1) != 0, (i % 3) == 0}};
+          int ci = 0;
+          for (const C2& c2 : cfgs) {
+            const int k = ci++;
+            if (!w4_gemv2_fits(v, M, c2.warps == 0 ? 8 : c2.warps)) {
+              std::printf("SKIP w4_gemv2 %s M=%d: staged x does not fit\n", sh.c_str(), M);
+              continue;
+            }
+            W4Gemv2Config cfg;
+            cfg.warps = c2.warps;
+            cfg.rows_per_cta = c2.rpc;
+            cfg.f16_subnormal = c2.sub && xt == DType::F16;
+            cfg.pdl = c2.pdl;
+            const W4Gemv2Config def = w4_gemv2_default_config(v, M);
+            char lab[96];
+            std::snprintf(lab, sizeof lab, "w4_gemv2/%dw/r%d/%s%s%s",
+                          c2.warps ? c2.warps : def.warps, c2.rpc ? c2.rpc : def.rows_per_cta,
+                          xt == DType::BF16   ? "bf16"
+                          : cfg.f16_subnormal ? "sub"
+                                              : "magic",
+                          cfg.pdl ? "/pdl" : "", v.d.gs_shift == 0 ? "/g32" : "");
+            const DType yt = out_for(xt, i + k);
+            pb.check(lab, yt, v.d.N + ((i + k) % 4), [&](void* y, int64_t ldy) {
+              w4_gemv2(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, cfg);
+            });
           }
         }
     }
@@ -1067,16 +1239,105 @@ double time_graph(const std::function<void(cudaStream_t, int)>& launch, int R, i
   return 1000.0 * t[t.size() / 2] / R;
 }
 
+// Bandwidth probes: a grid-stride copy and a read-only stream (the weight loads' instruction:
+// ld.global.nc.L1::no_allocate, 4 × 16 bytes in flight per thread per iteration), and an SM clock
+// probe (clock64 over a timed spin).
+__global__ void bw_copy_kernel(const uint4* __restrict__ a, uint4* __restrict__ b, size_t n) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 v0 = frag::ld_stream_na(a + i), v1 = frag::ld_stream_na(a + i + stride);
+    const uint4 v2 = frag::ld_stream_na(a + i + 2 * stride),
+                v3 = frag::ld_stream_na(a + i + 3 * stride);
+    __stcs(b + i, v0);
+    __stcs(b + i + stride, v1);
+    __stcs(b + i + 2 * stride, v2);
+    __stcs(b + i + 3 * stride, v3);
+  }
+  for (; i < n; i += stride) __stcs(b + i, frag::ld_stream_na(a + i));
+}
+__global__ void bw_read_kernel(const uint4* __restrict__ a, size_t n, uint32_t* sink) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 v0 = frag::ld_stream_na(a + i), v1 = frag::ld_stream_na(a + i + stride);
+    const uint4 v2 = frag::ld_stream_na(a + i + 2 * stride),
+                v3 = frag::ld_stream_na(a + i + 3 * stride);
+    acc ^= v0.x ^ v0.y ^ v0.z ^ v0.w ^ v1.x ^ v1.y ^ v1.z ^ v1.w;
+    acc ^= v2.x ^ v2.y ^ v2.z ^ v2.w ^ v3.x ^ v3.y ^ v3.z ^ v3.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = frag::ld_stream_na(a + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) sink[0] = acc;  // keeps the loads; practically never taken
+}
+__global__ void clock_probe_kernel(long long cycles, long long* out) {
+  const long long t0 = clock64();
+  long long t = t0;
+  while (t - t0 < cycles) t = clock64();
+  if (threadIdx.x == 0) out[0] = t - t0;
+}
+
+/// SM clock (MHz) right now: a 20M-cycle spin timed with events.
+double probe_sm_mhz() {
+  DevBuf out(8);
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventRecord(e0, g_stream));
+  clock_probe_kernel<<<1, 32, 0, g_stream>>>(20000000LL, static_cast<long long*>(out.p));
+  CUDA_CHECK(cudaEventRecord(e1, g_stream));
+  CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  long long cyc = 0;
+  CUDA_CHECK(cudaMemcpy(&cyc, out.p, 8, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  return cyc / (ms * 1e3);
+}
+
+/// Memory ceilings, after a ~0.3 s warm-up (the GPU idles at a low clock): cudaMemcpy D2D, the
+/// copy kernel (both read + write bytes) and the read-only kernel, 1 GiB buffers, graphs of 5
+/// launches, median of 7 replays; prints all three and the SM clock. Returns the read-only rate.
 double bench_copy_bw() {
-  const size_t bytes = (size_t)1 << 30;
-  DevBuf a(bytes), b(bytes);
+  const size_t bytes = (size_t)1 << 30, n = bytes / 16;
+  DevBuf a(bytes), b(bytes), sink(64);
   CUDA_CHECK(cudaMemset(a.p, 1, bytes));
-  const double us = time_graph(
-      [&](cudaStream_t s, int) {
-        CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, s));
+  CUDA_CHECK(cudaMemset(b.p, 0, bytes));
+  int sms = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const dim3 grid((unsigned)(sms * 4)), block(512);
+  auto* src = static_cast<const uint4*>(a.p);
+  auto* dst = static_cast<uint4*>(b.p);
+  const auto t_w0 = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t_w0).count() < 0.3) {
+    for (int i = 0; i < 20; ++i) bw_copy_kernel<<<grid, block, 0, g_stream>>>(src, dst, n);
+    CUDA_CHECK(cudaStreamSynchronize(g_stream));
+  }
+  const double mhz = probe_sm_mhz();
+  const double us_memcpy = time_graph(
+      [&](cudaStream_t st, int) {
+        CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, st));
       },
       5, 7);
-  return 2.0 * bytes / (us * 1e-6);
+  const double us_copy = time_graph(
+      [&](cudaStream_t st, int) { bw_copy_kernel<<<grid, block, 0, st>>>(src, dst, n); }, 5, 7);
+  const double us_read = time_graph(
+      [&](cudaStream_t st, int) {
+        bw_read_kernel<<<grid, block, 0, st>>>(src, n, static_cast<uint32_t*>(sink.p));
+      },
+      5, 7);
+  const double memcpy_bw = 2.0 * bytes / (us_memcpy * 1e-6),
+               copy_bw = 2.0 * bytes / (us_copy * 1e-6);
+  const double read_bw = bytes / (us_read * 1e-6);
+  std::printf(
+      "bench device-to-device copy: cudaMemcpy %.0f GB/s, copy kernel %.0f GB/s (read + write), "
+      "read-only kernel %.0f GB/s; SM clock after warm-up %.0f MHz; ceiling used: 4300 GB/s\n",
+      memcpy_bw / 1e9, copy_bw / 1e9, read_bw / 1e9, mhz);
+  return read_bw;
 }
 
 /// Rotating copies of one packed weight in one allocation (views into it).
@@ -1172,24 +1433,114 @@ void add_row(const std::string& shape, int M, const std::string& kernel, double 
   g_rows.push_back(row);
 }
 
+struct BS {
+  const char* name;
+  int64_t N, K;
+};
+const BS kBenchShapes[] = {{"7B qkv", 12288, 4096},       {"7B o", 4096, 4096},
+                           {"7B gate_up", 22016, 4096},   {"7B down", 4096, 11008},
+                           {"Tiny qkv", 2560, 2048},      {"Tiny o", 2048, 2048},
+                           {"Tiny gate_up", 11264, 2048}, {"Tiny down", 2048, 5632}};
+double g_read_bw = 0;
+
+/// The w4_gemv2 configurations the bench times (label, config); "def" = w4_gemv2_default_config.
+struct V2Bench {
+  const char* label;
+  W4Gemv2Config cfg;
+};
+std::vector<V2Bench> v2_bench_configs() {
+  auto mk = [](int w, int r, bool sub, bool pdl) {
+    W4Gemv2Config c;
+    c.warps = w;
+    c.rows_per_cta = r;
+    c.f16_subnormal = sub;
+    c.pdl = pdl;
+    return c;
+  };
+  return {{"w4_gemv2/def", mk(0, 0, false, false)},
+          {"w4_gemv2/def/sub", mk(0, 0, true, false)},
+          {"w4_gemv2/def/pdl", mk(0, 0, false, true)},
+          {"w4_gemv2/4w/r1", mk(4, 1, false, false)},
+          {"w4_gemv2/8w/r1", mk(8, 1, false, false)},
+          {"w4_gemv2/4w/r2", mk(4, 2, false, false)},
+          {"w4_gemv2/8w/r2", mk(8, 2, false, false)},
+          {"w4_gemv2/4w/persist", mk(4, -1, false, false)},
+          {"w4_gemv2/8w/persist", mk(8, -1, false, false)}};
+}
+
+/// --bench-one SHAPE M KERNEL [ITERS]: one configuration launched ITERS times (default 60)
+/// without graphs over rotating weight copies (for ncu: --launch-skip / --launch-count).
+/// SHAPE: a bench shape with '_' for ' ' (7B_gate_up); KERNEL: gemv (w4_gemv, 8 warps, auto x
+/// staging), gemv:W (W warps), gemv2 (default config) or a v2 label without the "w4_gemv2/"
+/// prefix (def/sub, 4w/r1, 8w/persist, ...).
+int bench_one_main(const std::string& shape, int M, const std::string& kernel, int iters) {
+  const BS* bs = nullptr;
+  for (const BS& b : kBenchShapes) {
+    std::string n = b.name;
+    std::replace(n.begin(), n.end(), ' ', '_');
+    if (n == shape) bs = &b;
+  }
+  if (bs == nullptr) throw Error("--bench-one: unknown shape " + shape);
+  Rng r(5);
+  Int4Matrix m = random_int4(bs->N, bs->K, 128, r, false);
+  const W4Weight w = W4Weight::from_parts({&m});
+  W4Copies wc = replicate(w, (size_t)256 << 20);
+  const int nv = (int)wc.views.size();
+  HostX hx = make_x(DType::F16, M, bs->K, bs->K, r);
+  DevX dx(hx);
+  DevBuf y((size_t)M * bs->N * 2);
+  std::function<void(int)> launch;
+  if (kernel.rfind("gemv2", 0) == 0 || kernel.rfind("def", 0) == 0 ||
+      kernel.find("w/") != std::string::npos) {
+    W4Gemv2Config cfg;
+    const std::string lab = kernel == "gemv2" ? "def" : kernel;
+    bool found = false;
+    for (const V2Bench& vb : v2_bench_configs())
+      if (std::string(vb.label) == "w4_gemv2/" + lab) {
+        cfg = vb.cfg;
+        found = true;
+      }
+    if (!found) throw Error("--bench-one: unknown v2 configuration " + kernel);
+    launch = [&, cfg](int i) {
+      w4_gemv2(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, bs->K, y.p, DType::F16, bs->N,
+               nullptr, g_stream, cfg);
+    };
+  } else if (kernel.rfind("gemv", 0) == 0) {
+    const int warps = kernel.size() > 5 ? std::atoi(kernel.c_str() + 5) : 8;
+    launch = [&, warps](int i) {
+      w4_gemv(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, bs->K, y.p, DType::F16, bs->N,
+              nullptr, g_stream, warps, -1);
+    };
+  } else {
+    throw Error("--bench-one: unknown kernel " + kernel);
+  }
+  for (int i = 0; i < 5; ++i) launch(i);
+  CUDA_CHECK(cudaStreamSynchronize(g_stream));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventRecord(e0, g_stream));
+  for (int i = 0; i < iters; ++i) launch(i);
+  CUDA_CHECK(cudaEventRecord(e1, g_stream));
+  CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  std::printf(
+      "bench-one %s M=%d %s: %d launches (+5 warm-up), %.2f us per launch (stream, no graph)\n",
+      shape.c_str(), M, kernel.c_str(), iters, 1000.0 * ms / iters);
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  return 0;
+}
+
 void bench() {
   std::printf(
       "\n== benchmark (CUDA graphs of R launches over rotating weight copies >= 256 MB; "
       "median of 11 replays)\n");
-  const double bw = bench_copy_bw();
-  std::printf("bench device-to-device copy: %.0f GB/s (read + write), ceiling used: 4300 GB/s\n",
-              bw / 1e9);
-  struct BS {
-    const char* name;
-    int64_t N, K;
-  };
-  const BS shapes[] = {{"7B qkv", 12288, 4096},       {"7B o", 4096, 4096},
-                       {"7B gate_up", 22016, 4096},   {"7B down", 4096, 11008},
-                       {"Tiny qkv", 2560, 2048},      {"Tiny o", 2048, 2048},
-                       {"Tiny gate_up", 11264, 2048}, {"Tiny down", 2048, 5632}};
+  g_read_bw = bench_copy_bw();
   const int Ms[] = {1, 4, 8, 16, 64, 512};
   Rng r(5);
-  for (const BS& s : shapes) {
+  for (const BS& s : kBenchShapes) {
     Int4Matrix m = random_int4(s.N, s.K, 128, r, false);
     const W4Weight w = W4Weight::from_parts({&m});
     const size_t min_total = (size_t)256 << 20;
@@ -1222,7 +1573,17 @@ void bench() {
                 },
                 R);
           }
-      } else {
+      }
+      if (M <= 16 && w4_gemv2_fits(w.view(), M, 8))
+        for (const V2Bench& vb : v2_bench_configs())
+          bench_one(
+              s.name, M, vb.label, wb, s.N, s.K,
+              [&](cudaStream_t st, int i) {
+                w4_gemv2(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16,
+                         s.N, nullptr, st, vb.cfg);
+              },
+              R);
+      if (M > 8) {
         for (W4GemmTile t :
              {W4GemmTile::S32, W4GemmTile::S64, W4GemmTile::L128, W4GemmTile::L128R}) {
           const int sk = w4_gemm_split_k(w.view(), t, M);
@@ -1286,8 +1647,9 @@ void bench() {
   std::printf(
       "\n== summary: AUTO = the dispatcher; us per call; GB/s of weight bytes (%% of 4.3 TB/s); "
       "TFLOP/s (%% of 790); floor = max(bytes/4.3 TB/s, flops/790 TFLOP/s)\n");
-  std::printf("%-12s %4s %-14s %8s %6s %5s %6s %5s %8s | %-20s %8s\n", "shape", "M", "auto kernel",
-              "us", "GB/s", "%BW", "TF/s", "%pk", "floor", "best measured", "us");
+  std::printf("%-12s %4s %-14s %8s %6s %5s %6s %5s %8s | %-20s %8s | %-20s %8s %5s\n", "shape", "M",
+              "auto kernel", "us", "GB/s", "%BW", "TF/s", "%pk", "floor", "best measured", "us",
+              "best w4_gemv2", "us", "%BW");
   for (const BenchRow& b : g_rows) {
     if (b.kernel.rfind("AUTO", 0) != 0) continue;
     const BenchRow* best = nullptr;
@@ -1296,11 +1658,42 @@ void bench() {
           c.kernel.rfind("AUTO", 0) != 0 && c.kernel.rfind("w8", 0) != 0 &&
           (best == nullptr || c.us < best->us))
         best = &c;
-    std::printf("%-12s %4d %-14s %8.2f %6.0f %5.1f %6.1f %5.1f %8.2f | %-20s %8.2f\n",
-                b.shape.c_str(), b.M, b.kernel.c_str() + 5, b.us, b.gbs,
-                100 * b.gbs * 1e9 / kPeakBW, b.tflops, 100 * b.tflops * 1e12 / kPeakFlops,
-                b.floor_us, best ? best->kernel.c_str() : "-", best ? best->us : 0.0);
+    const BenchRow* best2 = nullptr;
+    for (const BenchRow& c : g_rows)
+      if (c.shape == b.shape && c.M == b.M && c.kernel.rfind("w4_gemv2", 0) == 0 &&
+          (best2 == nullptr || c.us < best2->us))
+        best2 = &c;
+    std::printf(
+        "%-12s %4d %-14s %8.2f %6.0f %5.1f %6.1f %5.1f %8.2f | %-20s %8.2f | %-20s %8.2f %5.1f\n",
+        b.shape.c_str(), b.M, b.kernel.c_str() + 5, b.us, b.gbs, 100 * b.gbs * 1e9 / kPeakBW,
+        b.tflops, 100 * b.tflops * 1e12 / kPeakFlops, b.floor_us,
+        best ? best->kernel.c_str() + (best->kernel.rfind("w4_", 0) == 0 ? 3 : 0) : "-",
+        best ? best->us : 0.0, best2 ? best2->kernel.c_str() + 9 : "-", best2 ? best2->us : 0.0,
+        best2 ? 100 * best2->gbs * 1e9 / kPeakBW : 0.0);
   }
+  // w4_gemv2 configurations side by side (us), M <= 16, and the old kernel's best.
+  std::printf(
+      "\n== w4_gemv2 configurations (us per call; read-only ceiling %.0f GB/s)\n%-12s %3s %8s",
+      g_read_bw / 1e9, "shape", "M", "gemv-best");
+  for (const V2Bench& vb : v2_bench_configs()) std::printf(" %11s", vb.label + 9);
+  std::printf("\n");
+  for (const BS& bs : kBenchShapes)
+    for (int M : {1, 4, 8, 16}) {
+      double old_best = 0;
+      for (const BenchRow& c : g_rows)
+        if (c.shape == bs.name && c.M == M &&
+            (c.kernel.rfind("w4_gemv/", 0) == 0 || c.kernel.rfind("gemm_", 0) == 0) &&
+            c.kernel.find("only") == std::string::npos && (old_best == 0 || c.us < old_best))
+          old_best = c.us;
+      std::printf("%-12s %3d %8.2f", bs.name, M, old_best);
+      for (const V2Bench& vb : v2_bench_configs()) {
+        double t = 0;
+        for (const BenchRow& c : g_rows)
+          if (c.shape == bs.name && c.M == M && c.kernel == vb.label) t = c.us;
+        std::printf(" %11.2f", t);
+      }
+      std::printf("\n");
+    }
   for (const BenchRow& b : g_rows)
     if (b.kernel.rfind("w8", 0) == 0 && b.kernel.find("auto") != std::string::npos)
       std::printf("%-12s %4d %-14s %8.2f %6.0f %5.1f %6.1f %5.1f %8.2f |\n", b.shape.c_str(), b.M,
@@ -1323,15 +1716,28 @@ int main(int argc, char** argv) {
       g_opt.bench = g_opt.bench_only = true;
     else if (a == "--only" && i + 1 < argc)
       g_opt.only = argv[++i];
-    else {
+    else if (a == "--bench-one" && i + 3 < argc) {
+      g_opt.one_shape = argv[++i];
+      g_opt.one_m = std::atoi(argv[++i]);
+      g_opt.one_kernel = argv[++i];
+      if (i + 1 < argc && argv[i + 1][0] != '-') g_opt.one_iters = std::atoi(argv[++i]);
+    } else {
       std::fprintf(stderr,
                    "usage: %s [--host-only] [--quick] [--only gemv|gemm|dense|w8|auto|graph] "
-                   "[--bench | --bench-only]\n",
+                   "[--bench | --bench-only] [--bench-one SHAPE M KERNEL [ITERS]]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
+    if (!g_opt.one_shape.empty()) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+      linear_kernels_init();
+      const int rc =
+          bench_one_main(g_opt.one_shape, g_opt.one_m, g_opt.one_kernel, g_opt.one_iters);
+      CUDA_CHECK(cudaStreamDestroy(g_stream));
+      return rc;
+    }
     if (!g_opt.bench_only && g_opt.only.empty()) host_checks();
     if (g_opt.host_only) {
       std::printf("host checks: %d passed, %d failed\n", g_pass, g_fail);

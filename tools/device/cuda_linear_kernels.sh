@@ -6,6 +6,7 @@
 # /tmp/cuda_linear_out); a short summary is printed last. Budget: < 3 minutes.
 #   tools/device/cuda_linear_kernels.sh               # build + tests + memcheck + bench
 #   tools/device/cuda_linear_kernels.sh --build-only  # compile and link only (works without a GPU)
+#   NCU=1 tools/device/cuda_linear_kernels.sh         # + Nsight Compute on 7B gate_up M=1 (NCU_KERNEL)
 #   ARCH="-gencode=..." NVCC=... BUILD_DIR=... override the defaults.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,7 +24,7 @@ if [ -n "${PREBUILT:-}" ]; then
 else
 # ---- build: every translation unit in parallel, then link
 pids=()
-for f in src/backend/cuda/linear_pack.cu src/backend/cuda/linear_gemv.cu \
+for f in src/backend/cuda/linear_pack.cu src/backend/cuda/linear_gemv.cu src/backend/cuda/linear_gemv2.cu \
          src/backend/cuda/linear_gemm.cu src/backend/cuda/linear_dense.cu \
          src/backend/cuda/linear_dispatch.cu tests/cuda/linear_kernels_test.cu; do
   b=$(basename "$f" .cu)
@@ -66,13 +67,27 @@ for fam in gemv gemm dense w8 auto graph; do
   printf "%-6s rc=%-3s pass %4s fail %3s %s\n" "$fam" "$rc" "$(grep -c '^PASS' "$OUT/test_$fam.log")" \
     "$(grep -c '^FAIL' "$OUT/test_$fam.log")" "$(grep -m1 '^FATAL' "$OUT/test_$fam.log" | cut -c1-150)"
 done
-grep -h -E "^(w4_|w8_)" "$OUT/test_gemv.log" | head -24 > "$OUT/kernels.txt"
+# The dispatcher and graph capture with w4_gemv2 switched on (PERFX_CUDA_W4_GEMV=v2, PDL launch).
+for fam in auto graph; do
+  PERFX_CUDA_W4_GEMV=v2 PERFX_CUDA_PDL=1 timeout 60 "$T" --only "$fam" > "$OUT/test_${fam}_v2.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && status=1
+  printf "%-6s rc=%-3s pass %4s fail %3s %s\n" "${fam}-v2" "$rc" "$(grep -c '^PASS' "$OUT/test_${fam}_v2.log")" \
+    "$(grep -c '^FAIL' "$OUT/test_${fam}_v2.log")" "$(grep -m1 '^FATAL' "$OUT/test_${fam}_v2.log" | cut -c1-150)"
+done
+grep -h -E "^(w4_|w8_)" "$OUT/test_gemv.log" | head -40 > "$OUT/kernels.txt"
 echo "kernels (regs / ctas per SM): $(awk '{printf "%s %s/%s  ", $1, $3, $NF}' "$OUT/kernels.txt")" | fold -w 200
 nfail=$(cat "$OUT"/test_*.log | grep -c '^FAIL')
 if [ "$nfail" -gt 0 ]; then
   echo "---- first failures (of $nfail; full lines in $OUT/test_*.log)"
   cat "$OUT"/test_*.log | grep '^FAIL' | head -12 | cut -c1-240
 fi
+# w4_gemv2 by conversion: magic (fp16, offset 1024: expected <= ~1e-4), sub (fp16 subnormal:
+# ~1e-6 if the tensor cores take fp16 subnormals, else FAIL), bf16 (offset 128).
+for conv in magic sub bf16; do
+  awk -v c="$conv" '$2 ~ /^w4_gemv2/ && $2 ~ ("/" c) { for (i = 1; i <= NF; ++i) if ($i == "rel") { v = $(i+1) + 0; if (v > m) m = v }; n[$1]++ }
+    END { printf "w4_gemv2/%-5s pass %d fail %d max rel err %.2e\n", c, n["PASS"], n["FAIL"], m }' "$OUT/test_gemv.log"
+done
 # Largest errors seen per family (to compare with the expected ~1e-6 gemv, ~3e-4 / 2e-3 gemm).
 for fam in gemv gemm w8 auto; do
   awk -v f="$fam" '/^PASS/ { for (i = 1; i <= NF; ++i) if ($i == "rel") { v = $(i+1) + 0; x = ($2 ~ /bf16/ || $0 ~ /x=bf16/) ? "bf16" : "f16"; if (v > m[x]) m[x] = v } }
@@ -92,7 +107,7 @@ else
 fi
 
 # ---- benchmark
-timeout 75 "$T" --bench-only > "$OUT/bench.log" 2>&1
+timeout 90 "$T" --bench-only > "$OUT/bench.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
   status=1
@@ -100,6 +115,28 @@ if [ $rc -ne 0 ]; then
   grep -E "ERROR|FATAL" "$OUT/bench.log" | head -5 | cut -c1-200
 fi
 grep -m1 "device-to-device" "$OUT/bench.log"
+
+# ---- optional: Nsight Compute on the 7B gate_up M = 1 GEMV (NCU=1; NCU_KERNEL=gemv2 (default
+# config, default) | gemv (the old kernel) | a v2 label such as 4w/r1). Text: $OUT/ncu_*.txt,
+# report: $OUT/ncu_*.ncu-rep.
+if [ "${NCU:-0}" = "1" ]; then
+  NCU_BIN=${NCU_BIN:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+  NK=${NCU_KERNEL:-gemv2}
+  tag=$(echo "$NK" | tr '/:' '__')
+  if [ -x "$NCU_BIN" ]; then
+    timeout 90 "$NCU_BIN" --clock-control none --set full --kernel-name regex:w4_gemv \
+      --launch-skip 20 --launch-count 2 -f -o "$OUT/ncu_gate_up_m1_$tag" \
+      "$T" --bench-one 7B_gate_up 1 "$NK" 40 > "$OUT/ncu_run_$tag.log" 2>&1
+    echo "ncu ($NK): rc=$? $(grep -m1 'bench-one' "$OUT/ncu_run_$tag.log")"
+    "$NCU_BIN" --import "$OUT/ncu_gate_up_m1_$tag.ncu-rep" --print-summary none --page details \
+      > "$OUT/ncu_gate_up_m1_$tag.txt" 2>&1
+    grep -E "^  [a-z_0-9]+.*w4_gemv|Duration|Memory Throughput|DRAM Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible" \
+      "$OUT/ncu_gate_up_m1_$tag.txt" | head -24
+  else
+    echo "ncu: not found ($NCU_BIN)"
+  fi
+fi
+
 echo "total $(( $(date +%s) - T0 )) s; logs in $OUT: build.log test_*.log memcheck.log bench.log"
 sed -n '/^== summary/,$p' "$OUT/bench.log"
 exit $status

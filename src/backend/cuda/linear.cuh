@@ -200,6 +200,29 @@ class W8Weight {
 void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
              int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1);
 
+/// Configuration of w4_gemv2 (0 = the default rule w4_gemv2_default_config).
+struct W4Gemv2Config {
+  int warps = 0;               // 4 or 8 warps per CTA, splitting K in group-aligned ranges
+  int rows_per_cta = 0;        // row blocks (16 rows) per CTA, >= 1; -1 = one wave (persistent)
+  bool f16_subnormal = false;  // fp16: exact subnormal conversion instead of the 1024 magic
+  bool pdl = false;            // launch with programmatic dependent launch (sm_90)
+};
+/// W4A16 GEMV v2, M = 1..16 (docs/cuda_linear_notes.md §2): zero point folded out of the
+/// conversion (Σ(q−z)x = A·Σ frag(q)·x − (B+z)·Σx, one correction per group with the group's
+/// activation sums), 8 weight quads per lane always in flight across row blocks, x staged in
+/// shared memory (so M·(64·KC + 32)·2 bytes + sums must fit in 200 KB: w4_gemv2_fits).
+/// Numerics: exact products in fp32; with the fp16 magic conversion the mma sums carry a
+/// 1024·Σx offset (rounding relative to ~1024·Σ|x| per group: ~1e-5..1e-4 of ‖y‖); bf16 a 128·Σx
+/// offset; the fp16 subnormal conversion is offset-free (as w4_gemv, ~1e-6).
+void w4_gemv2(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+              int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv2Config& cfg = {});
+/// Whether w4_gemv2 can run (M <= 16 and the staged activations fit) with `warps` (0: 8, the
+/// larger reduction buffer).
+bool w4_gemv2_fits(const W4View& w, int M, int warps = 0);
+/// The configuration w4_gemv2 uses for zero fields: 4 warps when NB >= 3·SMs, else 8; one row
+/// block per CTA.
+W4Gemv2Config w4_gemv2_default_config(const W4View& w, int M);
+
 /// Tile shapes of the W4 tensor-core GEMM (rows of W × tokens per CTA).
 enum class W4GemmTile : uint8_t {
   S32,    // 64 rows × 32 tokens, 4 warps (16×32 each), 6 stages: M 9..32
@@ -239,7 +262,7 @@ void add_bias(void* y, DType yt, int64_t ldy, int M, int64_t N, const float* bia
 
 // =============================================================================== dispatch
 
-enum class LinearKernel : uint8_t { Gemv, GemmS32, GemmS64, GemmL128, Dense };
+enum class LinearKernel : uint8_t { Gemv, GemmS32, GemmS64, GemmL128, Dense, Gemv2 };
 const char* linear_kernel_name(LinearKernel k);
 
 /// What the ladder picked for one call.
@@ -271,7 +294,10 @@ int w4_dense_min_m();
 
 /// The W4 ladder ("use me?" predicates in order): M <= 8 → Gemv; M <= 32 → GemmS32; M <= 64 →
 /// GemmS64; M >= w4_dense_min_m() and have_dense → Dense; else GemmL128. split_k from
-/// w4_gemm_split_k.
+/// w4_gemm_split_k. With PERFX_CUDA_W4_GEMV=v2 (or v2s: fp16 subnormal conversion; read once
+/// per process), M <= 16 takes Gemv2 when w4_gemv2_fits, before the rungs above;
+/// PERFX_CUDA_W4_GEMV_CFG="warps,rows_per_cta" overrides its configuration and PERFX_CUDA_PDL=1
+/// launches it with programmatic dependent launch.
 LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense);
 /// The W8 ladder: M <= 8 → Gemv; else Dense when have_dense, else Gemv over 8-token slices
 /// (correct but ceil(M/8) passes over the weight).

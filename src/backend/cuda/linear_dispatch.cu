@@ -53,6 +53,43 @@ void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt
                linear_kernel_name(p.kernel), p.split_k);
 }
 
+/// PERFX_CUDA_W4_GEMV (read once): 0 = w4_gemv (default), 1 = v2 (fp16 magic), 2 = v2s (fp16
+/// subnormal conversion).
+int gemv2_mode() {
+  static const int v = [] {
+    const char* e = std::getenv("PERFX_CUDA_W4_GEMV");
+    if (e == nullptr) return 0;
+    if (std::strcmp(e, "v2") == 0) return 1;
+    if (std::strcmp(e, "v2s") == 0) return 2;
+    return 0;
+  }();
+  return v;
+}
+
+/// The v2 configuration from PERFX_CUDA_W4_GEMV_CFG ("warps,rows_per_cta"; zeros = the default
+/// rule) and PERFX_CUDA_PDL.
+W4Gemv2Config gemv2_env_config() {
+  static const W4Gemv2Config c = [] {
+    W4Gemv2Config r;
+    const char* e = std::getenv("PERFX_CUDA_W4_GEMV_CFG");
+    if (e != nullptr) {
+      int wv = 0, rv = 0;
+      if (std::sscanf(e, "%d,%d", &wv, &rv) >= 1) {
+        if (wv == 4 || wv == 8) r.warps = wv;
+        if (rv >= 1 || rv == -1) r.rows_per_cta = rv;
+      }
+    }
+    r.f16_subnormal = gemv2_mode() == 2;
+    r.pdl = env_flag("PERFX_CUDA_PDL");
+    return r;
+  }();
+  return c;
+}
+
+bool gemv2_should_use(const W4View& w, int M) {
+  return gemv2_mode() != 0 && M >= 1 && M <= 16 && w4_gemv2_fits(w, M, gemv2_env_config().warps);
+}
+
 size_t dense_bytes(int64_t N, int64_t K) {
   return (size_t)N * (size_t)K * 2;
 }
@@ -71,6 +108,8 @@ const char* linear_kernel_name(LinearKernel k) {
       return "gemm_l128";
     case LinearKernel::Dense:
       return "dequant+dense";
+    case LinearKernel::Gemv2:
+      return "gemv2";
   }
   return "?";
 }
@@ -89,7 +128,9 @@ int w4_dense_min_m() {
 
 LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense) {
   LinearPlan p;
-  if (gemv_should_use(M)) {
+  if (gemv2_should_use(w, M)) {
+    p.kernel = LinearKernel::Gemv2;
+  } else if (gemv_should_use(M)) {
     p.kernel = LinearKernel::Gemv;
   } else if (gemm_s32_should_use(M)) {
     p.kernel = LinearKernel::GemmS32;
@@ -139,6 +180,9 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
   switch (p.kernel) {
     case LinearKernel::Gemv:
       w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream);
+      break;
+    case LinearKernel::Gemv2:
+      w4_gemv2(v, x, xt, M, ldx, y, yt, ldy, bias, stream, gemv2_env_config());
       break;
     case LinearKernel::GemmS32:
       w4_gemm(v, W4GemmTile::S32, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
@@ -208,10 +252,11 @@ std::string describe_kernel(const char* name, const void* fn, int threads, size_
 void linear_kernels_init() {
   gemm_init_attributes();
   gemv_init_attributes();
+  gemv2_init_attributes();
 }
 
 std::string linear_kernels_describe() {
-  return describe_gemv_kernels() + describe_gemm_kernels();
+  return describe_gemv_kernels() + describe_gemv2_kernels() + describe_gemm_kernels();
 }
 
 }  // namespace perfx::cuda

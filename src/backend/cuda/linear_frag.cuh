@@ -207,6 +207,48 @@ PERFX_HD void w4_word_to_frag_bf16(uint32_t w, uint32_t z_lo, uint32_t z_hi, uin
   a[3] = bf16x2_fma(h3, kBf16x2One, z_hi);
 }
 
+// ------------------------------------------------------------------------- folded-zero conversions
+//
+// The v2 GEMV (linear_gemv2.cu) leaves the zero point and any conversion offset out of the A
+// fragment and corrects the fp32 mma sum once per group with the group's activation sum X:
+//   Σ_k (q − z)·x = A_r · c_r − (B_r + z) · X,   c_r = Σ_k frag_r(q)·x (the mma result)
+// for the fragment's row half r (lo = rows gid, A regs 0, 2; hi = rows gid + 8, A regs 1, 3).
+// Each word costs one shift + four lop3 (fp16) or three shifts + four lop3 (bf16), no fp ops.
+//   kFoldMagicF16: 0x6400 | q = 1024 + q (lo), 0x6400 | q << 4 = 1024 + 16q (hi):
+//                  A = 1, 1/16; B = 1024, 64. Exact products; the mma's fp32 sum carries the
+//                  1024·X offset, so its rounding is relative to ~1024·Σ|x| (see the notes).
+//   kFoldSubF16:   q · 2^-24 (lo) and q · 2^-20 (hi) as fp16 subnormals (a plain AND):
+//                  A = 2^24, 2^20; B = 0. Exact, no offset; needs subnormal fp16 mma inputs.
+//   kFoldMagicBf16: 0x4300 | q = 128 + q for all four: A = 1, B = 128.
+enum FoldConv : int { kFoldMagicF16 = 0, kFoldSubF16 = 1, kFoldMagicBf16 = 2 };
+
+/// The 4 A registers of one packed word for conversion `conv` (see above).
+PERFX_HD void w4_word_to_frag_fold(int conv, uint32_t w, uint32_t a[4]) {
+  if (conv == kFoldMagicBf16) {
+    a[0] = lop_and_or(w, 0x000F000Fu, 0x43004300u);        // 128 + (e0, e1)
+    a[1] = lop_and_or(w >> 4, 0x000F000Fu, 0x43004300u);   // 128 + (e2, e3)
+    a[2] = lop_and_or(w >> 8, 0x000F000Fu, 0x43004300u);   // 128 + (e4, e5)
+    a[3] = lop_and_or(w >> 12, 0x000F000Fu, 0x43004300u);  // 128 + (e6, e7)
+    return;
+  }
+  const uint32_t or_bits = conv == kFoldSubF16 ? 0u : 0x64006400u;
+  const uint32_t w8 = w >> 8;
+  a[0] = lop_and_or(w, 0x000F000Fu, or_bits);   // (e0, e1):  1024 + q   | q·2^-24
+  a[1] = lop_and_or(w, 0x00F000F0u, or_bits);   // (e2, e3):  1024 + 16q | q·2^-20
+  a[2] = lop_and_or(w8, 0x000F000Fu, or_bits);  // (e4, e5)
+  a[3] = lop_and_or(w8, 0x00F000F0u, or_bits);  // (e6, e7)
+}
+/// A_r of conversion conv for row half hi (0: rows gid, 1: rows gid + 8).
+PERFX_HD float fold_scale(int conv, int hi) {
+  return conv == kFoldSubF16     ? (hi ? 1048576.0f : 16777216.0f)
+         : conv == kFoldMagicF16 ? (hi ? 0.0625f : 1.0f)
+                                 : 1.0f;
+}
+/// B_r of conversion conv for row half hi.
+PERFX_HD float fold_offset(int conv, int hi) {
+  return conv == kFoldSubF16 ? 0.0f : conv == kFoldMagicF16 ? (hi ? 64.0f : 1024.0f) : 128.0f;
+}
+
 /// Byte permute (PTX prmt / __byte_perm): result byte i = byte sel_i of {b, a} (a bytes 0..3).
 PERFX_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t sel) {
 #if defined(__CUDA_ARCH__)
@@ -284,6 +326,28 @@ __device__ __forceinline__ void mma16816<BF16>(float c[4], const uint32_t a[4], 
 /// 16-byte global load, streaming (evict-first): weights are read once per pass.
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return __ldcs(p);
+}
+/// 16-byte global load of streamed weights: non-coherent path, no L1 allocation, 256-byte L2
+/// prefetch (a warp's 512-byte quad row is contiguous). Not volatile: the compiler may schedule it.
+__device__ __forceinline__ uint4 ld_stream_na(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+/// Programmatic dependent launch (sm_90+; no-ops when the grid was not launched with the
+/// attribute, and compiled out below sm_90): wait for the preceding grid's completion and memory
+/// flush / allow the next grid to start launching.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 /// 16-byte global load through the read-only path (activations, reused across CTAs).
 __device__ __forceinline__ uint4 ld_ro(const void* p) {

@@ -36,8 +36,11 @@ inline void check_linear_args(const char* op, int64_t N, int64_t K, const void* 
 void gemm_init_attributes();
 /// Same for the staged-activation GEMV instances (linear_gemv.cu).
 void gemv_init_attributes();
+/// Same for the w4_gemv2 instances (linear_gemv2.cu).
+void gemv2_init_attributes();
 /// linear_kernels_describe() parts (linear_gemv.cu, linear_gemm.cu).
 std::string describe_gemv_kernels();
+std::string describe_gemv2_kernels();
 std::string describe_gemm_kernels();
 
 /// One describe line: name, registers, shared memory, threads, resident CTAs per SM.
