@@ -17,8 +17,8 @@
 # .devpack/llama.tar.xz was built on the dev machine (never in this repo) from llama.cpp 34af94cd:
 #   cmake -S . -B build-cuda90 -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
 #     -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF
-#     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
-#   cmake --build build-cuda90 --target llama-bench; strip; tar -cJf llama.tar.xz llama-bench
+#     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF
+#   cmake --build build-cuda90 --target llama-bench; strip; tar -cJf llama.tar.xz llama/{llama-bench,BUILD_INFO}
 # (needs libcudart.so.13 / libcublas.so.13 from /usr/local/cuda/lib64 and the driver's libcuda.so.1).
 # Environment:
 #   STEPS="tiny 7b f16" (default all)  REPS=3  NP=512  NG=128  BUDGET=210 (s; later steps are skipped past it)
