@@ -206,6 +206,20 @@ class Backend {
   virtual void silu_mul(Tensor gate_up, Tensor out) = 0;
   /// out [n, cols] = x[rows[i], :] for the batch's logit_rows.
   virtual void gather_rows(Tensor x, const BatchLayout& b, Tensor out) = 0;
+  // ---- fused pairs (a backend may override them with one kernel; the defaults run the two ops)
+  /// add_rms_norm(residual, x, norm_w, eps, h) then linear(h, w, bias, y): h [T, n] is written too.
+  virtual void add_rms_norm_linear(Tensor residual, Tensor x, const Weight& norm_w, float eps, Tensor h,
+                                   const Weight& w, const Weight* bias, Tensor y) {
+    add_rms_norm(residual, x, norm_w, eps, h);
+    linear(h, w, bias, y);
+  }
+  /// silu_mul(gate_up, act) then linear(act, w, bias, y): act [T, I] is scratch (its contents
+  /// afterwards are unspecified).
+  virtual void silu_mul_linear(Tensor gate_up, Tensor act, const Weight& w, const Weight* bias, Tensor y) {
+    silu_mul(gate_up, act);
+    linear(act, w, bias, y);
+  }
+
   /// Picks one token for each SampleRow from row `row` of `logits` (F32 [n, vocab]; the rows
   /// sampled may be modified) by SampleRow's rules and writes the ids to the host array `ids`
   /// [rows.size()]. Blocks until done.

@@ -198,22 +198,36 @@ Tensor LlamaModel::forward(const BatchLayout& b, KvStorage& kv) {
 
   be_.embedding(*embed_, b, x);
   be_.rms_norm(x, *layers_[0].attn_norm, eps, h);
+  bool qkv_ready = false;  // the previous layer computed this layer's QKV (fused with its norm)
   for (int l = 0; l < (int)layers_.size(); ++l) {
     const LayerWeights& L = layers_[l];
     if (observer) observer(l, "qkv", h);
-    be_.linear(h, *L.qkv, L.qkv_bias.get(), qkv);
+    if (!qkv_ready) be_.linear(h, *L.qkv, L.qkv_bias.get(), qkv);
+    qkv_ready = false;
     be_.rope_kv_store(q, k, v, nh, L.q_norm.get(), L.k_norm.get(), eps, rope, kv, l, b);
     be_.attention(q, kv, l, nh, scale, b, attn);
     if (observer) observer(l, "o", attn);
     be_.linear(attn, *L.o, L.o_bias.get(), o);
-    be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
-    if (observer) observer(l, "gate_up", h);
-    be_.linear(h, *L.gate_up, L.gate_up_bias.get(), gu);
-    be_.silu_mul(gu, act);
-    if (observer) observer(l, "down", act);
-    be_.linear(act, *L.down, L.down_bias.get(), o);
-    const Weight& next_norm = l + 1 < (int)layers_.size() ? *layers_[l + 1].attn_norm : *final_norm_;
-    be_.add_rms_norm(x, o, next_norm, eps, h);
+    if (observer) {  // AWQ calibration (CPU): the unfused ops, observing each linear's input
+      be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
+      observer(l, "gate_up", h);
+      be_.linear(h, *L.gate_up, L.gate_up_bias.get(), gu);
+      be_.silu_mul(gu, act);
+      observer(l, "down", act);
+      be_.linear(act, *L.down, L.down_bias.get(), o);
+    } else {
+      be_.add_rms_norm_linear(x, o, *L.ffn_norm, eps, h, *L.gate_up, L.gate_up_bias.get(), gu);
+      be_.silu_mul_linear(gu, act, *L.down, L.down_bias.get(), o);
+    }
+    if (l + 1 < (int)layers_.size() && !observer) {
+      // the next layer's input norm fused with its QKV projection
+      const LayerWeights& N = layers_[l + 1];
+      be_.add_rms_norm_linear(x, o, *N.attn_norm, eps, h, *N.qkv, N.qkv_bias.get(), qkv);
+      qkv_ready = true;
+    } else {
+      const Weight& next_norm = l + 1 < (int)layers_.size() ? *layers_[l + 1].attn_norm : *final_norm_;
+      be_.add_rms_norm(x, o, next_norm, eps, h);
+    }
   }
   if (n_out == 0) return logits_.rows_view(0, 0);
   Tensor sel = sel_.rows_view(0, n_out), lg = logits_.rows_view(0, n_out);

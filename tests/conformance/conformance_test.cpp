@@ -319,6 +319,23 @@ TensorView vector_view(const std::string& name, const std::vector<float>& v) {
   return TensorView{name, DType::F32, {(int64_t)v.size()}, v.data(), v.size() * 4};
 }
 
+/// A complete layout of one sequence of `ids` at positions 0.. (slots 0.., one block table row).
+BatchLayout one_sequence(const std::vector<int32_t>& ids, std::vector<int32_t> logit_rows = {}) {
+  BatchLayout b;
+  b.token_ids = ids;
+  b.n_tokens = (int)ids.size();
+  for (int t = 0; t < b.n_tokens; ++t) {
+    b.positions.push_back(t);
+    b.slots.push_back(t);
+    b.token_seq.push_back(0);
+  }
+  b.n_seqs = 1;
+  b.max_blocks = 1;
+  b.block_tables = {0};
+  b.logit_rows = std::move(logit_rows);
+  return b;
+}
+
 // ---- embedding
 
 TEST_P(Conformance, Embedding) {
@@ -327,9 +344,7 @@ TEST_P(Conformance, Embedding) {
     const int64_t V = 37, H = 96;
     const HostWeight w = make_weight(fmt, V, H, rng);
     auto table = d().be().load_embedding(w.source("token_embd.weight").weight);
-    BatchLayout b;
-    b.token_ids = {5, 0, 36, 5, 17, 2, 30};
-    b.n_tokens = (int)b.token_ids.size();
+    const BatchLayout b = one_sequence({5, 0, 36, 5, 17, 2, 30});
     d().be().prepare_batch(b);
     Tensor out = d().poisoned(b.n_tokens, H, H + 3);
     d().be().embedding(*table, b, out);
@@ -483,6 +498,79 @@ TEST_P(Conformance, DISABLED_LinearPerfShapes) {  // run by --perf
                                          {"INT4_G128", {2048}, 5632},
                                          {"F16", {2048}, 5632}};
   for (const auto& c : cases) run_linear(this, d(), tol(), c, {1, 8, 64, 512}, true);
+}
+
+// ---- fused pairs: add_rms_norm + linear, silu_mul + linear
+
+TEST_P(Conformance, AddRmsNormLinear) {
+  for (const char* fmt : {"F16", "INT4_G128", "Q8_0", "INT4_G32"}) {
+    for (int T : {1, 3, 8, 17}) {
+      std::mt19937 rng((uint32_t)(T * 131 + std::string(fmt).size()));
+      const int64_t n = 256, out = 72;
+      const HostWeight w = make_weight(fmt, out, n, rng);
+      auto lw = d().be().load_linear({w.source("w")});
+      const auto nw = randn((size_t)n, rng);
+      auto norm = d().be().load_vector(vector_view("norm", nw));
+      const auto res = rounded(randn((size_t)(T * n), rng)),
+                 x = rounded(randn((size_t)(T * n), rng));
+      Tensor rt = d().upload(res, T, n), xt = d().upload(x, T, n), h = d().poisoned(T, n),
+             y = d().poisoned(T, out);
+      d().be().add_rms_norm_linear(rt, xt, *norm, 1e-5f, h, *lw, nullptr, y);
+      std::vector<double> ref_res, ref_h, ref_y;
+      std::vector<float> sum((size_t)n), hr((size_t)n);
+      for (int t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < n; ++i) {
+          sum[(size_t)i] = round_to(d().act(), res[(size_t)(t * n + i)] + x[(size_t)(t * n + i)]);
+          ref_res.push_back(sum[(size_t)i]);
+        }
+        const double inv = rms_inv(sum.data(), n, 1e-5f);
+        for (int64_t i = 0; i < n; ++i) {
+          hr[(size_t)i] = (float)(nw[(size_t)i] * sum[(size_t)i] * inv);
+          ref_h.push_back(hr[(size_t)i]);
+          hr[(size_t)i] = round_to(d().act(), hr[(size_t)i]);
+        }
+        for (int64_t r = 0; r < out; ++r) {
+          double s = 0;
+          for (int64_t k = 0; k < n; ++k) s += (double)hr[(size_t)k] * w.deq[(size_t)(r * n + k)];
+          ref_y.push_back(s);
+        }
+      }
+      const std::string what =
+          std::string("add_rms_norm_linear ") + fmt + " T=" + std::to_string(T);
+      expect_close(d().download(rt), ref_res, tol(), what + " (residual)");
+      expect_close(d().download(h), ref_h, tol(), what + " (h)");
+      expect_close(d().download(y), ref_y, tol(), what + " (y)");
+    }
+  }
+}
+
+TEST_P(Conformance, SiluMulLinear) {
+  for (const char* fmt : {"F16", "INT4_G128", "Q8_0"}) {
+    for (int T : {1, 2, 8, 9}) {
+      std::mt19937 rng((uint32_t)(T * 17 + std::string(fmt).size()));
+      const int64_t I = 384, out = 40;
+      const HostWeight w = make_weight(fmt, out, I, rng);
+      auto lw = d().be().load_linear({w.source("down")});
+      const auto gu = rounded(randn((size_t)(T * 2 * I), rng, 2.0f));
+      Tensor g = d().upload(gu, T, 2 * I), act = d().poisoned(T, I), y = d().poisoned(T, out);
+      d().be().silu_mul_linear(g, act, *lw, nullptr, y);
+      std::vector<double> ref;
+      std::vector<float> a((size_t)I);
+      for (int t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < I; ++i) {
+          const double gv = gu[(size_t)(t * 2 * I + i)], u = gu[(size_t)(t * 2 * I + I + i)];
+          a[(size_t)i] = round_to(d().act(), (float)(gv / (1.0 + std::exp(-gv)) * u));
+        }
+        for (int64_t r = 0; r < out; ++r) {
+          double s = 0;
+          for (int64_t k = 0; k < I; ++k) s += (double)a[(size_t)k] * w.deq[(size_t)(r * I + k)];
+          ref.push_back(s);
+        }
+      }
+      expect_close(d().download(y), ref, tol(),
+                   std::string("silu_mul_linear ") + fmt + " T=" + std::to_string(T));
+    }
+  }
 }
 
 // ---- RoPE + head norm + KV store, and attention
@@ -737,9 +825,7 @@ TEST_P(Conformance, GatherRows) {
   std::mt19937 rng(9);
   const int T = 11, H = 72;
   const auto x = rounded(randn((size_t)(T * H), rng));
-  BatchLayout b;
-  b.n_tokens = T;
-  b.logit_rows = {0, 4, 10, 7};
+  const BatchLayout b = one_sequence(std::vector<int32_t>(T, 1), {0, 4, 10, 7});
   d().be().prepare_batch(b);
   Tensor xt = d().upload(x, T, H), out = d().poisoned(4, H, H + 2);
   d().be().gather_rows(xt, b, out);
@@ -805,7 +891,9 @@ TEST_P(Conformance, Sample) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(want[0], 3) << "greedy picks the largest logit";
   EXPECT_NE(want[1], 3) << "the penalties must change the greedy pick";
-  EXPECT_GT(std::count_if(want.begin() + 2, want.end(), [](int32_t id) { return id != 3 && id != 17; }), 0)
+  EXPECT_GT(
+      std::count_if(want.begin() + 2, want.end(), [](int32_t id) { return id != 3 && id != 17; }),
+      0)
       << "some draws must land away from the two largest logits";
 }
 

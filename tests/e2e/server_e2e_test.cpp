@@ -67,7 +67,7 @@ StreamResult stream_completion(int port, const std::string& prompt, int max_toke
   return s;
 }
 
-TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
+TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
   REQUIRE_DEFAULT_MODEL();
   ServerProcess srv("-m " + sh_quote(default_model()) + " --max-batch 64");
   ASSERT_TRUE(srv.ok()) << srv.log();
@@ -76,7 +76,11 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
   for (int i = 0; i < n; ++i)
     prompts.push_back("And it came to pass on the " + std::to_string(i + 1) + " day, that");
 
+  auto steps = [&] {
+    return metric(http_request(srv.port(), "GET", "/metrics").body, "perfx_engine_steps_total");
+  };
   // One client, one request at a time.
+  const double steps0 = steps();
   std::vector<StreamResult> solo((size_t)n);
   int solo_tokens = 0;
   auto t0 = Clock::now();
@@ -86,6 +90,7 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
     solo_tokens += solo[(size_t)i].completion_tokens;
   }
   const double solo_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double solo_steps = steps() - steps0;
 
   // 64 clients at once.
   std::vector<StreamResult> conc((size_t)n);
@@ -104,52 +109,21 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
     conc_tokens += conc[(size_t)i].completion_tokens;
   }
   EXPECT_EQ(conc_tokens, solo_tokens);
+  const double conc_steps = steps() - steps0 - solo_steps;
   const double solo_tps = solo_tokens / solo_s, conc_tps = conc_tokens / conc_s;
   std::printf(
-      "[ perfx ] single client: %d tokens in %.2f s = %.1f tok/s; 64 clients: %d tokens in "
-      "%.2f s = %.1f tok/s; ratio %.2f\n",
-      solo_tokens, solo_s, solo_tps, conc_tokens, conc_s, conc_tps, conc_tps / solo_tps);
-  // Issue 5 asks for >= 3x. On 2-core CPUs this 7.3 M-parameter, cache-resident model measures
-  // 2.5-3.5x (docs/SERVING.md): one sequence's decode is already compute-bound, so batching gains
-  // only the GEMM's efficiency over the GEMV's. Asserting 3x here would fail on a loaded 2-core CI
-  // machine; 2x still catches a scheduler that stops batching (which measures ~1x).
-  constexpr double kMinRatio = 2.0;
-#if defined(PERFX_SANITIZE_BUILD)
-  // ASan/UBSan slow compute, locks and syscalls by different factors: no throughput verdict there.
-  constexpr bool kCheckThroughput = false;
-#else
-  constexpr bool kCheckThroughput = true;
-#endif
-  double ratio = conc_tps / solo_tps;
-  if (kCheckThroughput && ratio < kMinRatio) {
-    // Throughput is wall-clock on a machine other tests (ctest -j) may be loading; one more
-    // measurement of both phases, back to back, before concluding.
-    int solo2 = 0, conc2 = 0;
-    t0 = Clock::now();
-    for (int i = 0; i < 16; ++i)
-      solo2 += stream_completion(srv.port(), prompts[(size_t)i], max_tokens).completion_tokens;
-    const double solo2_tps = solo2 / std::chrono::duration<double>(Clock::now() - t0).count();
-    std::vector<int> counts((size_t)n, 0);
-    threads.clear();
-    t0 = Clock::now();
-    for (int i = 0; i < n; ++i)
-      threads.emplace_back([&, i] {
-        counts[(size_t)i] =
-            stream_completion(srv.port(), prompts[(size_t)i], max_tokens).completion_tokens;
-      });
-    for (auto& t : threads) t.join();
-    for (int c : counts) conc2 += c;
-    const double conc2_tps = conc2 / std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("[ perfx ] again: single client %.1f tok/s, 64 clients %.1f tok/s, ratio %.2f\n",
-                solo2_tps, conc2_tps, conc2_tps / solo2_tps);
-    ratio = std::max(ratio, conc2_tps / solo2_tps);
-  }
-  if (kCheckThroughput) {
-    EXPECT_GE(ratio, kMinRatio) << "64 concurrent clients should get >= " << kMinRatio
-                                << "x one client's throughput";
-  } else {
-    std::printf("[ perfx ] sanitizer build: throughput ratio not checked\n");
-  }
+      "[ perfx ] single client: %d tokens in %.0f steps, %.2f s = %.1f tok/s; 64 clients: %d "
+      "tokens "
+      "in %.0f steps, %.2f s = %.1f tok/s (throughput ratio %.2f, for information: speed is "
+      "measured by "
+      "bench/serve, not by tests)\n",
+      solo_tokens, solo_steps, solo_s, solo_tps, conc_tokens, conc_steps, conc_s, conc_tps,
+      conc_tps / solo_tps);
+  // Batching, measured without a clock: one client needs a forward pass per token; 64 concurrent
+  // ones share passes, so the engine runs several times fewer (a scheduler that stopped batching
+  // would run as many). The arrival spread and prefill chunks leave it above 64x fewer.
+  EXPECT_GT(solo_steps, 0.9 * solo_tokens);
+  EXPECT_LE(conc_steps * 4, solo_steps) << "64 concurrent streams should share forward passes";
 
   // Nothing left in the KV cache once everything finished.
   std::string m;
@@ -168,10 +142,13 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndScale) {
 // finish_reason "length"; a cache smaller than one full-context sequence is now refused.
 TEST(ServeE2E, KvCacheSmallerThanTheContextIsRefused) {
   REQUIRE_DEFAULT_MODEL();
-  auto r = run_perfx("serve -m " + sh_quote(default_model()) + " --port 0 --kv-cache-tokens 16", 30);
+  auto r =
+      run_perfx("serve -m " + sh_quote(default_model()) + " --port 0 --kv-cache-tokens 16", 30);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("perfx: error: a KV cache of 16 tokens cannot hold one sequence of the context size 512"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "perfx: error: a KV cache of 16 tokens cannot hold one sequence of the context size 512"),
+      std::string::npos)
       << r.err;
 }
 

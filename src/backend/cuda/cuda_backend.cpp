@@ -188,6 +188,9 @@ class CudaBackend : public Backend {
     act_ = d == "bf16" ? DType::BF16 : DType::F16;
     const char* g = std::getenv("PERFX_CUDA_GRAPHS");
     graphs_enabled_ = !(g && std::string(g) == "0");
+    const char* prof = std::getenv("PERFX_CUDA_PROFILE");
+    profile_ = prof && std::string(prof) == "1";
+    if (profile_) graphs_enabled_ = false;  // per-op events need eager launches
     cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     cuda_ok(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
     cublas_ok(cublasCreate(&cublas_), "cublasCreate");
@@ -209,6 +212,7 @@ class CudaBackend : public Backend {
       if (g) (void)cudaGraphDestroy(g);
     }
     (void)cudaStreamSynchronize(stream_);
+    if (profile_) print_profile();
     clear_graphs();
     if (pinned_) (void)cudaFreeHost(pinned_);
     if (pinned_sample_) (void)cudaFreeHost(pinned_sample_);
@@ -378,8 +382,12 @@ class CudaBackend : public Backend {
     kv->mem.alloc(kv->pool_elems * 2 * (size_t)n_layers * 2,
                   "the KV cache (" + std::to_string((int64_t)n_blocks * block_size) + " tokens)",
                   dev_);
+    PERFX_CHECK(head_dim <= 256 && head_dim % 2 == 0,
+                "create_kv: head_dim " + std::to_string(head_dim) +
+                    " (the CUDA backend takes even sizes up to 256)");
     size_t need = 0;
-    guarded("attention workspace", [&] { need = paged_attention_workspace_bytes(head_dim); });
+    if (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128)
+      guarded("attention workspace", [&] { need = paged_attention_workspace_bytes(head_dim); });
     if (attn_ws_.size() < need) attn_ws_.alloc(need, "the attention workspace", dev_);
     return kv;
   }
@@ -425,10 +433,10 @@ class CudaBackend : public Backend {
     bool eligible = graphs_enabled_ && decode_only_ && (int)b.logit_rows.size() == T;
     for (int i = 0; eligible && i < T; ++i) eligible = b.logit_rows[(size_t)i] == i;
     width_ = eligible ? next_pow2(std::max(b.max_blocks, 1)) : std::max(b.max_blocks, 1);
-    // Staging: ids, positions, slots, logit rows [cap_t]; q_start [S + 1]; kv_len [S]; tables [S,
-    // width].
+    // Staging: ids, positions, slots, token_seq [T], logit rows [L]; q_start [S + 1]; kv_len [S];
+    // tables [S, width].
     const size_t L = b.logit_rows.size();
-    const size_t n_int = (size_t)T * 3 + L + (size_t)S * 2 + 1 + (size_t)S * width_;
+    const size_t n_int = (size_t)T * 4 + L + (size_t)S * 2 + 1 + (size_t)S * width_;
     ensure_staging(n_int);
     cuda_ok(cudaEventSynchronize(staged_), "staging");  // the previous copy has read the buffer
     int32_t* h = static_cast<int32_t*>(pinned_);
@@ -441,7 +449,8 @@ class CudaBackend : public Backend {
     };
     const size_t o_ids = put(b.token_ids.data(), (size_t)T),
                  o_pos = put(b.positions.data(), (size_t)T),
-                 o_slots = put(b.slots.data(), (size_t)T), o_rows = put(b.logit_rows.data(), L),
+                 o_slots = put(b.slots.data(), (size_t)T),
+                 o_seq = put(b.token_seq.data(), (size_t)T), o_rows = put(b.logit_rows.data(), L),
                  o_qs = put(q_start_.data(), (size_t)S + 1), o_kv = put(kv_len_.data(), (size_t)S);
     const size_t o_bt = at;
     for (int s = 0; s < S; ++s)
@@ -454,6 +463,7 @@ class CudaBackend : public Backend {
     ids_d_ = d + o_ids;
     pos_d_ = d + o_pos;
     slots_d_ = d + o_slots;
+    seq_d_ = d + o_seq;
     rows_d_ = d + o_rows;
     q_start_d_ = d + o_qs;
     kv_len_d_ = d + o_kv;
@@ -471,6 +481,7 @@ class CudaBackend : public Backend {
 
   void embedding(const Weight& table, const BatchLayout& b, Tensor out) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "embedding" : "");
     const auto& w = cw(table);
     PERFX_CHECK(out.dtype == act_ && out.cols == w.in && out.rows >= b.n_tokens,
                 "embedding: shape or dtype mismatch");
@@ -480,6 +491,7 @@ class CudaBackend : public Backend {
 
   void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "rms_norm" : "");
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.rows == out.rows && x.cols == out.cols &&
                     w.out == x.cols,
                 "rms_norm: shape or dtype mismatch");
@@ -490,6 +502,7 @@ class CudaBackend : public Backend {
 
   void add_rms_norm(Tensor residual, Tensor x, const Weight& w, float eps, Tensor out) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "add_rms_norm" : "");
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && residual.dtype == act_ &&
                     x.rows == out.rows && residual.rows == x.rows && x.cols == out.cols &&
                     residual.cols == x.cols && w.out == x.cols,
@@ -501,6 +514,7 @@ class CudaBackend : public Backend {
 
   void linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? linear_name(wt, x.rows) : std::string());
     const auto& w = cw(wt);
     PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == act_ &&
                     (y.dtype == act_ || y.dtype == DType::F32),
@@ -549,6 +563,7 @@ class CudaBackend : public Backend {
                      const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kvs,
                      int layer, const BatchLayout& b) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "rope_kv_store" : "");
     auto& kv = static_cast<CudaKv&>(kvs);
     const RopeParams& rp = rope.params;
     PERFX_CHECK(q.dtype == act_ && k.dtype == act_ && v.dtype == act_ &&
@@ -592,12 +607,23 @@ class CudaBackend : public Backend {
   void attention(Tensor q, const KvStorage& kvs, int layer, int n_q_heads, float scale,
                  const BatchLayout& b, Tensor out) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "attention" : "");
     const auto& kv = static_cast<const CudaKv&>(kvs);
     PERFX_CHECK(q.dtype == act_ && out.dtype == act_ && q.rows == b.n_tokens &&
                     out.rows == q.rows && q.cols == (int64_t)n_q_heads * kv.head_dim &&
                     out.cols == q.cols && layer >= 0 && layer < kv.n_layers &&
                     n_q_heads % kv.n_kv_heads == 0,
                 "attention: shape or dtype mismatch");
+    const int hd = kv.head_dim;
+    const bool fast = (hd == 64 || hd == 80 || hd == 96 || hd == 128) && aligned16(q.data) &&
+                      aligned16(out.data) && q.stride % 8 == 0 && out.stride % 8 == 0;
+    if (!fast) {  // the tensor-core kernels do not take this shape: the plain kernel
+      launch_attention_generic(q.data, q.stride, kv.k(layer), kv.v(layer), n_q_heads, kv.n_kv_heads,
+                               hd, kv.block_size, tables_d_, width_, seq_d_, pos_d_, n_tokens_,
+                               scale, out.data, out.stride, act_, stream_);
+      launched("attention (generic)");
+      return;
+    }
     PagedAttentionArgs a;
     a.dtype = act_ == DType::BF16 ? AttnDtype::kBF16 : AttnDtype::kF16;
     a.q = q.data;
@@ -624,15 +650,13 @@ class CudaBackend : public Backend {
     a.workspace = attn_ws_.get();
     a.workspace_bytes = attn_ws_.size();
     a.maybe_short_seqs = !decode_only_;
-    if (!(aligned16(q.data) && aligned16(out.data) && q.stride % 8 == 0 && out.stride % 8 == 0))
-      throw Error(
-          "attention: q and out must be 16-byte aligned with strides a multiple of 8 on CUDA");
     guarded("attention", [&] { paged_attention(a, stream_); });
     launched("attention");
   }
 
   void silu_mul(Tensor gate_up, Tensor out) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "silu_mul" : "");
     PERFX_CHECK(gate_up.dtype == act_ && out.dtype == act_ && gate_up.rows == out.rows &&
                     gate_up.cols == 2 * out.cols,
                 "silu_mul: shape or dtype mismatch");
@@ -643,6 +667,7 @@ class CudaBackend : public Backend {
 
   void gather_rows(Tensor x, const BatchLayout& b, Tensor out) override {
     if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "gather_rows" : "");
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.cols == out.cols &&
                     out.rows >= (int64_t)b.logit_rows.size(),
                 "gather_rows: shape or dtype mismatch");
@@ -653,6 +678,7 @@ class CudaBackend : public Backend {
 
   void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
     finish_forward();
+    OpTimer timer(*this, profile_ ? "sample" : "");
     PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
     for (const auto& r : rows)
       PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
@@ -712,6 +738,82 @@ class CudaBackend : public Backend {
 
  private:
   enum class State { Eager, Capturing, Replaying };
+
+  // ---- per-op GPU time (PERFX_CUDA_PROFILE=1): events around every op, summed per op name and
+  // printed when the backend ends.
+  struct OpTimer {
+    CudaBackend& be;
+    size_t at = SIZE_MAX;
+    OpTimer(CudaBackend& b, std::string name) : be(b) {
+      if (!be.profile_) return;
+      at = be.prof_next(std::move(name));
+    }
+    ~OpTimer() {
+      if (at != SIZE_MAX) (void)cudaEventRecord(be.prof_[at].stop, be.stream_);
+    }
+  };
+  struct ProfRecord {
+    std::string name;
+    cudaEvent_t start = nullptr, stop = nullptr;
+  };
+  size_t prof_next(std::string name) {
+    if (prof_used_ == prof_.size()) {
+      if (prof_.size() >= 8192) prof_flush();
+      if (prof_used_ == prof_.size()) {
+        ProfRecord r;
+        (void)cudaEventCreate(&r.start);
+        (void)cudaEventCreate(&r.stop);
+        prof_.push_back(r);
+      }
+    }
+    ProfRecord& r = prof_[prof_used_];
+    r.name = std::move(name);
+    (void)cudaEventRecord(r.start, stream_);
+    return prof_used_++;
+  }
+  void prof_flush() {
+    (void)cudaStreamSynchronize(stream_);
+    for (size_t i = 0; i < prof_used_; ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, prof_[i].start, prof_[i].stop) == cudaSuccess) {
+        auto& a = prof_sum_[prof_[i].name];
+        a.first += 1;
+        a.second += ms;
+      }
+    }
+    prof_used_ = 0;
+  }
+  static std::string linear_name(const Weight& w, int64_t M) {
+    const auto& c = cw(w);
+    const char* k = c.kind == CudaWeight::Kind::W4   ? "w4"
+                    : c.kind == CudaWeight::Kind::W8 ? "w8"
+                                                     : "dense";
+    const int64_t mb = M <= 1 ? 1 : M <= 8 ? 8 : M <= 64 ? 64 : M <= 256 ? 256 : 4096;
+    return "linear " + std::string(k) + " [" + std::to_string(w.out) + " x " +
+           std::to_string(w.in) + "] M<=" + std::to_string(mb);
+  }
+  void print_profile() {
+    prof_flush();
+    std::vector<std::pair<std::string, std::pair<int64_t, double>>> v(prof_sum_.begin(),
+                                                                      prof_sum_.end());
+    std::sort(v.begin(), v.end(),
+              [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    double total = 0;
+    for (const auto& e : v) total += e.second.second;
+    std::fprintf(stderr,
+                 "perfx cuda profile (GPU time per op, events around each op, no graphs):\n");
+    std::fprintf(stderr, "  %-52s %9s %11s %9s %6s\n", "op", "calls", "total ms", "avg us",
+                 "share");
+    for (const auto& [name, a] : v)
+      std::fprintf(stderr, "  %-52s %9lld %11.3f %9.2f %5.1f%%\n", name.c_str(), (long long)a.first,
+                   a.second, 1000.0 * a.second / (double)a.first,
+                   100.0 * a.second / std::max(total, 1e-9));
+    for (auto& r : prof_) {
+      (void)cudaEventDestroy(r.start);
+      (void)cudaEventDestroy(r.stop);
+    }
+    prof_.clear();
+  }
 
   // ---- graphs
   struct GraphKey {
@@ -917,10 +1019,17 @@ class CudaBackend : public Backend {
 
   // the prepared step
   std::vector<int32_t> q_start_, kv_len_;
-  const int32_t *ids_d_ = nullptr, *pos_d_ = nullptr, *slots_d_ = nullptr, *rows_d_ = nullptr;
+  const int32_t *ids_d_ = nullptr, *pos_d_ = nullptr, *slots_d_ = nullptr, *rows_d_ = nullptr,
+                *seq_d_ = nullptr;
   const int32_t *q_start_d_ = nullptr, *kv_len_d_ = nullptr, *tables_d_ = nullptr;
   int n_tokens_ = 0, n_seqs_ = 0, max_q_ = 0, max_kv_ = 0, width_ = 1;
   bool decode_only_ = false, graph_step_ = false;
+
+  // profiling
+  bool profile_ = false;
+  std::vector<ProfRecord> prof_;
+  size_t prof_used_ = 0;
+  std::map<std::string, std::pair<int64_t, double>> prof_sum_;
 
   // graphs
   State state_ = State::Eager;

@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <cfloat>
+#include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
@@ -179,6 +180,76 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int64_t ld,
   }
 }
 
+constexpr int kAttnChunk = 128;
+
+template <typename T>
+__global__ void attention_generic_kernel(const T* __restrict__ q, int64_t ldq,
+                                         const T* __restrict__ kc, const T* __restrict__ vc,
+                                         int n_q_heads, int n_kv_heads, int hd, int block_size,
+                                         const int32_t* __restrict__ tables, int width,
+                                         const int32_t* __restrict__ token_seq,
+                                         const int32_t* __restrict__ positions, float scale,
+                                         T* __restrict__ out, int64_t ldo) {
+  __shared__ float qs[256];
+  __shared__ float p[kAttnChunk];
+  __shared__ float red[32];
+  const int t = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const int kvh = h / (n_q_heads / n_kv_heads);
+  const int n_keys = positions[t] + 1;
+  const int32_t* table = tables + (int64_t)token_seq[t] * width;
+  const T* qr = q + (int64_t)t * ldq + (int64_t)h * hd;
+  for (int d = tid; d < hd; d += blockDim.x) qs[d] = to_f(qr[d]) * scale;
+  float acc0 = 0.0f, acc1 = 0.0f;  // dims tid and tid + 128 (head_dim <= 256)
+  float m = -INFINITY, l = 0.0f;
+  __syncthreads();
+  for (int j0 = 0; j0 < n_keys; j0 += kAttnChunk) {
+    const int j = j0 + tid;
+    float s = -INFINITY;
+    if (j < n_keys) {
+      const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
+      const T* kr = kc + (slot * n_kv_heads + kvh) * hd;
+      s = 0.0f;
+      for (int d = 0; d < hd; ++d) s += qs[d] * to_f(kr[d]);
+    }
+    // chunk max
+    float cm = s;
+    for (int o = 16; o > 0; o >>= 1) cm = fmaxf(cm, __shfl_xor_sync(0xffffffffu, cm, o));
+    if ((tid & 31) == 0) red[tid >> 5] = cm;
+    __syncthreads();
+    cm = -INFINITY;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) cm = fmaxf(cm, red[w]);
+    const float m_new = fmaxf(m, cm);
+    const float e = j < n_keys ? __expf(s - m_new) : 0.0f;
+    p[tid] = e;
+    const float rescale = m == -INFINITY ? 0.0f : __expf(m - m_new);
+    __syncthreads();
+    float cs = e;
+    for (int o = 16; o > 0; o >>= 1) cs += __shfl_xor_sync(0xffffffffu, cs, o);
+    __syncthreads();  // everyone has read red[] for the max
+    if ((tid & 31) == 0) red[tid >> 5] = cs;
+    __syncthreads();
+    cs = 0.0f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) cs += red[w];
+    l = l * rescale + cs;
+    acc0 *= rescale;
+    acc1 *= rescale;
+    const int n = min(kAttnChunk, n_keys - j0);
+    for (int jj = 0; jj < n; ++jj) {
+      const int jk = j0 + jj;
+      const int64_t slot = (int64_t)table[jk / block_size] * block_size + jk % block_size;
+      const T* vr = vc + (slot * n_kv_heads + kvh) * hd;
+      if (tid < hd) acc0 += p[jj] * to_f(vr[tid]);
+      if (tid + kAttnChunk < hd) acc1 += p[jj] * to_f(vr[tid + kAttnChunk]);
+    }
+    m = m_new;
+    __syncthreads();  // p[] and red[] are rewritten by the next chunk
+  }
+  T* o = out + (int64_t)t * ldo + (int64_t)h * hd;
+  const float inv = 1.0f / l;
+  if (tid < hd) o[tid] = from_f<T>(acc0 * inv);
+  if (tid + kAttnChunk < hd) o[tid + kAttnChunk] = from_f<T>(acc1 * inv);
+}
+
 unsigned grid_cols(int64_t cols, int threads) {
   const int64_t b = (cols + threads - 1) / threads;
   return (unsigned)(b < 1 ? 1 : (b > 65535 ? 65535 : b));
@@ -255,6 +326,20 @@ void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, in
                       cudaStream_t stream) {
   if (n <= 0) return;
   penalties_kernel<<<(n + 255) / 256, 256, 0, stream>>>(logits, ld, entries, n);
+}
+
+void launch_attention_generic(const void* q, int64_t ldq, const void* k_cache, const void* v_cache,
+                              int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                              const int32_t* tables, int width, const int32_t* token_seq,
+                              const int32_t* positions, int n_tokens, float scale, void* out,
+                              int64_t ldo, DType act, cudaStream_t stream) {
+  if (n_tokens <= 0) return;
+  const dim3 grid((unsigned)n_tokens, (unsigned)n_q_heads);
+  PERFX_DISPATCH_ACT(
+      act, attention_generic_kernel<T><<<grid, kAttnChunk, 0, stream>>>(
+               static_cast<const T*>(q), ldq, static_cast<const T*>(k_cache),
+               static_cast<const T*>(v_cache), n_q_heads, n_kv_heads, head_dim, block_size, tables,
+               width, token_seq, positions, scale, static_cast<T*>(out), ldo));
 }
 
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,

@@ -55,4 +55,17 @@ void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, in
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
                    int32_t* out, cudaStream_t stream);
 
+/// Plain paged causal attention for any head_dim <= 256 and any strides (the fallback when the
+/// tensor-core kernels of attention.cuh do not take the shape, e.g. the tiny test models' head_dim
+/// 8/16/32): a CTA per (token, query head), keys in chunks of 128 with an online softmax in fp32
+/// (Milakov & Gimelshein 2018). Token t (sequence token_seq[t], position positions[t]) attends to
+/// keys 0..positions[t]; key j is at slot tables[seq * width + j / block_size] * block_size +
+/// j % block_size of the caches [slots, n_kv_heads, head_dim]; GQA as backend.h. q, out, caches in
+/// `act`.
+void launch_attention_generic(const void* q, int64_t ldq, const void* k_cache, const void* v_cache,
+                              int n_q_heads, int n_kv_heads, int head_dim, int block_size,
+                              const int32_t* tables, int width, const int32_t* token_seq,
+                              const int32_t* positions, int n_tokens, float scale, void* out,
+                              int64_t ldo, DType act, cudaStream_t stream);
+
 }  // namespace perfx::cuda
