@@ -19,10 +19,14 @@ struct Loaded {
 Loaded load() {
   Loaded l;
   std::vector<std::string> paths;
-  if (const char* p = std::getenv("PERFX_OPENCL_LIBRARY"); p && *p) paths.emplace_back(p);
-  for (const char* p : {"libOpenCL.so.1", "libOpenCL.so", "/vendor/lib64/libOpenCL.so",
-                        "/system/vendor/lib64/libOpenCL.so", "/system/lib64/libOpenCL.so"})
-    paths.emplace_back(p);
+  const char* env = std::getenv("PERFX_OPENCL_LIBRARY");
+  if (env && *env) {
+    paths.emplace_back(env);  // an explicit choice: nothing else
+  } else {
+    for (const char* p : {"libOpenCL.so.1", "libOpenCL.so", "/vendor/lib64/libOpenCL.so",
+                          "/system/vendor/lib64/libOpenCL.so", "/system/lib64/libOpenCL.so"})
+      paths.emplace_back(p);
+  }
   void* h = nullptr;
   std::string tried;
   for (const auto& p : paths) {
@@ -32,8 +36,9 @@ Loaded load() {
   }
   if (!h) {
     l.error = "no OpenCL platform: no OpenCL library could be loaded (tried " + tried +
-              "; install an ICD loader and a driver, e.g. Debian's pocl-opencl-icd, or set "
-              "PERFX_OPENCL_LIBRARY)";
+              (env && *env ? " from PERFX_OPENCL_LIBRARY)"
+                           : "; install an ICD loader and a driver, e.g. Debian's "
+                             "pocl-opencl-icd, or set PERFX_OPENCL_LIBRARY)");
     return l;
   }
 #define PERFX_CL_LOAD(f)                                                             \

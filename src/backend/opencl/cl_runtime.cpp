@@ -1,5 +1,6 @@
 #include "backend/opencl/cl_runtime.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,6 +139,37 @@ void write_atomically(const std::string& path, const std::string& data) {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
 }
+
+/// Sends this process's stderr to /dev/null while alive: some drivers (PoCL) print compiler
+/// diagnostics there themselves, and a failed build must stay one error line (the log is in the
+/// error). PERFX_OPENCL_VERBOSE=1 keeps them.
+class QuietStderr {
+ public:
+  QuietStderr() {
+    if (const char* v = std::getenv("PERFX_OPENCL_VERBOSE"); v && std::string(v) == "1") return;
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (saved_ < 0 || null < 0 || ::dup2(null, 2) < 0) {
+      if (null >= 0) ::close(null);
+      if (saved_ >= 0) ::close(saved_);
+      saved_ = -1;
+      return;
+    }
+    ::close(null);
+  }
+  ~QuietStderr() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+  }
+  QuietStderr(const QuietStderr&) = delete;
+  QuietStderr& operator=(const QuietStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
 
 /// The first lines of a build log joined by " | " (one error line).
 std::string log_head(const std::string& log, int max_lines) {
@@ -323,7 +355,10 @@ cl_program Context::build(const std::string& file, const std::string& options) {
   const size_t tn = text.size();
   cl_program p = api.clCreateProgramWithSource(ctx_, 1, &tp, &tn, &e);
   cl_check(e, "clCreateProgramWithSource(" + file + ")");
-  e = api.clBuildProgram(p, 1, &dev_.id, opts.c_str(), nullptr, nullptr);
+  {
+    QuietStderr quiet;
+    e = api.clBuildProgram(p, 1, &dev_.id, opts.c_str(), nullptr, nullptr);
+  }
   if (e != CL_SUCCESS) {
     size_t n = 0;
     std::string log;

@@ -31,7 +31,9 @@ namespace {
 // Weight formats (kernels/weights.cl).
 constexpr int kF32 = 1, kF16 = 2, kBF16 = 3, kQ4 = 4, kQ4M = 5, kQ8 = 6;
 
+/// "512 KiB", "35 MiB" (rounded up).
 std::string mib(uint64_t b) {
+  if (b < (1u << 20)) return std::to_string((b + 1023) >> 10) + " KiB";
   return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB";
 }
 
@@ -275,7 +277,19 @@ class OpenClBackend : public Backend {
             "PERFX_OPENCL_GEMV_LANES must be a power of two in 4..256");
     }
     tune_ = env_is("PERFX_OPENCL_TUNE", "1") || (gpu_ && !env_is("PERFX_OPENCL_TUNE", "0"));
+    if (const char* r = std::getenv("PERFX_OPENCL_GEMV_ROWS"); r && *r) {
+      forced_rows_ = std::atoi(r);
+      check(forced_rows_ >= 1 && forced_rows_ <= 64 && (forced_rows_ & (forced_rows_ - 1)) == 0,
+            "PERFX_OPENCL_GEMV_ROWS must be a power of two in 1..64");
+    }
     norm_wg_ = (int)std::min<size_t>(gpu_ ? 256 : 64, prev_pow2(d.max_work_group));
+    // Every kernel a model needs is built now (weight-format ones at load), so a kernel that fails
+    // to build on this device fails the load, before any output.
+    for (const char* k : {"rms_norm", "add_rms_norm"}) ctx_.kernel("rms_norm.cl", k, act_opt_);
+    for (const char* f : {"embedding", "rope_kv_store", "silu_mul", "gather_rows"})
+      ctx_.kernel(std::string(f) + ".cl", f, act_opt_);
+    ctx_.kernel("attention.cl", "attention", attention_opts());
+    ctx_.kernel("sample.cl", "argmax_rows", sample_opts());
     if (env_is("PERFX_OPENCL_VERBOSE", "1"))
       std::fprintf(stderr,
                    "perfx: %s: %s activations, images %s, GEMV lanes %d, tuning %s, largest buffer "
@@ -421,6 +435,7 @@ class OpenClBackend : public Backend {
     }
     upload(*w, fill, "weight [" + std::to_string(out) + ", " + std::to_string(in) + "]");
     release_sources(parts);
+    precompile(*w);
     return w;
   }
 
@@ -448,13 +463,13 @@ class OpenClBackend : public Backend {
     w->out = s.out;
     w->in = s.in;
     w->wf = dense_format(parts);  // rows are gathered by id: always dense
-    std::vector<int64_t> starts = {0};
     auto locate = [](int64_t r, size_t* pi) {
       *pi = 0;
       return r;
     };
     upload(*w, dense_fill(parts, w->wf, locate), "the embedding table");
     release_sources(parts);
+    precompile(*w);  // a tied lm_head runs the table through linear()
     vocab_ = std::max<int64_t>(vocab_, s.out);
     return w;
   }
@@ -737,11 +752,9 @@ class OpenClBackend : public Backend {
     if (T == 0) return;
     const Arg qa = arg(q, "attention q"), oa = arg(out, "attention out");
     const int group = n_q_heads / nkv, chunks = (group + kAttnGroup - 1) / kAttnGroup;
-    const std::string opts = " -DWG=" + std::to_string(kAttnWg) + " -DGMAX=" +
-                             std::to_string(kAttnGroup) + act_opt_;
     const size_t g[3] = {(size_t)kAttnWg, (size_t)(nkv * chunks), (size_t)T},
                  l[3] = {(size_t)kAttnWg, 1, 1};
-    Launch(ctx_, ctx_.kernel("attention.cl", "attention", opts))
+    Launch(ctx_, ctx_.kernel("attention.cl", "attention", attention_opts()))
         .arg(qa.mem)
         .arg(qa.off)
         .arg(qa.ld)
@@ -825,7 +838,7 @@ class OpenClBackend : public Backend {
       write(sample_mem_.get(), 0, dev_rows.data(), n * 4);
       const size_t g[2] = {(size_t)kSampleWg, n}, l[2] = {(size_t)kSampleWg, 1};
       // the rows' buffer doubles as the ids' (ids after the rows)
-      Launch(ctx_, ctx_.kernel("sample.cl", "argmax_rows", " -DWG=" + std::to_string(kSampleWg)))
+      Launch(ctx_, ctx_.kernel("sample.cl", "argmax_rows", sample_opts()))
           .arg(la.mem)
           .arg(la.off)
           .arg(la.ld)
@@ -917,6 +930,22 @@ class OpenClBackend : public Backend {
 
  private:
   static constexpr int kAttnWg = 64, kAttnGroup = 8, kSampleWg = 256;
+
+  std::string attention_opts() const {
+    return " -DWG=" + std::to_string(kAttnWg) + " -DGMAX=" + std::to_string(kAttnGroup) + act_opt_;
+  }
+  static std::string sample_opts() { return " -DWG=" + std::to_string(kSampleWg); }
+
+  /// Builds the kernels a weight of this format will use (GEMV at its default height, both GEMM
+  /// tilings), so build failures surface at load.
+  void precompile(const OclWeight& w) {
+    GemvConfig c;
+    c.image = images_;
+    c.rows = forced_rows_ > 0 ? forced_rows_ : 4;
+    gemv_fits(w, c);
+    gemm_tiling(w, 2);
+    gemm_tiling(w, 64);
+  }
 
   static size_t prev_pow2(size_t v) {
     size_t p = 1;
@@ -1063,6 +1092,12 @@ class OpenClBackend : public Backend {
     int rows = -1;
     if (auto it = gemv_rows_.find(key); it != gemv_rows_.end()) {
       rows = it->second;
+    } else if (forced_rows_ > 0) {
+      GemvConfig t = c;
+      t.rows = forced_rows_;
+      check(gemv_fits(w, t), "PERFX_OPENCL_GEMV_ROWS=" + std::to_string(forced_rows_) +
+                                 " does not fit in a work-group on " + ctx_.dev().label());
+      rows = gemv_rows_[key] = forced_rows_;
     } else {
       rows = ctx_.tuned(key);
       GemvConfig t = c;
@@ -1259,7 +1294,7 @@ class OpenClBackend : public Backend {
   DType act_ = DType::F32;
   std::string act_opt_;
   bool images_ = false, gpu_ = false, tune_ = false;
-  int lanes_ = 32, norm_wg_ = 64;
+  int lanes_ = 32, norm_wg_ = 64, forced_rows_ = 0;
   int64_t vocab_ = 0;
   std::map<std::string, int> gemv_rows_;
   bool profile_ = false;
