@@ -3,12 +3,14 @@
 // image and buffer GEMV paths and every GEMV work-group height agree bit for bit, the kernel
 // binary cache is written, survives corruption and is reused, and each user-facing failure is one
 // `perfx: error:` line. Needs an OpenCL device (PoCL in CI); without one every test skips.
+#include "backend/opencl/opencl_backend.h"
+
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -18,7 +20,6 @@
 
 #include "backend/backend.h"
 #include "backend/opencl/cl_runtime.h"
-#include "backend/opencl/opencl_backend.h"
 #include "core/quantized.h"
 #include "e2e/cli_util.h"
 #include "perfx/engine.h"
@@ -56,15 +57,15 @@ std::unique_ptr<Backend> make_backend() {
 }
 
 /// Skips the test when this machine has no usable OpenCL device.
-#define REQUIRE_OPENCL()                                                  \
-  do {                                                                    \
-    try {                                                                 \
-      opencl::list_devices();                                             \
-    } catch (const std::exception& e) {                                   \
-      if (std::getenv("PERFX_REQUIRE_OPENCL"))                            \
+#define REQUIRE_OPENCL()                                                         \
+  do {                                                                           \
+    try {                                                                        \
+      opencl::list_devices();                                                    \
+    } catch (const std::exception& e) {                                          \
+      if (std::getenv("PERFX_REQUIRE_OPENCL"))                                   \
         GTEST_FAIL() << "no OpenCL device (PERFX_REQUIRE_OPENCL): " << e.what(); \
-      GTEST_SKIP() << "no OpenCL device here: " << e.what();              \
-    }                                                                     \
+      GTEST_SKIP() << "no OpenCL device here: " << e.what();                     \
+    }                                                                            \
   } while (0)
 
 /// A random weight [out, in] in `fmt` ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "INT4_G128")
@@ -206,7 +207,8 @@ TEST(OpenClSplit, EmbeddingUnderAllocationCap) {
     b.token_ids = {0, 300, 17, 150, 151, 299, 2};
     b.n_tokens = (int)b.token_ids.size();
     be->prepare_batch(b);
-    Tensor out = upload(*be, keep, std::vector<float>((size_t)(b.n_tokens * 96), NAN), b.n_tokens, 96);
+    Tensor out =
+        upload(*be, keep, std::vector<float>((size_t)(b.n_tokens * 96), NAN), b.n_tokens, 96);
     be->embedding(*table, b, out);
     return download(*be, out);
   };
@@ -227,12 +229,12 @@ TEST(OpenClGemv, ImageAndBufferPathsAgree) {
 
 TEST(OpenClGemv, WorkGroupHeightDoesNotChangeResults) {
   REQUIRE_OPENCL();
-  // Tuning picks the rows per work-group; the result of a row must not depend on it.
+  // Tuning picks the work-group shape; the result of a row must not depend on it.
   for (const char* fmt : {"F16", "Q4_0", "INT4_G128"}) {
     const HostWeight hw = make_weight(fmt, 45, 512, 9);
     std::vector<uint8_t> first;
-    for (const char* rows : {"1", "2", "8"}) {
-      ScopedEnv r("PERFX_OPENCL_GEMV_ROWS", rows);
+    for (const char* rows : {"1x1", "2x4", "8x2", "1x8"}) {
+      ScopedEnv r("PERFX_OPENCL_GEMV", rows);
       const auto y = run_linear(hw, 1, 4);
       if (first.empty())
         first = y;
@@ -247,7 +249,8 @@ size_t count_files(const std::string& dir, const std::string& suffix) {
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
-      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
         ++n;
     }
     ::closedir(d);
@@ -291,7 +294,8 @@ TEST(OpenClErrors, InProcess) {
     be->alloc((size_t)1 << 50);
     ADD_FAILURE() << "a 1 PiB buffer was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("out of device memory on opencl:0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of device memory on opencl:0"), std::string::npos)
+        << e.what();
   }
   size_t free_b = 0, total_b = 0;
   ASSERT_TRUE(be->device_memory(&free_b, &total_b));

@@ -41,9 +41,9 @@ Loaded load() {
                              "pocl-opencl-icd, or set PERFX_OPENCL_LIBRARY)");
     return l;
   }
-#define PERFX_CL_LOAD(f)                                                             \
-  l.api.f = reinterpret_cast<decltype(&::f)>(::dlsym(h, #f));                        \
-  if (!l.api.f && l.error.empty())                                                   \
+#define PERFX_CL_LOAD(f)                                                           \
+  l.api.f = reinterpret_cast<decltype(&::f)>(::dlsym(h, #f));                      \
+  if (!l.api.f && l.error.empty())                                                 \
     l.error = std::string("no OpenCL platform: the OpenCL library has no ") + #f + \
               " (it is older than OpenCL 1.2)";
   PERFX_CL_FUNCTIONS(PERFX_CL_LOAD)

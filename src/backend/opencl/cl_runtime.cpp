@@ -362,8 +362,7 @@ cl_program Context::build(const std::string& file, const std::string& options) {
   if (e != CL_SUCCESS) {
     size_t n = 0;
     std::string log;
-    if (api.clGetProgramBuildInfo(p, dev_.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n) ==
-            CL_SUCCESS &&
+    if (api.clGetProgramBuildInfo(p, dev_.id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n) == CL_SUCCESS &&
         n > 1) {
       log.resize(n);
       api.clGetProgramBuildInfo(p, dev_.id, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
@@ -403,9 +402,9 @@ cl_kernel Context::kernel(const std::string& file, const std::string& name,
 
 size_t Context::kernel_max_work_group(cl_kernel k) const {
   size_t n = 0;
-  cl_check(cl().clGetKernelWorkGroupInfo(k, dev_.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof n, &n,
-                                         nullptr),
-           "clGetKernelWorkGroupInfo");
+  cl_check(
+      cl().clGetKernelWorkGroupInfo(k, dev_.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof n, &n, nullptr),
+      "clGetKernelWorkGroupInfo");
   return n;
 }
 
@@ -424,8 +423,8 @@ void Launch::run(int dims, const size_t* global, const size_t* local, const char
     g[i] = (global[i] + local[i] - 1) / local[i] * local[i];
     if (g[i] == 0) return;  // nothing to do
   }
-  const cl_int e =
-      cl().clEnqueueNDRangeKernel(c_.queue(), k_, (cl_uint)dims, nullptr, g, local, 0, nullptr, event);
+  const cl_int e = cl().clEnqueueNDRangeKernel(c_.queue(), k_, (cl_uint)dims, nullptr, g, local, 0,
+                                               nullptr, event);
   if (e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES)
     throw Error(std::string("out of device memory on ") + c_.dev().label() + " running " + what +
                 " (" + cl_error_name(e) + ")");

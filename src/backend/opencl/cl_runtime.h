@@ -21,17 +21,17 @@ struct DeviceInfo {
   std::string platform_name, platform_version;
   std::string name, vendor, version, driver, c_version, extensions;
   cl_device_type type = 0;
-  uint64_t global_mem = 0;     // CL_DEVICE_GLOBAL_MEM_SIZE
-  uint64_t max_alloc = 0;      // CL_DEVICE_MAX_MEM_ALLOC_SIZE
-  uint64_t local_mem = 0;      // CL_DEVICE_LOCAL_MEM_SIZE
-  uint64_t global_cache = 0;   // CL_DEVICE_GLOBAL_MEM_CACHE_SIZE
-  size_t max_work_group = 0;   // CL_DEVICE_MAX_WORK_GROUP_SIZE
-  unsigned compute_units = 0;  // CL_DEVICE_MAX_COMPUTE_UNITS
-  unsigned base_align = 0;     // CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes
-  bool images = false;         // CL_DEVICE_IMAGE_SUPPORT
+  uint64_t global_mem = 0;         // CL_DEVICE_GLOBAL_MEM_SIZE
+  uint64_t max_alloc = 0;          // CL_DEVICE_MAX_MEM_ALLOC_SIZE
+  uint64_t local_mem = 0;          // CL_DEVICE_LOCAL_MEM_SIZE
+  uint64_t global_cache = 0;       // CL_DEVICE_GLOBAL_MEM_CACHE_SIZE
+  size_t max_work_group = 0;       // CL_DEVICE_MAX_WORK_GROUP_SIZE
+  unsigned compute_units = 0;      // CL_DEVICE_MAX_COMPUTE_UNITS
+  unsigned base_align = 0;         // CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes
+  bool images = false;             // CL_DEVICE_IMAGE_SUPPORT
   size_t image_buffer_pixels = 0;  // CL_DEVICE_IMAGE_MAX_BUFFER_SIZE
-  bool fp16 = false;           // cl_khr_fp16
-  bool subgroups = false;      // cl_khr_subgroups
+  bool fp16 = false;               // cl_khr_fp16
+  bool subgroups = false;          // cl_khr_subgroups
   bool is_gpu() const { return (type & CL_DEVICE_TYPE_GPU) != 0; }
   bool has_extension(const std::string& e) const;
   /// "NVIDIA H200 [NVIDIA CUDA]".

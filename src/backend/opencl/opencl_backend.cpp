@@ -50,11 +50,11 @@ bool env_is(const char* name, const char* value) {
 /// that objects may outlive the backend object itself.
 struct Shared {
   std::mutex mu;
-  uint64_t used = 0;      // bytes held on the device
-  uint64_t total = 0;     // CL_DEVICE_GLOBAL_MEM_SIZE
-  uint64_t max_one = 0;   // the largest single buffer allowed (device limit or the user's cap)
-  bool capped = false;    // max_one comes from PERFX_OPENCL_MAX_ALLOC / --max-alloc
-  std::string label;      // "opencl:0 (NVIDIA H200 [NVIDIA CUDA])"
+  uint64_t used = 0;     // bytes held on the device
+  uint64_t total = 0;    // CL_DEVICE_GLOBAL_MEM_SIZE
+  uint64_t max_one = 0;  // the largest single buffer allowed (device limit or the user's cap)
+  bool capped = false;   // max_one comes from PERFX_OPENCL_MAX_ALLOC / --max-alloc
+  std::string label;     // "opencl:0 (NVIDIA H200 [NVIDIA CUDA])"
   cl_context ctx = nullptr;
   struct Alloc {
     cl_mem mem = nullptr;
@@ -69,7 +69,9 @@ struct Shared {
 class DevMem {
  public:
   DevMem() = default;
-  DevMem(std::shared_ptr<Shared> sh, size_t bytes, const std::string& what) { alloc(std::move(sh), bytes, what); }
+  DevMem(std::shared_ptr<Shared> sh, size_t bytes, const std::string& what) {
+    alloc(std::move(sh), bytes, what);
+  }
   ~DevMem() { reset(); }
   DevMem(DevMem&& o) noexcept : sh_(std::move(o.sh_)), mem_(o.mem_), n_(o.n_) {
     o.mem_ = nullptr;
@@ -102,7 +104,8 @@ class DevMem {
                     ", " + mib(sh_->total - sh_->used) + " free of " + mib(sh_->total));
     }
     cl_int e = CL_SUCCESS;
-    mem_ = cl().clCreateBuffer(sh_->ctx, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 64), nullptr, &e);
+    mem_ =
+        cl().clCreateBuffer(sh_->ctx, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 64), nullptr, &e);
     if (e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ||
         e == CL_OUT_OF_HOST_MEMORY || e == CL_INVALID_BUFFER_SIZE)
       throw Error("out of device memory on " + sh_->label + ": " + what + " needs " + mib(bytes) +
@@ -266,7 +269,10 @@ class OpenClBackend : public Backend {
     const std::string want = dt ? dt : "";
     check(want.empty() || want == "f16" || want == "f32",
           "PERFX_OPENCL_DTYPE must be f16 or f32, got '" + want + "'");
-    act_ = want == "f16" ? DType::F16 : want == "f32" ? DType::F32 : d.fp16 ? DType::F16 : DType::F32;
+    act_ = want == "f16"   ? DType::F16
+           : want == "f32" ? DType::F32
+           : d.fp16        ? DType::F16
+                           : DType::F32;
     act_opt_ = act_ == DType::F16 ? " -DACT_F16" : "";
     images_ = d.images && !env_is("PERFX_OPENCL_IMAGES", "0") && image_format_supported();
     gpu_ = d.is_gpu();
@@ -277,10 +283,13 @@ class OpenClBackend : public Backend {
             "PERFX_OPENCL_GEMV_LANES must be a power of two in 4..256");
     }
     tune_ = env_is("PERFX_OPENCL_TUNE", "1") || (gpu_ && !env_is("PERFX_OPENCL_TUNE", "0"));
-    if (const char* r = std::getenv("PERFX_OPENCL_GEMV_ROWS"); r && *r) {
-      forced_rows_ = std::atoi(r);
-      check(forced_rows_ >= 1 && forced_rows_ <= 64 && (forced_rows_ & (forced_rows_ - 1)) == 0,
-            "PERFX_OPENCL_GEMV_ROWS must be a power of two in 1..64");
+    if (const char* r = std::getenv("PERFX_OPENCL_GEMV"); r && *r) {
+      int a = 0, b = 0;
+      const bool ok = std::sscanf(r, "%dx%d", &a, &b) == 2 && a >= 1 && a <= 64 && b >= 1 &&
+                      b <= 8 && (a & (a - 1)) == 0 && (b & (b - 1)) == 0 && b <= lanes_;
+      check(ok, "PERFX_OPENCL_GEMV must be ROWSxRPT (powers of two, ROWS <= 64, RPT <= 8), got '" +
+                    std::string(r) + "'");
+      forced_ = a * 100 + b;
     }
     norm_wg_ = (int)std::min<size_t>(gpu_ ? 256 : 64, prev_pow2(d.max_work_group));
     // Every kernel a model needs is built now (weight-format ones at load), so a kernel that fails
@@ -331,7 +340,9 @@ class OpenClBackend : public Backend {
                                       nullptr),
              "clEnqueueReadBuffer (to_host; a kernel of this step may have failed)");
   }
-  void synchronize() override { cl_check(cl().clFinish(ctx_.queue()), "clFinish (a kernel failed)"); }
+  void synchronize() override {
+    cl_check(cl().clFinish(ctx_.queue()), "clFinish (a kernel failed)");
+  }
 
   // ---------------------------------------------------------------------------------------------
   // weights
@@ -349,8 +360,8 @@ class OpenClBackend : public Backend {
                   "] does not match [" + std::to_string(p.out) + ", " + std::to_string(p.in) + "]");
       } else {
         const TensorView& t = p.weight;
-        check(is_weight_dtype(t.dtype),
-              "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", not usable as a weight");
+        check(is_weight_dtype(t.dtype), "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) +
+                                            ", not usable as a weight");
         check(t.shape.size() == 2 && t.shape[0] == p.out && t.shape[1] == p.in,
               "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected [" +
                   std::to_string(p.out) + ", " + std::to_string(p.in) + "]");
@@ -365,7 +376,8 @@ class OpenClBackend : public Backend {
     // their group size; anything else becomes dense.
     bool all_q4 = true, all_q8 = true;
     for (const auto& p : parts) {
-      all_q4 = all_q4 && (p.is_int4() || p.weight.dtype == DType::Q4_0 || p.weight.dtype == DType::Q4_1);
+      all_q4 =
+          all_q4 && (p.is_int4() || p.weight.dtype == DType::Q4_0 || p.weight.dtype == DType::Q4_1);
       all_q8 = all_q8 && !p.is_int4() && p.weight.dtype == DType::Q8_0;
     }
     std::vector<Int4Matrix> dec4;
@@ -401,7 +413,8 @@ class OpenClBackend : public Backend {
     }
     // Which part holds stacked row r, and its first row.
     std::vector<int64_t> starts;
-    for (size_t i = 0, r = 0; i < parts.size(); r += (size_t)parts[i].out, ++i) starts.push_back((int64_t)r);
+    for (size_t i = 0, r = 0; i < parts.size(); r += (size_t)parts[i].out, ++i)
+      starts.push_back((int64_t)r);
     auto locate = [&](int64_t r, size_t* pi) {
       size_t i = (size_t)(std::upper_bound(starts.begin(), starts.end(), r) - starts.begin()) - 1;
       *pi = i;
@@ -496,7 +509,8 @@ class OpenClBackend : public Backend {
     kv->block_size = block_size;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
-    const size_t pool = (size_t)n_blocks * block_size * n_kv_heads * head_dim * dtype_block_bytes(act_);
+    const size_t pool =
+        (size_t)n_blocks * block_size * n_kv_heads * head_dim * dtype_block_bytes(act_);
     const std::string what = "the KV cache (" + std::to_string((int64_t)n_blocks * block_size) +
                              " tokens, " + mib(pool * 2 * (size_t)n_layers) + " in all)";
     {
@@ -525,9 +539,9 @@ class OpenClBackend : public Backend {
                     (int)b.block_tables.size() == b.n_seqs * b.max_blocks,
                 "prepare_batch: inconsistent batch layout");
     for (int32_t id : b.token_ids)
-      PERFX_CHECK(id >= 0 && (vocab_ == 0 || id < vocab_),
-                  "token id " + std::to_string(id) + " is outside the vocabulary of " +
-                      std::to_string(vocab_));
+      PERFX_CHECK(id >= 0 && (vocab_ == 0 || id < vocab_), "token id " + std::to_string(id) +
+                                                               " is outside the vocabulary of " +
+                                                               std::to_string(vocab_));
     max_pos_ = 0;
     for (int32_t p : b.positions) {
       PERFX_CHECK(p >= 0, "prepare_batch: negative position");
@@ -566,7 +580,8 @@ class OpenClBackend : public Backend {
                 "embedding: shape, dtype or table format mismatch");
     for (int32_t id : b.token_ids)
       PERFX_CHECK(id >= 0 && id < w.out, "token id " + std::to_string(id) +
-                                             " is outside the vocabulary of " + std::to_string(w.out));
+                                             " is outside the vocabulary of " +
+                                             std::to_string(w.out));
     if (b.n_tokens == 0) return;
     const Arg o = arg(out, "embedding out");
     cl_kernel k = ctx_.kernel("embedding.cl", "embedding", act_opt_);
@@ -650,9 +665,9 @@ class OpenClBackend : public Backend {
       return;
     }
     const GemmTiling tl = gemm_tiling(w, T);
-    const std::string opts = weight_opts(w) + " -DBM=" + std::to_string(tl.bm) + " -DBN=" +
-                             std::to_string(tl.bn) + " -DTM=" + std::to_string(tl.tm) + " -DTN=" +
-                             std::to_string(tl.tn) + act_opt_;
+    const std::string opts = weight_opts(w) + " -DBM=" + std::to_string(tl.bm) +
+                             " -DBN=" + std::to_string(tl.bn) + " -DTM=" + std::to_string(tl.tm) +
+                             " -DTN=" + std::to_string(tl.tn) + act_opt_;
     cl_kernel k = ctx_.kernel("gemm.cl", "gemm", opts);
     for (const auto& s : w.slabs) {
       const size_t g[2] = {(size_t)((s.rows + tl.bn - 1) / tl.bn * (tl.bn / tl.tn)),
@@ -692,7 +707,8 @@ class OpenClBackend : public Backend {
                     v.cols == k.cols && q.rows >= T && layer >= 0 && layer < kv.n_layers &&
                     (int)b.slots.size() == T && (int)b.positions.size() == T,
                 "rope_kv_store: shape or dtype mismatch");
-    PERFX_CHECK((q_norm == nullptr) == (k_norm == nullptr), "rope_kv_store: give both head norms or neither");
+    PERFX_CHECK((q_norm == nullptr) == (k_norm == nullptr),
+                "rope_kv_store: give both head norms or neither");
     const int64_t n_slots = (int64_t)kv.n_blocks * kv.block_size;
     for (int32_t s : b.slots)
       PERFX_CHECK(s >= 0 && s < n_slots, "KV slot " + std::to_string(s) + " out of range");
@@ -745,8 +761,8 @@ class OpenClBackend : public Backend {
       PERFX_CHECK(nb <= b.max_blocks, "attention: position past the block table");
       for (int j = 0; j < nb; ++j) {
         const int32_t blk = b.block_tables[(size_t)b.token_seq[t] * b.max_blocks + j];
-        PERFX_CHECK(blk >= 0 && blk < kv.n_blocks, "attention: block table entry " +
-                                                       std::to_string(blk) + " outside the cache");
+        PERFX_CHECK(blk >= 0 && blk < kv.n_blocks,
+                    "attention: block table entry " + std::to_string(blk) + " outside the cache");
       }
     }
     if (T == 0) return;
@@ -798,7 +814,8 @@ class OpenClBackend : public Backend {
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.cols == out.cols &&
                     out.rows >= (int64_t)b.logit_rows.size(),
                 "gather_rows: shape or dtype mismatch");
-    for (int32_t r : b.logit_rows) PERFX_CHECK(r >= 0 && r < x.rows, "gather_rows: row out of range");
+    for (int32_t r : b.logit_rows)
+      PERFX_CHECK(r >= 0 && r < x.rows, "gather_rows: row out of range");
     if (b.logit_rows.empty()) return;
     const Arg xa = arg(x, "gather_rows x"), oa = arg(out, "gather_rows out");
     const size_t g[2] = {(size_t)x.cols, b.logit_rows.size()}, l[2] = {64, 1};
@@ -817,15 +834,17 @@ class OpenClBackend : public Backend {
 
   void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
     PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
-    for (const auto& r : rows) PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    for (const auto& r : rows)
+      PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
     // Plain greedy rows: argmax on the device, only the ids come back. Rows with penalties or a
     // temperature: the row travels to the host and the reference sampler picks.
     std::vector<int32_t> dev_rows;
     std::vector<size_t> dev_at;
     for (size_t i = 0; i < rows.size(); ++i) {
       const SampleRow& r = rows[i];
-      const bool penalties = (r.repeat_penalty != 1.0f && !r.repeat_ids.empty()) ||
-                             ((r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f) && !r.counts.empty());
+      const bool penalties =
+          (r.repeat_penalty != 1.0f && !r.repeat_ids.empty()) ||
+          ((r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f) && !r.counts.empty());
       if (r.temperature <= 0 && !penalties) {
         dev_rows.push_back(r.row);
         dev_at.push_back(i);
@@ -834,7 +853,8 @@ class OpenClBackend : public Backend {
     if (!dev_rows.empty()) {
       const Arg la = arg(logits, "sample logits");
       const size_t n = dev_rows.size();
-      if (sample_mem_.size() < n * 8) sample_mem_.alloc(sh_, std::max<size_t>(n * 8, 256), "sampling");
+      if (sample_mem_.size() < n * 8)
+        sample_mem_.alloc(sh_, std::max<size_t>(n * 8, 256), "sampling");
       write(sample_mem_.get(), 0, dev_rows.data(), n * 4);
       const size_t g[2] = {(size_t)kSampleWg, n}, l[2] = {(size_t)kSampleWg, 1};
       // the rows' buffer doubles as the ids' (ids after the rows)
@@ -868,7 +888,8 @@ class OpenClBackend : public Backend {
     // copy kernel
     const size_t n4 = copy_bytes / 16;
     DevMem a(sh_, n4 * 16, "the copy test"), b(sh_, n4 * 16, "the copy test");
-    cl_check(cl().clEnqueueFillBuffer(ctx_.queue(), a.get(), "\0\0\0\0", 4, 0, n4 * 16, 0, nullptr, nullptr),
+    cl_check(cl().clEnqueueFillBuffer(ctx_.queue(), a.get(), "\0\0\0\0", 4, 0, n4 * 16, 0, nullptr,
+                                      nullptr),
              "clEnqueueFillBuffer");
     cl_kernel ck = ctx_.kernel("copy.cl", "copy_f4", "");
     std::vector<double> t;
@@ -892,10 +913,12 @@ class OpenClBackend : public Backend {
     m->zeros.resize(m->scales.size());
     uint32_t s = 12345;
     for (auto& v : m->q) v = (s = s * 1664525u + 1013904223u);
-    for (auto& v : m->scales) v = fp32_to_fp16(0.001f + (float)((s = s * 1664525u + 1013904223u) >> 24) * 1e-5f);
+    for (auto& v : m->scales)
+      v = fp32_to_fp16(0.001f + (float)((s = s * 1664525u + 1013904223u) >> 24) * 1e-5f);
     for (auto& v : m->zeros) v = (uint8_t)((s = s * 1664525u + 1013904223u) >> 28);
     const size_t wbytes = m->bytes();
-    const int copies = (int)std::clamp<uint64_t>(4 * std::max<uint64_t>(ctx_.dev().global_cache, 1) / wbytes + 1, 2, 16);
+    const int copies = (int)std::clamp<uint64_t>(
+        4 * std::max<uint64_t>(ctx_.dev().global_cache, 1) / wbytes + 1, 2, 16);
     LinearSource src;
     src.int4 = m;
     src.out = out;
@@ -941,7 +964,7 @@ class OpenClBackend : public Backend {
   void precompile(const OclWeight& w) {
     GemvConfig c;
     c.image = images_;
-    c.rows = forced_rows_ > 0 ? forced_rows_ : 4;
+    c.set(forced_ > 0 ? forced_ : kGemvDefault);
     gemv_fits(w, c);
     gemm_tiling(w, 2);
     gemm_tiling(w, 64);
@@ -976,8 +999,9 @@ class OpenClBackend : public Backend {
 
   void write(cl_mem m, size_t off, const void* src, size_t bytes) {
     if (bytes == 0) return;
-    cl_check(cl().clEnqueueWriteBuffer(ctx_.queue(), m, CL_TRUE, off, bytes, src, 0, nullptr, nullptr),
-             "clEnqueueWriteBuffer");
+    cl_check(
+        cl().clEnqueueWriteBuffer(ctx_.queue(), m, CL_TRUE, off, bytes, src, 0, nullptr, nullptr),
+        "clEnqueueWriteBuffer");
   }
 
   cl_mem dummy() {
@@ -988,13 +1012,13 @@ class OpenClBackend : public Backend {
   bool image_format_supported() {
     const cl_channel_type want = act_ == DType::F16 ? CL_HALF_FLOAT : CL_FLOAT;
     cl_uint n = 0;
-    if (cl().clGetSupportedImageFormats(ctx_.ctx(), CL_MEM_READ_ONLY, CL_MEM_OBJECT_IMAGE1D_BUFFER, 0,
-                                        nullptr, &n) != CL_SUCCESS ||
+    if (cl().clGetSupportedImageFormats(ctx_.ctx(), CL_MEM_READ_ONLY, CL_MEM_OBJECT_IMAGE1D_BUFFER,
+                                        0, nullptr, &n) != CL_SUCCESS ||
         n == 0)
       return false;
     std::vector<cl_image_format> f(n);
-    if (cl().clGetSupportedImageFormats(ctx_.ctx(), CL_MEM_READ_ONLY, CL_MEM_OBJECT_IMAGE1D_BUFFER, n,
-                                        f.data(), nullptr) != CL_SUCCESS)
+    if (cl().clGetSupportedImageFormats(ctx_.ctx(), CL_MEM_READ_ONLY, CL_MEM_OBJECT_IMAGE1D_BUFFER,
+                                        n, f.data(), nullptr) != CL_SUCCESS)
       return false;
     for (const auto& x : f)
       if (x.image_channel_order == CL_RGBA && x.image_channel_data_type == want) return true;
@@ -1009,7 +1033,8 @@ class OpenClBackend : public Backend {
     const size_t px_bytes = 4 * dtype_block_bytes(act_);
     const size_t width = a->size / px_bytes;
     if (width == 0 || width > ctx_.dev().image_buffer_pixels) return nullptr;
-    cl_image_format fmt{CL_RGBA, act_ == DType::F16 ? (cl_channel_type)CL_HALF_FLOAT : (cl_channel_type)CL_FLOAT};
+    cl_image_format fmt{
+        CL_RGBA, act_ == DType::F16 ? (cl_channel_type)CL_HALF_FLOAT : (cl_channel_type)CL_FLOAT};
     cl_image_desc desc{};
     desc.image_type = CL_MEM_OBJECT_IMAGE1D_BUFFER;
     desc.image_width = width;
@@ -1036,21 +1061,32 @@ class OpenClBackend : public Backend {
     for (int i = 0; i < n; ++i) {
       const GemmTiling& t = list[i];
       if ((size_t)t.threads() > ctx_.dev().max_work_group) continue;
-      const std::string opts = weight_opts(w) + " -DBM=" + std::to_string(t.bm) + " -DBN=" +
-                               std::to_string(t.bn) + " -DTM=" + std::to_string(t.tm) + " -DTN=" +
-                               std::to_string(t.tn) + act_opt_;
-      if (ctx_.kernel_max_work_group(ctx_.kernel("gemm.cl", "gemm", opts)) >= (size_t)t.threads()) return t;
+      const std::string opts = weight_opts(w) + " -DBM=" + std::to_string(t.bm) +
+                               " -DBN=" + std::to_string(t.bn) + " -DTM=" + std::to_string(t.tm) +
+                               " -DTN=" + std::to_string(t.tn) + act_opt_;
+      if (ctx_.kernel_max_work_group(ctx_.kernel("gemm.cl", "gemm", opts)) >= (size_t)t.threads())
+        return t;
     }
     throw Error("the OpenCL GEMM kernel does not fit in a work-group on " + ctx_.dev().label());
   }
 
+  /// GEMV shape: work-group height `rows` (work-items along the rows) × `rpt` rows per work-item,
+  /// stored as rows · 100 + rpt in the tuning file.
   struct GemvConfig {
-    int rows = 4;
+    int rows = 2, rpt = 4;
     bool image = false, local_scales = false;
+    void set(int code) {
+      rows = code / 100;
+      rpt = code % 100;
+    }
+    int code() const { return rows * 100 + rpt; }
   };
+  static constexpr int kGemvDefault = 204;
 
   std::string gemv_opts(const OclWeight& w, const GemvConfig& c) const {
-    std::string o = weight_opts(w) + " -DLANES=" + std::to_string(lanes_) + " -DROWS=" + std::to_string(c.rows) + act_opt_;
+    std::string o = weight_opts(w) + " -DLANES=" + std::to_string(lanes_) +
+                    " -DROWS=" + std::to_string(c.rows) + " -DRPT=" + std::to_string(c.rpt) +
+                    act_opt_;
     if (c.image) o += " -DUSE_IMAGE";
     if (c.local_scales) o += " -DLOCAL_SCALES";
     return o;
@@ -1059,9 +1095,12 @@ class OpenClBackend : public Backend {
   bool gemv_fits(const OclWeight& w, GemvConfig& c) {
     const bool quant = w.wf >= kQ4;
     const size_t groups = quant ? (size_t)(w.in / w.gs) : 0;
-    const size_t local = (size_t)c.rows * lanes_ * 4 + (size_t)c.rows * groups * 8;
+    const size_t red = (size_t)c.rows * c.rpt * lanes_ * 4;
+    const size_t local = red + (size_t)c.rows * c.rpt * groups * 8;
     c.local_scales = quant && local <= ctx_.dev().local_mem / 2;
-    if ((size_t)(lanes_ * c.rows) > ctx_.dev().max_work_group) return false;
+    if ((size_t)(lanes_ * c.rows) > ctx_.dev().max_work_group || c.rpt > lanes_ ||
+        red > ctx_.dev().local_mem / 2)
+      return false;
     cl_kernel k = ctx_.kernel("gemv.cl", "gemv", gemv_opts(w, c));
     return ctx_.kernel_max_work_group(k) >= (size_t)(lanes_ * c.rows);
   }
@@ -1069,14 +1108,27 @@ class OpenClBackend : public Backend {
   void run_gemv(const OclWeight& w, const Slab& s, const GemvConfig& c, const Arg& x, cl_mem ximg,
                 cl_mem bias, bool has_bias, const Arg& y, int y_f32, cl_event* ev) {
     cl_kernel k = ctx_.kernel("gemv.cl", "gemv", gemv_opts(w, c));
-    const size_t g[2] = {(size_t)lanes_, (size_t)((s.rows + c.rows - 1) / c.rows * c.rows)},
+    const int per_wg = c.rows * c.rpt;
+    const size_t g[2] = {(size_t)lanes_, (size_t)((s.rows + per_wg - 1) / per_wg * c.rows)},
                  l[2] = {(size_t)lanes_, (size_t)c.rows};
     const size_t groups = w.wf >= kQ4 ? (size_t)(w.in / w.gs) : 0;
     Launch L(ctx_, k);
-    L.arg(s.mem.get()).arg((cl_long)s.q_off).arg((cl_long)s.s_off).arg((cl_long)s.z_off).arg((int)w.in).arg((int)s.rows);
+    L.arg(s.mem.get())
+        .arg((cl_long)s.q_off)
+        .arg((cl_long)s.s_off)
+        .arg((cl_long)s.z_off)
+        .arg((int)w.in)
+        .arg((int)s.rows);
     if (c.image) L.arg(ximg);
-    L.arg(x.mem).arg(x.off).arg(bias).arg((int)s.row0).arg(has_bias ? 1 : 0).arg(y.mem).arg((cl_long)y.off + s.row0).arg(y_f32);
-    L.local(c.local_scales ? std::max<size_t>((size_t)c.rows * groups * 8, 8) : 8);
+    L.arg(x.mem)
+        .arg(x.off)
+        .arg(bias)
+        .arg((int)s.row0)
+        .arg(has_bias ? 1 : 0)
+        .arg(y.mem)
+        .arg((cl_long)y.off + s.row0)
+        .arg(y_f32);
+    L.local(c.local_scales ? std::max<size_t>((size_t)c.rows * c.rpt * groups * 8, 8) : 8);
     L.run(2, g, l, "linear (GEMV)", ev);
   }
 
@@ -1085,37 +1137,40 @@ class OpenClBackend : public Backend {
     cl_mem ximg = nullptr;
     if (images_ && x.off % 4 == 0) ximg = image_of(x.alloc);
     c.image = ximg != nullptr;
-    const std::string key = "gemv:wf" + std::to_string(w.wf) + ":gs" + std::to_string(w.gs) + ":in" +
-                            std::to_string(w.in) + ":out" + std::to_string(w.out) + ":lanes" +
-                            std::to_string(lanes_) + (c.image ? ":img" : ":buf") +
+    const std::string key = "gemv:wf" + std::to_string(w.wf) + ":gs" + std::to_string(w.gs) +
+                            ":in" + std::to_string(w.in) + ":out" + std::to_string(w.out) +
+                            ":lanes" + std::to_string(lanes_) + (c.image ? ":img" : ":buf") +
                             (act_ == DType::F16 ? ":f16" : ":f32");
-    int rows = -1;
+    int code = -1;
     if (auto it = gemv_rows_.find(key); it != gemv_rows_.end()) {
-      rows = it->second;
-    } else if (forced_rows_ > 0) {
+      code = it->second;
+    } else if (forced_ > 0) {
       GemvConfig t = c;
-      t.rows = forced_rows_;
-      check(gemv_fits(w, t), "PERFX_OPENCL_GEMV_ROWS=" + std::to_string(forced_rows_) +
-                                 " does not fit in a work-group on " + ctx_.dev().label());
-      rows = gemv_rows_[key] = forced_rows_;
+      t.set(forced_);
+      check(gemv_fits(w, t), "PERFX_OPENCL_GEMV=" + std::to_string(t.rows) + "x" +
+                                 std::to_string(t.rpt) + " does not fit in a work-group on " +
+                                 ctx_.dev().label());
+      code = gemv_rows_[key] = forced_;
     } else {
-      rows = ctx_.tuned(key);
+      code = ctx_.tuned(key);
       GemvConfig t = c;
-      t.rows = rows;
-      if (rows <= 0 || !gemv_fits(w, t)) rows = tune_ ? tune_gemv(w, c, x, ximg, bias, has_bias, y, y_f32, key) : -1;
-      if (rows <= 0) {  // the default: 4 rows, fewer when the kernel does not fit
-        for (int r : {4, 2, 1}) {
-          t.rows = r;
+      t.set(std::max(code, 0));
+      if (code <= 0 || !gemv_fits(w, t))
+        code = tune_ ? tune_gemv(w, c, x, ximg, bias, has_bias, y, y_f32, key) : -1;
+      if (code <= 0) {  // the default, smaller when the kernel does not fit
+        for (int d : {kGemvDefault, 202, 201, 101}) {
+          t.set(d);
           if (gemv_fits(w, t)) {
-            rows = r;
+            code = d;
             break;
           }
         }
       }
-      check(rows > 0, "the OpenCL GEMV kernel does not fit in a work-group on " + ctx_.dev().label());
-      gemv_rows_[key] = rows;
+      check(code > 0,
+            "the OpenCL GEMV kernel does not fit in a work-group on " + ctx_.dev().label());
+      gemv_rows_[key] = code;
     }
-    c.rows = rows;
+    c.set(code);
     gemv_fits(w, c);  // sets local_scales
     last_gemv_config_ = gemv_opts(w, c);
     double dev_s = 0;
@@ -1127,33 +1182,37 @@ class OpenClBackend : public Backend {
     last_kernel_seconds_ = dev_s;
   }
 
-  /// Times the GEMV at each work-group height on this weight and keeps the fastest (results are
-  /// bit-identical across heights: see gemv.cl), stored in the device's tuning file.
+  /// Times the GEMV at each work-group shape (height × rows per work-item) on this weight and keeps
+  /// the fastest (results are bit-identical across shapes: see gemv.cl), stored in the device's
+  /// tuning file. Returns the shape's code, or -1.
   int tune_gemv(const OclWeight& w, const GemvConfig& base, const Arg& x, cl_mem ximg, cl_mem bias,
                 bool has_bias, const Arg& y, int y_f32, const std::string& key) {
     int best = -1;
     double best_t = 1e30;
-    for (int r : {1, 2, 4, 8, 16}) {
+    for (int code : {101, 102, 104, 108, 201, 202, 204, 208, 401, 402, 404, 408, 801, 802, 804}) {
       GemvConfig c = base;
-      c.rows = r;
+      c.set(code);
       if (!gemv_fits(w, c)) continue;
       std::vector<double> t;
       for (int i = 0; i < 6; ++i) {
         cl_event ev = nullptr;
         run_gemv(w, w.slabs[0], c, x, ximg, bias, has_bias, y, y_f32, &ev);
-        if (i > 0) t.push_back(event_seconds(ev));  // the first run warms up
-        else cl().clReleaseEvent(ev);
+        if (i > 0)
+          t.push_back(event_seconds(ev));  // the first run warms up
+        else
+          cl().clReleaseEvent(ev);
       }
       std::sort(t.begin(), t.end());
       if (t[t.size() / 2] < best_t) {
         best_t = t[t.size() / 2];
-        best = r;
+        best = code;
       }
     }
     if (best > 0) ctx_.set_tuned(key, best);
     if (env_is("PERFX_OPENCL_VERBOSE", "1") && best > 0)
-      std::fprintf(stderr, "perfx: %s: tuned %s -> %d rows per work-group (%.1f us)\n", sh_->label.c_str(),
-                   key.c_str(), best, best_t * 1e6);
+      std::fprintf(stderr,
+                   "perfx: %s: tuned %s -> %dx%d (work-group height x rows per item, %.1f us)\n",
+                   sh_->label.c_str(), key.c_str(), best / 100, best % 100, best_t * 1e6);
     return best;
   }
 
@@ -1227,10 +1286,10 @@ class OpenClBackend : public Backend {
       std::lock_guard<std::mutex> lk(sh_->mu);
       max_one = sh_->max_one;
     }
-    check(per_row + slack <= max_one,
-          "out of device memory on " + sh_->label + ": one row of " + what + " needs " +
-              std::to_string(per_row) + " bytes, more than the largest allocation allowed (" +
-              mib(max_one) + ")");
+    check(per_row + slack <= max_one, "out of device memory on " + sh_->label + ": one row of " +
+                                          what + " needs " + std::to_string(per_row) +
+                                          " bytes, more than the largest allocation allowed (" +
+                                          mib(max_one) + ")");
     const int64_t rows_per_slab = std::max<int64_t>(1, (int64_t)((max_one - slack) / per_row));
     std::vector<uint8_t> q, s, z;
     for (int64_t r0 = 0; r0 < w.out; r0 += rows_per_slab) {
@@ -1243,14 +1302,16 @@ class OpenClBackend : public Backend {
       const size_t total = sl.z_off + rb.z * (size_t)sl.rows;
       sl.mem.alloc(sh_, total, what);
       // staged in chunks of rows (bounded host memory)
-      const int64_t chunk = std::max<int64_t>(1, (int64_t)((32u << 20) / std::max<size_t>(per_row, 1)));
+      const int64_t chunk =
+          std::max<int64_t>(1, (int64_t)((32u << 20) / std::max<size_t>(per_row, 1)));
       for (int64_t a = 0; a < sl.rows; a += chunk) {
         const int64_t n = std::min(chunk, sl.rows - a);
         q.assign(rb.q * (size_t)n, 0);
         s.assign(rb.s * (size_t)n, 0);
         z.assign(rb.z * (size_t)n, 0);
         for (int64_t i = 0; i < n; ++i)
-          fill(r0 + a + i, q.data() + rb.q * (size_t)i, s.data() + rb.s * (size_t)i, z.data() + rb.z * (size_t)i);
+          fill(r0 + a + i, q.data() + rb.q * (size_t)i, s.data() + rb.s * (size_t)i,
+               z.data() + rb.z * (size_t)i);
         write(sl.mem.get(), sl.q_off + rb.q * (size_t)a, q.data(), q.size());
         write(sl.mem.get(), sl.s_off + rb.s * (size_t)a, s.data(), s.size());
         write(sl.mem.get(), sl.z_off + rb.z * (size_t)a, z.data(), z.size());
@@ -1294,7 +1355,7 @@ class OpenClBackend : public Backend {
   DType act_ = DType::F32;
   std::string act_opt_;
   bool images_ = false, gpu_ = false, tune_ = false;
-  int lanes_ = 32, norm_wg_ = 64, forced_rows_ = 0;
+  int lanes_ = 32, norm_wg_ = 64, forced_ = 0;
   int64_t vocab_ = 0;
   std::map<std::string, int> gemv_rows_;
   bool profile_ = false;
@@ -1317,10 +1378,14 @@ uint64_t parse_bytes(const std::string& s, const std::string& what) {
   std::string unit = s.substr(i);
   for (char& c : unit) c = (char)std::tolower((unsigned char)c);
   uint64_t mul = 0;
-  if (unit.empty() || unit == "b") mul = 1;
-  else if (unit == "k" || unit == "kib" || unit == "kb") mul = 1ull << 10;
-  else if (unit == "m" || unit == "mib" || unit == "mb") mul = 1ull << 20;
-  else if (unit == "g" || unit == "gib" || unit == "gb") mul = 1ull << 30;
+  if (unit.empty() || unit == "b")
+    mul = 1;
+  else if (unit == "k" || unit == "kib" || unit == "kb")
+    mul = 1ull << 10;
+  else if (unit == "m" || unit == "mib" || unit == "mb")
+    mul = 1ull << 20;
+  else if (unit == "g" || unit == "gib" || unit == "gb")
+    mul = 1ull << 30;
   check(i > 0 && i <= 15 && mul != 0,
         what + ": '" + s + "' is not a byte count (e.g. 1GiB, 512MiB, 1048576)");
   const uint64_t v = std::stoull(s.substr(0, i)) * mul;
