@@ -2,7 +2,10 @@
 // (default 0) against the CPU backend — int4 / Q4_0 / F16 linear layers at 1 and 7 tokens,
 // RMSNorm, SwiGLU — and prints one line per check. Needs only perfx_backend, so it is what a cross
 // build (aarch64 Linux, Android: docs/OPENCL.md) produces to try a phone's GPU.
+// perfx_opencl_check --bandwidth [N]: the device's copy bandwidth (an OpenCL copy kernel) and the
+// int4 g128 GEMV at Llama-2-7B's 4096 -> 11008 and 11008 -> 4096, device time from events.
 // Exit status: 0 all checks pass, 1 an error (printed as one "perfx: error:" line), 2 a mismatch.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/opencl/cl_runtime.h"
+#include "backend/opencl/opencl_backend.h"
 #include "core/quantized.h"
 #include "perfx/status.h"
 
@@ -171,10 +175,28 @@ int run(int index) {
   return c.failed ? 2 : 0;
 }
 
+/// Prints the copy bandwidth and the two GEMV shapes as a share of it.
+int bandwidth(int index) {
+  const std::string name = "opencl:" + std::to_string(index);
+  auto be = create_backend(name, 1);
+  const auto dev = opencl::select_device(index);
+  const size_t copy = (size_t)std::min<uint64_t>({1ull << 30, dev.max_alloc / 2, dev.global_mem / 8});
+  std::printf("%s %s, %s activations\n", name.c_str(), dev.label().c_str(),
+              be->act_dtype() == DType::F16 ? "fp16" : "fp32");
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{11008, 4096}, {4096, 11008}}) {
+    const auto r = opencl::measure_gemv_bandwidth(*be, out, in, copy);
+    std::printf("gemv int4 g128 %5lld -> %5lld: %8.1f us  %7.1f GB/s  copy %7.1f GB/s  %5.1f%% of copy  [%s]\n",
+                (long long)in, (long long)out, r.gemv_us, r.gemv_gbs, r.copy_gbs,
+                100.0 * r.gemv_gbs / r.copy_gbs, r.config.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::string(argv[1]) == "--bandwidth") return bandwidth(argc > 2 ? std::atoi(argv[2]) : 0);
     return run(argc > 1 ? std::atoi(argv[1]) : 0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "perfx: error: %s\n", e.what());

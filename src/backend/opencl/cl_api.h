@@ -5,6 +5,9 @@
 // cross builds (aarch64, Android) need only the Khronos headers.
 #pragma once
 
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120  // the API this backend uses (OpenCL 1.2)
+#endif
 #include <CL/cl.h>
 
 #include <string>
