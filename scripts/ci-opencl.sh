@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The OpenCL step of CI (.ci/run), runnable on its own: builds only what the OpenCL tests need
-# with -DPERFX_OPENCL=ON in build-ocl, runs them for real on PoCL (the CPU as an OpenCL device) in
-# fp32 and fp16 activations, then cross-compiles the backend and its self-check for aarch64.
+# with -DPERFX_OPENCL=ON, runs them for real on PoCL (the CPU as an OpenCL device) in fp32 and fp16
+# activations, then cross-compiles the backend and its self-check for aarch64.
 # A test that skips because the OpenCL device is missing fails this step.
+# PERFX_OPENCL_BUILD_DIR (default build-ocl): .ci/run passes its release build folder, where
+# turning the option on recompiles only perfx_backend (the OpenCL definitions are private to it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-opencl-deps.sh --cross
@@ -12,8 +14,13 @@ cache=$(mktemp -d)
 export PERFX_OPENCL_CACHE_DIR=$cache/perfx POCL_CACHE_DIR=$cache/pocl
 export PERFX_TEST_DEVICE=opencl PERFX_REQUIRE_OPENCL=1
 
-cmake -B build-ocl -G Ninja -DCMAKE_BUILD_TYPE=Release -DPERFX_OPENCL=ON -DPERFX_BUILD_BENCH=OFF
-cmake --build build-ocl -j2 --target perfx perfx_opencl_check test_conformance test_model test_opencl
+B=${PERFX_OPENCL_BUILD_DIR:-build-ocl}
+if [ -f "$B/CMakeCache.txt" ]; then
+  cmake -B "$B" -DPERFX_OPENCL=ON
+else
+  cmake -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPERFX_OPENCL=ON -DPERFX_BUILD_BENCH=OFF
+fi
+cmake --build "$B" -j2 --target perfx perfx_opencl_check test_conformance test_model test_opencl
 t_build=$(date +%s)
 
 # Runs a gtest binary; fails on a failure or a skipped test (a skip means no device).
@@ -27,15 +34,15 @@ gtest() {
     exit 1
   fi
 }
-./build-ocl/perfx_opencl_check
+"$B"/perfx_opencl_check
 for dtype in f32 f16; do
   echo "== OpenCL on PoCL, $dtype activations"
   export PERFX_OPENCL_DTYPE=$dtype
-  gtest ./build-ocl/tests/test_conformance --gtest_filter='*opencl*'
-  gtest ./build-ocl/tests/test_model --gtest_filter='*opencl*'
+  gtest "$B"/tests/test_conformance --gtest_filter='*opencl*'
+  gtest "$B"/tests/test_model --gtest_filter='*opencl*'
 done
 unset PERFX_OPENCL_DTYPE
-gtest ./build-ocl/tests/test_opencl
+gtest "$B"/tests/test_opencl
 t_test=$(date +%s)
 
 echo "== ARM64 cross build (backend + self-check)"
