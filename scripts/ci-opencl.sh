@@ -42,6 +42,9 @@ for dtype in f32 f16; do
   gtest "$B"/tests/test_model --gtest_filter='*opencl*'
 done
 unset PERFX_OPENCL_DTYPE
+echo "== forced split-K attention and the sub-group attempt (PoCL rejects it: the fallback is tested)"
+PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_conformance --gtest_filter='*opencl*'
+PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_model --gtest_filter='*GreedyOnDevice*opencl*'
 gtest "$B"/tests/test_opencl
 t_test=$(date +%s)
 

@@ -244,6 +244,77 @@ TEST(OpenClGemv, WorkGroupHeightDoesNotChangeResults) {
   }
 }
 
+/// Attention over a paged cache of `ctx` keys for each of `n_seq` decoding sequences (GQA 8 / 2,
+/// head_dim 64), with whatever split-K the environment sets; returns the output as fp32.
+std::vector<float> decode_attention(int n_seq, int ctx) {
+  auto be = make_backend();
+  std::vector<std::unique_ptr<Buffer>> keep;
+  const int nq = 8, nkv = 2, hd = 64, bs = 16, W = (nq + 2 * nkv) * hd;
+  const int blocks_per_seq = (ctx + bs - 1) / bs;
+  auto kv = be->create_kv(1, n_seq * blocks_per_seq, bs, nkv, hd);
+  RopeParams rp;
+  rp.head_dim = hd;  // rot_dim 0: no rotation
+  auto rope = be->load_rope(rp);
+  BatchLayout all, step;
+  for (BatchLayout* b : {&all, &step}) {
+    b->n_seqs = n_seq;
+    b->max_blocks = blocks_per_seq;
+    for (int s = 0; s < n_seq; ++s)
+      for (int j = 0; j < blocks_per_seq; ++j) b->block_tables.push_back(s * blocks_per_seq + j);
+  }
+  for (int s = 0; s < n_seq; ++s)
+    for (int p = 0; p < ctx; ++p) {
+      BatchLayout& b = p + 1 < ctx ? all : step;
+      b.token_ids.push_back(1);
+      b.positions.push_back(p);
+      b.slots.push_back(s * blocks_per_seq * bs + p);
+      b.token_seq.push_back(s);
+      b.n_tokens++;
+    }
+  // history first (its tokens grouped by sequence), then one new token per sequence
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (BatchLayout* b : {&all, &step}) {
+    std::vector<float> qkv((size_t)b->n_tokens * W);
+    for (auto& v : qkv) v = nd(rng);
+    Tensor t = upload(*be, keep, qkv, b->n_tokens, W);
+    be->prepare_batch(*b);
+    be->rope_kv_store(t.cols_view(0, nq * hd), t.cols_view(nq * hd, nkv * hd),
+                      t.cols_view((nq + nkv) * hd, nkv * hd), nq, nullptr, nullptr, 1e-6f, *rope,
+                      *kv, 0, *b);
+    if (b == &step) {
+      Tensor out =
+          upload(*be, keep, std::vector<float>((size_t)n_seq * nq * hd, NAN), n_seq, nq * hd);
+      be->attention(t.cols_view(0, nq * hd), *kv, 0, nq, 0.125f, *b, out);
+      const auto bytes = download(*be, out);
+      std::vector<float> o((size_t)n_seq * nq * hd);
+      float_to_f32(be->act_dtype(), bytes.data(), o.data(), (int64_t)o.size());
+      return o;
+    }
+  }
+  return {};
+}
+
+TEST(OpenClAttention, SplitKMatchesOnePass) {
+  REQUIRE_OPENCL();
+  const auto one = [] {
+    ScopedEnv no_split("PERFX_OPENCL_ATTN_SPLIT", "1000000");  // one split
+    return decode_attention(2, 300);
+  }();
+  for (const char* split : {"64", "128", "192"}) {
+    ScopedEnv s("PERFX_OPENCL_ATTN_SPLIT", split);
+    const auto got = decode_attention(2, 300);
+    ASSERT_EQ(got.size(), one.size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << "split " << split << " element " << i;
+      num += (got[i] - one[i]) * (double)(got[i] - one[i]);
+      den += (double)one[i] * one[i];
+    }
+    EXPECT_LE(std::sqrt(num / den), 2e-6) << "split " << split;
+  }
+}
+
 size_t count_files(const std::string& dir, const std::string& suffix) {
   size_t n = 0;
   if (DIR* d = ::opendir(dir.c_str())) {

@@ -86,8 +86,10 @@ struct Checker {
     std::vector<std::unique_ptr<Buffer>> kd, kc;
     auto wd = dev.load_linear({src});
     auto wc = cpu.load_linear({src});
-    Tensor xd = put(dev, kd, x, T, src.in), yd = put(dev, kd, std::vector<float>((size_t)(T * src.out)), T, src.out);
-    Tensor xc = put(cpu, kc, x, T, src.in), yc = put(cpu, kc, std::vector<float>((size_t)(T * src.out)), T, src.out);
+    Tensor xd = put(dev, kd, x, T, src.in),
+           yd = put(dev, kd, std::vector<float>((size_t)(T * src.out)), T, src.out);
+    Tensor xc = put(cpu, kc, x, T, src.in),
+           yc = put(cpu, kc, std::vector<float>((size_t)(T * src.out)), T, src.out);
     dev.linear(xd, *wd, nullptr, yd);
     cpu.linear(xc, *wc, nullptr, yc);
     report("linear " + name + " T=" + std::to_string(T), rel_err(get(dev, yd), get(cpu, yc)));
@@ -107,7 +109,8 @@ int run(int index) {
   auto dev = create_backend(name, 1);
   auto cpu = create_backend("cpu", 1);
   Checker c{*dev, *cpu, dev->act_dtype() == DType::F16 ? 3e-3 : 2e-5};
-  std::printf("%s: %s activations\n", name.c_str(), dev->act_dtype() == DType::F16 ? "fp16" : "fp32");
+  std::printf("%s: %s activations\n", name.c_str(),
+              dev->act_dtype() == DType::F16 ? "fp16" : "fp32");
   std::mt19937 rng(1);
 
   // int4 g128 (AWQ), GGUF Q4_0, fp16 weights [out, in]
@@ -180,14 +183,17 @@ int bandwidth(int index) {
   const std::string name = "opencl:" + std::to_string(index);
   auto be = create_backend(name, 1);
   const auto dev = opencl::select_device(index);
-  const size_t copy = (size_t)std::min<uint64_t>({1ull << 30, dev.max_alloc / 2, dev.global_mem / 8});
+  const size_t copy =
+      (size_t)std::min<uint64_t>({1ull << 30, dev.max_alloc / 2, dev.global_mem / 8});
   std::printf("%s %s, %s activations\n", name.c_str(), dev.label().c_str(),
               be->act_dtype() == DType::F16 ? "fp16" : "fp32");
   for (auto [out, in] : {std::pair<int64_t, int64_t>{11008, 4096}, {4096, 11008}}) {
     const auto r = opencl::measure_gemv_bandwidth(*be, out, in, copy);
-    std::printf("gemv int4 g128 %5lld -> %5lld: %8.1f us  %7.1f GB/s  copy %7.1f GB/s  %5.1f%% of copy  [%s]\n",
-                (long long)in, (long long)out, r.gemv_us, r.gemv_gbs, r.copy_gbs,
-                100.0 * r.gemv_gbs / r.copy_gbs, r.config.c_str());
+    std::printf(
+        "gemv int4 g128 %5lld -> %5lld: %8.1f us  %7.1f GB/s  copy %7.1f GB/s  %5.1f%% of copy  "
+        "[%s]\n",
+        (long long)in, (long long)out, r.gemv_us, r.gemv_gbs, r.copy_gbs,
+        100.0 * r.gemv_gbs / r.copy_gbs, r.config.c_str());
   }
   return 0;
 }
@@ -196,7 +202,8 @@ int bandwidth(int index) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc > 1 && std::string(argv[1]) == "--bandwidth") return bandwidth(argc > 2 ? std::atoi(argv[2]) : 0);
+    if (argc > 1 && std::string(argv[1]) == "--bandwidth")
+      return bandwidth(argc > 2 ? std::atoi(argv[2]) : 0);
     return run(argc > 1 ? std::atoi(argv[1]) : 0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "perfx: error: %s\n", e.what());

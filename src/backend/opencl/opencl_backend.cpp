@@ -283,6 +283,11 @@ class OpenClBackend : public Backend {
             "PERFX_OPENCL_GEMV_LANES must be a power of two in 4..256");
     }
     tune_ = env_is("PERFX_OPENCL_TUNE", "1") || (gpu_ && !env_is("PERFX_OPENCL_TUNE", "0"));
+    if (const char* sp = std::getenv("PERFX_OPENCL_ATTN_SPLIT"); sp && *sp) {
+      forced_split_ = std::atoi(sp);
+      check(forced_split_ >= 1 && forced_split_ <= (1 << 20),
+            "PERFX_OPENCL_ATTN_SPLIT must be a number of keys per split (1..1048576)");
+    }
     if (const char* r = std::getenv("PERFX_OPENCL_GEMV"); r && *r) {
       int a = 0, b = 0;
       const bool ok = std::sscanf(r, "%dx%d", &a, &b) == 2 && a >= 1 && a <= 64 && b >= 1 &&
@@ -292,12 +297,31 @@ class OpenClBackend : public Backend {
       forced_ = a * 100 + b;
     }
     norm_wg_ = (int)std::min<size_t>(gpu_ ? 256 : 64, prev_pow2(d.max_work_group));
+    // Sub-group reductions in the norms where the device has cl_khr_subgroups
+    // (PERFX_OPENCL_SUBGROUPS=0 / 1 forces them off / on).
+    const bool subgroups = env_is("PERFX_OPENCL_SUBGROUPS", "1") ||
+                           (d.subgroups && !env_is("PERFX_OPENCL_SUBGROUPS", "0"));
+    norm_opts_ = act_opt_;
+    if (subgroups) {
+      // A driver may report the extension yet not expose its built-ins to OpenCL C 1.2 (PoCL
+      // 3.1 when forced): then the local-memory reduction it is.
+      try {
+        for (const char* k : {"rms_norm", "add_rms_norm"})
+          ctx_.kernel("rms_norm.cl", k, act_opt_ + " -DUSE_SUBGROUPS");
+        norm_opts_ = act_opt_ + " -DUSE_SUBGROUPS";
+      } catch (const Error& e) {
+        if (env_is("PERFX_OPENCL_VERBOSE", "1"))
+          std::fprintf(stderr, "perfx: %s: no sub-group reductions: %s\n", sh_->label.c_str(),
+                       e.what());
+      }
+    }
     // Every kernel a model needs is built now (weight-format ones at load), so a kernel that fails
     // to build on this device fails the load, before any output.
-    for (const char* k : {"rms_norm", "add_rms_norm"}) ctx_.kernel("rms_norm.cl", k, act_opt_);
+    for (const char* k : {"rms_norm", "add_rms_norm"}) ctx_.kernel("rms_norm.cl", k, norm_opts_);
     for (const char* f : {"embedding", "rope_kv_store", "silu_mul", "gather_rows"})
       ctx_.kernel(std::string(f) + ".cl", f, act_opt_);
-    ctx_.kernel("attention.cl", "attention", attention_opts());
+    for (const char* k : {"attention", "attention_combine"})
+      ctx_.kernel("attention.cl", k, attention_opts());
     ctx_.kernel("sample.cl", "argmax_rows", sample_opts());
     if (env_is("PERFX_OPENCL_VERBOSE", "1"))
       std::fprintf(stderr,
@@ -609,7 +633,7 @@ class OpenClBackend : public Backend {
     if (x.rows == 0) return;
     const Arg xa = arg(x, "rms_norm x"), oa = arg(out, "rms_norm out");
     const size_t g[2] = {(size_t)norm_wg_, (size_t)x.rows}, l[2] = {(size_t)norm_wg_, 1};
-    Launch(ctx_, ctx_.kernel("rms_norm.cl", "rms_norm", act_opt_))
+    Launch(ctx_, ctx_.kernel("rms_norm.cl", "rms_norm", norm_opts_))
         .arg(xa.mem)
         .arg(xa.off)
         .arg(xa.ld)
@@ -632,7 +656,7 @@ class OpenClBackend : public Backend {
     const Arg ra = arg(residual, "add_rms_norm residual"), xa = arg(x, "add_rms_norm x"),
               oa = arg(out, "add_rms_norm out");
     const size_t g[2] = {(size_t)norm_wg_, (size_t)x.rows}, l[2] = {(size_t)norm_wg_, 1};
-    Launch(ctx_, ctx_.kernel("rms_norm.cl", "add_rms_norm", act_opt_))
+    Launch(ctx_, ctx_.kernel("rms_norm.cl", "add_rms_norm", norm_opts_))
         .arg(ra.mem)
         .arg(ra.off)
         .arg(ra.ld)
@@ -715,7 +739,7 @@ class OpenClBackend : public Backend {
     if (T == 0) return;
     ensure_rope(rt, max_pos_);
     const Arg qa = arg(q, "rope q"), ka = arg(k, "rope k"), va = arg(v, "rope v");
-    const size_t g[2] = {(size_t)(n_q_heads + nkv), (size_t)T}, l[2] = {1, 1};
+    const size_t g[2] = {(size_t)(n_q_heads + nkv), (size_t)T}, l[2] = {16, 1};
     Launch(ctx_, ctx_.kernel("rope_kv_store.cl", "rope_kv_store", act_opt_))
         .arg(qa.mem)
         .arg(qa.off)
@@ -768,7 +792,28 @@ class OpenClBackend : public Backend {
     if (T == 0) return;
     const Arg qa = arg(q, "attention q"), oa = arg(out, "attention out");
     const int group = n_q_heads / nkv, chunks = (group + kAttnGroup - 1) / kAttnGroup;
-    const size_t g[3] = {(size_t)kAttnWg, (size_t)(nkv * chunks), (size_t)T},
+    // Split-K when a decode step has too few work-groups to fill the device: each split takes a
+    // range of keys (a multiple of the tile), attention_combine merges them.
+    int max_keys = 0;
+    for (int t = 0; t < T; ++t) max_keys = std::max(max_keys, b.positions[t] + 1);
+    const int wgs = T * nkv * chunks;
+    int split_len = 0;
+    if (forced_split_ > 0) {
+      split_len = forced_split_;
+    } else if (wgs < 2 * (int)ctx_.dev().compute_units && max_keys > 2 * kAttnWg) {
+      const int want = (2 * (int)ctx_.dev().compute_units + wgs - 1) / wgs;
+      split_len = std::max(kAttnWg, (max_keys + want - 1) / want);
+    }
+    if (split_len > 0) split_len = (split_len + kAttnWg - 1) / kAttnWg * kAttnWg;
+    const int n_splits = split_len > 0 ? (max_keys + split_len - 1) / split_len : 1;
+    cl_mem part = dummy();
+    if (n_splits > 1) {
+      const size_t need = (size_t)T * n_q_heads * n_splits * (2 + hd) * 4;
+      if (attn_ws_.size() < need)
+        attn_ws_.alloc(sh_, std::max(need, attn_ws_.size() * 2), "the attention workspace");
+      part = attn_ws_.get();
+    }
+    const size_t g[3] = {(size_t)kAttnWg, (size_t)(nkv * chunks), (size_t)T * n_splits},
                  l[3] = {(size_t)kAttnWg, 1, 1};
     Launch(ctx_, ctx_.kernel("attention.cl", "attention", attention_opts()))
         .arg(qa.mem)
@@ -789,7 +834,23 @@ class OpenClBackend : public Backend {
         .arg(nkv)
         .arg(hd)
         .arg(scale)
+        .arg(n_splits)
+        .arg(split_len)
+        .arg(part)
         .run(3, g, l, "attention");
+    if (n_splits > 1) {
+      const size_t gc[3] = {(size_t)hd, (size_t)n_q_heads, (size_t)T},
+                   lc[3] = {(size_t)std::min(hd, 64), 1, 1};
+      Launch(ctx_, ctx_.kernel("attention.cl", "attention_combine", attention_opts()))
+          .arg(part)
+          .arg(n_splits)
+          .arg(n_q_heads)
+          .arg(hd)
+          .arg(oa.mem)
+          .arg(oa.off)
+          .arg(oa.ld)
+          .run(3, gc, lc, "attention (combine)");
+    }
   }
 
   void silu_mul(Tensor gate_up, Tensor out) override {
@@ -1353,9 +1414,9 @@ class OpenClBackend : public Backend {
   Context ctx_;
   std::shared_ptr<Shared> sh_;
   DType act_ = DType::F32;
-  std::string act_opt_;
+  std::string act_opt_, norm_opts_;
   bool images_ = false, gpu_ = false, tune_ = false;
-  int lanes_ = 32, norm_wg_ = 64, forced_ = 0;
+  int lanes_ = 32, norm_wg_ = 64, forced_ = 0, forced_split_ = 0;
   int64_t vocab_ = 0;
   std::map<std::string, int> gemv_rows_;
   bool profile_ = false;
@@ -1363,7 +1424,7 @@ class OpenClBackend : public Backend {
   std::string last_gemv_config_;
 
   // the prepared step
-  DevMem batch_mem_, sample_mem_, dummy_;
+  DevMem batch_mem_, sample_mem_, dummy_, attn_ws_;
   std::vector<int32_t> staging_;
   int o_ids_ = 0, o_pos_ = 0, o_slots_ = 0, o_seq_ = 0, o_rows_ = 0, o_tab_ = 0;
   int max_pos_ = 0;

@@ -4,22 +4,28 @@
 // scoring one key against those heads; an online softmax (fp32) keeps a running max and sum per
 // head; each work-item accumulates head_dim / WG output dimensions of every head.
 // Cache layout per layer: [slot, nkv, hd] for K and V; slot = table[seq][j / bs] · bs + j % bs.
-// Global [WG, nkv · ceil(group / GMAX), T], local [WG, 1, 1]. hd <= 4 · WG.
+// Split-K (decode with few work-groups): with n_splits > 1, work-group split s visits keys
+// [s · split_len, (s + 1) · split_len) only and writes its running max, sum and unnormalised
+// output to `part` [T, nq, n_splits, 2 + hd]; attention_combine merges the splits.
+// Global [WG, nkv · ceil(group / GMAX), T · n_splits], local [WG, 1, 1]. hd <= 4 · WG.
 
 #define MAXD 4  // output dims per work-item
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention(
     __global const ACT_T* q, int q_off, int q_ld, __global const ACT_T* kc,
     __global const ACT_T* vc, __global ACT_T* out, int out_off, int out_ld,
-    __global const int* batch, int pos_off, int seq_off, int tab_off, int max_blocks, int bs, int nq, int nkv, int hd, float scale) {
+    __global const int* batch, int pos_off, int seq_off, int tab_off, int max_blocks, int bs,
+    int nq, int nkv, int hd, float scale, int n_splits, int split_len, __global float* part) {
   __local float qs[GMAX * 4 * WG];  // scaled queries [GMAX][hd]
   __local float sc[GMAX][WG];       // scores, then probabilities, of the tile
   __local float corr[GMAX], lsum[GMAX], mx[GMAX];
-  const int lid = get_local_id(0), t = get_group_id(2);
+  const int lid = get_local_id(0), t = get_group_id(2) / n_splits, sp = get_group_id(2) % n_splits;
   const int group = nq / nkv, chunks = (group + GMAX - 1) / GMAX;
   const int kvh = get_group_id(1) / chunks, h0 = kvh * group + (get_group_id(1) % chunks) * GMAX;
   const int ng = min(GMAX, kvh * group + group - h0);
-  const int n_keys = batch[pos_off + t] + 1;
+  const int n_all = batch[pos_off + t] + 1;
+  const int j_begin = n_splits > 1 ? sp * split_len : 0;
+  const int n_keys = n_splits > 1 ? min(n_all, j_begin + split_len) : n_all;  // one past the end
   __global const int* table = batch + tab_off + (long)batch[seq_off + t] * max_blocks;
   const long slot_stride = (long)nkv * hd;
 
@@ -34,7 +40,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention(
     for (int d = 0; d < MAXD; ++d) acc[g][d] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  for (int j0 = 0; j0 < n_keys; j0 += WG) {
+  for (int j0 = j_begin; j0 < n_keys; j0 += WG) {
     // 1) scores of key j0 + lid against the ng heads
     const int j = j0 + lid;
     if (j < n_keys) {
@@ -87,6 +93,20 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+  if (n_splits > 1) {  // partial results; an empty split leaves max -inf and sum 0
+    for (int g = 0; g < ng; ++g) {
+      __global float* p = part + (((long)t * nq + h0 + g) * n_splits + sp) * (2 + hd);
+      if (lid == 0) {
+        p[0] = mx[g];
+        p[1] = lsum[g];
+      }
+      for (int d = 0; d < MAXD; ++d) {
+        const int dd = lid + d * WG;
+        if (dd < hd) p[2 + dd] = acc[g][d];
+      }
+    }
+    return;
+  }
   for (int g = 0; g < ng; ++g) {
     const float inv = 1.0f / lsum[g];
     for (int d = 0; d < MAXD; ++d) {
@@ -94,4 +114,24 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention(
       if (dd < hd) ST_ACT(out + out_off + (long)t * out_ld + (long)(h0 + g) * hd, dd, acc[g][d] * inv);
     }
   }
+}
+
+// Merges the n_splits partial results of every (token, head): with M the largest running max,
+// out = Σ_s acc_s · e^(m_s − M) / Σ_s l_s · e^(m_s − M). Global [hd, nq, T].
+__kernel void attention_combine(__global const float* part, int n_splits, int nq, int hd,
+                                __global ACT_T* out, int out_off, int out_ld) {
+  const int d = get_global_id(0), h = get_global_id(1), t = get_global_id(2);
+  if (d >= hd) return;
+  __global const float* p = part + ((long)t * nq + h) * n_splits * (2 + hd);
+  float m = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) m = fmax(m, p[s * (2 + hd)]);
+  float l = 0.0f, o = 0.0f;
+  for (int s = 0; s < n_splits; ++s) {
+    __global const float* q = p + s * (2 + hd);
+    if (q[1] == 0.0f) continue;  // an empty split
+    const float f = exp(q[0] - m);
+    l += q[1] * f;
+    o += q[2 + d] * f;
+  }
+  ST_ACT(out + out_off + (long)t * out_ld + (long)h * hd, d, o / l);
 }

@@ -32,9 +32,24 @@ inline void store_out(__global void* y, long i, float v, int y_f32) {
     ST_ACT((__global ACT_T*)y, i, v);
 }
 
+#ifdef USE_SUBGROUPS
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#endif
+
 // Sum of v over the n work-items of a 1-D work-group (n a power of two <= 1024). `scratch` holds n
 // floats; every work-item gets the sum. Contains barriers: call from uniform control flow.
+// With USE_SUBGROUPS (the device has cl_khr_subgroups): one reduction per sub-group, then the
+// sub-groups' sums in order; else a tree in local memory.
 inline float work_group_sum(float v, __local float* scratch, int lid, int n) {
+#ifdef USE_SUBGROUPS
+  const float s = sub_group_reduce_add(v);
+  if (get_sub_group_local_id() == 0) scratch[get_sub_group_id()] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float r = 0.0f;
+  for (uint i = 0; i < get_num_sub_groups(); ++i) r += scratch[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+#else
   scratch[lid] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int s = n >> 1; s > 0; s >>= 1) {
@@ -44,6 +59,7 @@ inline float work_group_sum(float v, __local float* scratch, int lid, int n) {
   const float r = scratch[0];
   barrier(CLK_LOCAL_MEM_FENCE);
   return r;
+#endif
 }
 
 #ifdef PERFX_TEST_BUILD_ERROR
