@@ -233,7 +233,7 @@ TEST(OpenClGemv, WorkGroupHeightDoesNotChangeResults) {
   for (const char* fmt : {"F16", "Q4_0", "INT4_G128"}) {
     const HostWeight hw = make_weight(fmt, 45, 512, 9);
     std::vector<uint8_t> first;
-    for (const char* rows : {"1x1", "2x4", "8x2", "1x8"}) {
+    for (const char* rows : {"1x1", "2x4", "8x2", "1x8", "2x4g"}) {
       ScopedEnv r("PERFX_OPENCL_GEMV", rows);
       const auto y = run_linear(hw, 1, 4);
       if (first.empty())

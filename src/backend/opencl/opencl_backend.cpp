@@ -290,11 +290,15 @@ class OpenClBackend : public Backend {
     }
     if (const char* r = std::getenv("PERFX_OPENCL_GEMV"); r && *r) {
       int a = 0, b = 0;
-      const bool ok = std::sscanf(r, "%dx%d", &a, &b) == 2 && a >= 1 && a <= 64 && b >= 1 &&
-                      b <= 8 && (a & (a - 1)) == 0 && (b & (b - 1)) == 0 && b <= lanes_;
-      check(ok, "PERFX_OPENCL_GEMV must be ROWSxRPT (powers of two, ROWS <= 64, RPT <= 8), got '" +
-                    std::string(r) + "'");
-      forced_ = a * 100 + b;
+      char g = 0;
+      const int n = std::sscanf(r, "%dx%d%c", &a, &b, &g);
+      const bool ok = (n == 2 || (n == 3 && g == 'g')) && a >= 1 && a <= 64 && b >= 1 && b <= 8 &&
+                      (a & (a - 1)) == 0 && (b & (b - 1)) == 0 && b <= lanes_;
+      check(ok,
+            "PERFX_OPENCL_GEMV must be ROWSxRPT[g] (powers of two, ROWS <= 64, RPT <= 8; g: scales "
+            "from global memory), got '" +
+                std::string(r) + "'");
+      forced_ = (n == 3 ? 10000 : 0) + a * 100 + b;
     }
     norm_wg_ = (int)std::min<size_t>(gpu_ ? 256 : 64, prev_pow2(d.max_work_group));
     // Sub-group reductions in the norms where the device has cl_khr_subgroups
@@ -1133,14 +1137,17 @@ class OpenClBackend : public Backend {
 
   /// GEMV shape: work-group height `rows` (work-items along the rows) × `rpt` rows per work-item,
   /// stored as rows · 100 + rpt in the tuning file.
+  /// `global_scales` (code + 10000): quantized formats read scales from global memory (cached)
+  /// instead of staging them in local memory first; a prologue less for short rows.
   struct GemvConfig {
     int rows = 2, rpt = 4;
-    bool image = false, local_scales = false;
+    bool image = false, local_scales = false, global_scales = false;
     void set(int code) {
-      rows = code / 100;
+      global_scales = code >= 10000;
+      rows = code % 10000 / 100;
       rpt = code % 100;
     }
-    int code() const { return rows * 100 + rpt; }
+    int code() const { return (global_scales ? 10000 : 0) + rows * 100 + rpt; }
   };
   static constexpr int kGemvDefault = 204;
 
@@ -1158,7 +1165,7 @@ class OpenClBackend : public Backend {
     const size_t groups = quant ? (size_t)(w.in / w.gs) : 0;
     const size_t red = (size_t)c.rows * c.rpt * lanes_ * 4;
     const size_t local = red + (size_t)c.rows * c.rpt * groups * 8;
-    c.local_scales = quant && local <= ctx_.dev().local_mem / 2;
+    c.local_scales = quant && !c.global_scales && local <= ctx_.dev().local_mem / 2;
     if ((size_t)(lanes_ * c.rows) > ctx_.dev().max_work_group || c.rpt > lanes_ ||
         red > ctx_.dev().local_mem / 2)
       return false;
@@ -1250,7 +1257,12 @@ class OpenClBackend : public Backend {
                 bool has_bias, const Arg& y, int y_f32, const std::string& key) {
     int best = -1;
     double best_t = 1e30;
-    for (int code : {101, 102, 104, 108, 201, 202, 204, 208, 401, 402, 404, 408, 801, 802, 804}) {
+    std::vector<int> codes;
+    for (int shape : {101, 102, 104, 108, 201, 202, 204, 208, 401, 402, 404, 408, 801, 802, 804}) {
+      codes.push_back(shape);
+      if (w.wf >= kQ4) codes.push_back(10000 + shape);  // scales from global memory
+    }
+    for (int code : codes) {
       GemvConfig c = base;
       c.set(code);
       if (!gemv_fits(w, c)) continue;
@@ -1272,8 +1284,9 @@ class OpenClBackend : public Backend {
     if (best > 0) ctx_.set_tuned(key, best);
     if (env_is("PERFX_OPENCL_VERBOSE", "1") && best > 0)
       std::fprintf(stderr,
-                   "perfx: %s: tuned %s -> %dx%d (work-group height x rows per item, %.1f us)\n",
-                   sh_->label.c_str(), key.c_str(), best / 100, best % 100, best_t * 1e6);
+                   "perfx: %s: tuned %s -> %dx%d%s (work-group height x rows per item, %.1f us)\n",
+                   sh_->label.c_str(), key.c_str(), best % 10000 / 100, best % 100,
+                   best >= 10000 ? " global scales" : "", best_t * 1e6);
     return best;
   }
 

@@ -64,8 +64,8 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
       float dq = 0.0f;
       for (int j = 0; j < 4; ++j) {
         const uint wd = j == 0 ? q.s0 : j == 1 ? q.s1 : j == 2 ? q.s2 : q.s3;
-        const float4 qa = convert_float4(((uint4)(wd) >> (uint4)(0, 4, 8, 12)) & 15u);
-        const float4 qb = convert_float4(((uint4)(wd) >> (uint4)(16, 20, 24, 28)) & 15u);
+        const float4 qa = nibbles_f4(((uint4)(wd) >> (uint4)(0, 4, 8, 12)) & 15u);
+        const float4 qb = nibbles_f4(((uint4)(wd) >> (uint4)(16, 20, 24, 28)) & 15u);
         dq += dot(qa, xv[2 * j]) + dot(qb, xv[2 * j + 1]);
       }
       const float2 sm = SCALE(i, CHUNK_GROUP(c));

@@ -25,6 +25,12 @@
 #define WF_QUANT 0
 #endif
 
+// 4-bit values (0..15) to fp32 without an int-to-float conversion, which runs at a fraction of the
+// FMA rate on many GPUs: 2^23 + q has q in its low mantissa bits, so (q | bits of 2^23) − 2^23 = q
+// exactly, in two full-rate instructions.
+inline float4 nibbles_f4(uint4 q) { return as_float4(q | 0x4B000000u) - 8388608.0f; }
+inline float8 nibbles_f8(uint8 q) { return as_float8(q | 0x4B000000u) - 8388608.0f; }
+
 #if WF_QUANT
 // The (scale, offset) of group g of row r: W = q · scale + offset.
 inline float2 group_scale(__global const uchar* w, long s_off, long z_off, int in, int r, int g) {
@@ -48,7 +54,7 @@ inline float8 load_w8(__global const uchar* w, long q_off, long s_off, long z_of
 #if WF == WF_Q4 || WF == WF_Q4M
   const uint q = ((__global const uint*)(w + q_off))[(long)r * (in / 8) + k0 / 8];
   const float2 sm = group_scale(w, s_off, z_off, in, r, k0 / GS);
-  const float8 qf = convert_float8(((uint8)(q) >> (uint8)(0, 4, 8, 12, 16, 20, 24, 28)) & 15u);
+  const float8 qf = nibbles_f8(((uint8)(q) >> (uint8)(0, 4, 8, 12, 16, 20, 24, 28)) & 15u);
   return fma(qf, (float8)(sm.x), (float8)(sm.y));
 #elif WF == WF_Q8
   const float8 qf = convert_float8(vload8(0, (__global const char*)(w + q_off) + (long)r * in + k0));
