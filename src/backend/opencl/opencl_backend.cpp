@@ -982,8 +982,10 @@ class OpenClBackend : public Backend {
       v = fp32_to_fp16(0.001f + (float)((s = s * 1664525u + 1013904223u) >> 24) * 1e-5f);
     for (auto& v : m->zeros) v = (uint8_t)((s = s * 1664525u + 1013904223u) >> 28);
     const size_t wbytes = m->bytes();
-    const int copies = (int)std::clamp<uint64_t>(
-        4 * std::max<uint64_t>(ctx_.dev().global_cache, 1) / wbytes + 1, 2, 16);
+    // At least 4x the reported cache and 256 MiB in all (drivers report L1 or L2 here; an H200's L2
+    // is 50 MiB), so every GEMV reads its weights from memory.
+    const uint64_t span = std::max<uint64_t>(4 * ctx_.dev().global_cache, 256ull << 20);
+    const int copies = (int)std::clamp<uint64_t>(span / wbytes + 1, 2, 24);
     LinearSource src;
     src.int4 = m;
     src.out = out;
