@@ -254,7 +254,8 @@ Register reg("bench", 55, [](CLI::App& app) {
   sub->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->capture_default_str();
   sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
       ->capture_default_str();
-  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], ...")->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], opencl[:N]")->capture_default_str();
+  add_max_alloc_option(sub);
   sub->add_option("-o,--output", a->output, "md or json")->capture_default_str();
   sub->callback([a, p, n, b] {
     a->n_prompt = int_list(*p, "-p");

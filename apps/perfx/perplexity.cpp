@@ -82,7 +82,8 @@ Register reg("perplexity", 40, [](CLI::App& app) {
   sub->add_option("--chunks", a->chunks, "Evaluate at most this many windows (0 = all)")
       ->capture_default_str();
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
-  sub->add_option("--device", a->device, "Backend: cpu or cuda[:N]")->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")->capture_default_str();
+  add_max_alloc_option(sub);
   sub->callback([a] { run_perplexity(*a); });
 });
 

@@ -167,7 +167,8 @@ Register reg("run", 10, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS");
-  sub->add_option("--device", a->device, "Backend: cpu or cuda[:N]")->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")->capture_default_str();
+  add_max_alloc_option(sub);
   sub->add_option("--dump-logits", a->dump_logits,
                   "Write the prompt's logits after prefill as safetensors (input_ids i32 [T], logits f32 [T, vocab])");
   sub->callback([a] { run(*a); });

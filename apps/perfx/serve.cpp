@@ -159,7 +159,8 @@ static Register reg("serve", 50, [](CLI::App& app) {
                   "chat template: a Jinja file, a tokenizer_config.json, or one of chatml, llama2, "
                   "llama3, mistral, zephyr");
   sub->add_option("-t,--threads", a->threads, "compute threads (default: all cores)");
-  sub->add_option("--device", a->device, "backend: cpu (default) or cuda[:N]");
+  sub->add_option("--device", a->device, "backend: cpu (default), cuda[:N] or opencl[:N]");
+  add_max_alloc_option(sub);
   sub->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
                   "GPU: fraction of the GPU's memory for weights, activations and the KV cache, which "
                   "takes what the others leave (vLLM's flag; default 0.9; --kv-cache-tokens overrides)");

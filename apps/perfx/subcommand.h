@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +25,16 @@ struct Register {
     registry().push_back({std::move(name), order, std::move(setup)});
   }
 };
+
+/// Adds --max-alloc BYTES (e.g. 1GiB, 512MiB): the largest single buffer an OpenCL device backend
+/// may allocate, below the device's own limit; weights larger than it are split over several
+/// buffers. Passed to the backend as PERFX_OPENCL_MAX_ALLOC, which validates it; other backends
+/// ignore it.
+inline void add_max_alloc_option(CLI::App* sub) {
+  sub->add_option_function<std::string>(
+      "--max-alloc", [](const std::string& v) { ::setenv("PERFX_OPENCL_MAX_ALLOC", v.c_str(), 1); },
+      "OpenCL: largest single device buffer, e.g. 1GiB (bigger weights are split)");
+}
 
 /// The model used when -m is omitted: models/default in the source tree (or $PERFX_DEFAULT_MODEL).
 std::string default_model_path();

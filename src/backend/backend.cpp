@@ -7,6 +7,9 @@
 #ifdef PERFX_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
+#ifdef PERFX_HAVE_OPENCL
+#include "backend/opencl/opencl_backend.h"
+#endif
 #include "perfx/status.h"
 
 namespace perfx {
@@ -48,6 +51,9 @@ void builtin_backends(std::map<std::string, BackendFactory>& r) {
   r.emplace("cpu", [](int, int n_threads) { return cpu::create_cpu_backend(n_threads); });
 #ifdef PERFX_HAVE_CUDA
   r.emplace("cuda", [](int index, int) { return cuda::create_cuda_backend(index); });
+#endif
+#ifdef PERFX_HAVE_OPENCL
+  r.emplace("opencl", [](int index, int) { return opencl::create_opencl_backend(index); });
 #endif
 }
 

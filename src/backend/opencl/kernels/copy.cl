@@ -1,0 +1,6 @@
+// A plain copy (float4 per work-item): the device's copy bandwidth, measured beside the GEMV.
+
+__kernel void copy_f4(__global const float4* src, __global float4* dst, int n) {
+  const int i = get_global_id(0);
+  if (i < n) dst[i] = src[i];
+}

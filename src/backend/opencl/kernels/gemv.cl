@@ -1,0 +1,124 @@
+// Decode GEMV: y[r] = x · W[r, :] (+ bias[r]) for one token, W a weight slab (weights.cl).
+//
+// Work-group (LANES, ROWS); each work-item computes RPT rows, so a work-group covers ROWS · RPT
+// rows. The columns of a row are split over the LANES work-items in chunks of 32 (a 2-D split over
+// rows and K): lane l sums chunks l, l + LANES, ... A work-item loads its chunk of the activation
+// vector once (through an image1d_buffer_t with USE_IMAGE — the texture path — else from the
+// buffer) and reuses it for its RPT rows: int4 weights as one uint4 (16 bytes) per row and chunk,
+// int8 as two char16, dense as 8-wide vectors. Quantized formats stage the work-group's (scale,
+// offset) pairs in local memory first (LOCAL_SCALES) and factor each chunk's sum:
+// Σ (q·s + m)·x = s·Σ q·x + m·Σ x (Σ x shared by the RPT rows).
+//
+// A row's result depends only on LANES (which lane sums which chunks, in order, and the tree
+// reduction over lanes), never on ROWS or RPT: tuning those per device changes the speed, not a
+// single bit. Global [LANES, ceil(rows / (ROWS · RPT)) · ROWS].
+#include "weights.cl"
+
+#ifdef USE_IMAGE
+#define X_ARG __read_only image1d_buffer_t ximg, __global const ACT_T* x
+#define X4(k) read_imagef(ximg, (x_off + (k)) >> 2)
+#else
+#define X_ARG __global const ACT_T* x
+#define X4(k) LD_ACT4(x, x_off + (k))
+#endif
+
+__kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
+    __global const uchar* w, long q_off, long s_off, long z_off, int in, int rows, X_ARG,
+    int x_off, __global const float* bias, int bias_off, int has_bias, __global void* y,
+    long y_off, int y_f32, __local float* lsc) {
+  const int lane = get_local_id(0), lr = get_local_id(1);
+  const int wg_r0 = get_group_id(1) * ROWS * RPT;  // first row of the work-group
+  const int my_r0 = wg_r0 + lr * RPT;              // first row of this work-item
+  int rr[RPT];  // its rows, clamped: rows past the end compute a copy and store nothing
+  for (int i = 0; i < RPT; ++i) rr[i] = min(my_r0 + i, rows - 1);
+  const int nc = in / 32;
+  float acc[RPT];
+  for (int i = 0; i < RPT; ++i) acc[i] = 0.0f;
+
+#if WF_QUANT
+  const int G = in / GS;
+#ifdef LOCAL_SCALES
+  for (int i = lr * LANES + lane; i < ROWS * RPT * G; i += LANES * ROWS) {
+    const float2 sm = group_scale(w, s_off, z_off, in, min(wg_r0 + i / G, rows - 1), i % G);
+    lsc[2 * i] = sm.x;
+    lsc[2 * i + 1] = sm.y;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#define SCALE(i, g) \
+  ((float2)(lsc[2 * ((lr * RPT + (i)) * G + (g))], lsc[2 * ((lr * RPT + (i)) * G + (g)) + 1]))
+#else
+#define SCALE(i, g) group_scale(w, s_off, z_off, in, rr[i], (g))
+#endif
+#endif
+
+#pragma unroll 2
+  for (int c = lane; c < nc; c += LANES) {
+    const int k = c * 32;
+    float4 xv[8];
+    for (int j = 0; j < 8; ++j) xv[j] = X4(k + 4 * j);
+#if WF == WF_Q4 || WF == WF_Q4M
+    float sx = 0.0f;
+    for (int j = 0; j < 8; ++j) sx += dot(xv[j], (float4)(1.0f));
+    for (int i = 0; i < RPT; ++i) {
+      const uint4 q = vload4(c, (__global const uint*)(w + q_off) + (long)rr[i] * (in / 8));
+      float dq = 0.0f;
+      for (int j = 0; j < 4; ++j) {
+        const uint wd = j == 0 ? q.s0 : j == 1 ? q.s1 : j == 2 ? q.s2 : q.s3;
+        const float4 qa = nibbles_f4(((uint4)(wd) >> (uint4)(0, 4, 8, 12)) & 15u);
+        const float4 qb = nibbles_f4(((uint4)(wd) >> (uint4)(16, 20, 24, 28)) & 15u);
+        dq += dot(qa, xv[2 * j]) + dot(qb, xv[2 * j + 1]);
+      }
+      const float2 sm = SCALE(i, CHUNK_GROUP(c));
+      acc[i] += sm.x * dq + sm.y * sx;
+    }
+#elif WF == WF_Q8
+    for (int i = 0; i < RPT; ++i) {
+      __global const char* qp = (__global const char*)(w + q_off) + (long)rr[i] * in + k;
+      const float16 qa = convert_float16(vload16(0, qp)), qb = convert_float16(vload16(1, qp));
+      const float dq = dot(qa.s0123, xv[0]) + dot(qa.s4567, xv[1]) + dot(qa.s89ab, xv[2]) +
+                       dot(qa.scdef, xv[3]) + dot(qb.s0123, xv[4]) + dot(qb.s4567, xv[5]) +
+                       dot(qb.s89ab, xv[6]) + dot(qb.scdef, xv[7]);
+      acc[i] += SCALE(i, c).x * dq;
+    }
+#else
+    for (int i = 0; i < RPT; ++i) {
+      float s = 0.0f;
+      for (int j = 0; j < 4; ++j) {
+        const float8 wv = load_w8(w, q_off, s_off, z_off, in, rr[i], k + 8 * j);
+        s += dot(wv.lo, xv[2 * j]) + dot(wv.hi, xv[2 * j + 1]);
+      }
+      acc[i] += s;
+    }
+#endif
+  }
+#if !WF_QUANT
+  // columns past the last full chunk (dense weights only)
+  for (int k = nc * 32 + lane; k < in; k += LANES) {
+    const float xk = LD_ACT(x, x_off + k);
+    for (int i = 0; i < RPT; ++i) {
+      const float8 wv = load_w8(w, q_off, s_off, z_off, in, rr[i], k & ~7);
+      const int e = k & 7;
+      const float wk = e == 0 ? wv.s0 : e == 1 ? wv.s1 : e == 2 ? wv.s2 : e == 3 ? wv.s3
+                     : e == 4 ? wv.s4 : e == 5 ? wv.s5 : e == 6 ? wv.s6 : wv.s7;
+      acc[i] += wk * xk;
+    }
+  }
+#endif
+
+  // Sum over the lanes, every row at once: a tree in local memory.
+  __local float red[ROWS * RPT * LANES];
+  __local float* mine = red + lr * RPT * LANES;
+  for (int i = 0; i < RPT; ++i) mine[i * LANES + lane] = acc[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = LANES >> 1; s > 0; s >>= 1) {
+    if (lane < s)
+      for (int i = 0; i < RPT; ++i) mine[i * LANES + lane] += mine[i * LANES + lane + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane < RPT && my_r0 + lane < rows) {
+    const int r = my_r0 + lane;
+    float v = mine[lane * LANES];
+    if (has_bias) v += bias[bias_off + r];
+    store_out(y, y_off + r, v, y_f32);
+  }
+}

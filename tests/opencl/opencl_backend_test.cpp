@@ -1,0 +1,457 @@
+// OpenCL-specific tests (the conformance suite covers every op; these cover what only this backend
+// has): weights split over several buffers under a --max-alloc cap give bit-identical results, the
+// image and buffer GEMV paths and every GEMV work-group height agree bit for bit, the kernel
+// binary cache is written, survives corruption and is reused, and each user-facing failure is one
+// `perfx: error:` line. Needs an OpenCL device (PoCL in CI); without one every test skips.
+#include "backend/opencl/opencl_backend.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/opencl/cl_runtime.h"
+#include "core/quantized.h"
+#include "e2e/cli_util.h"
+#include "perfx/engine.h"
+#include "perfx/status.h"
+#include "support/test_support.h"
+
+namespace perfx::test {
+namespace {
+
+/// Sets an environment variable for the life of the object (the backend reads it when created).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      had_ = true;
+      old_ = old;
+    }
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+std::unique_ptr<Backend> make_backend() {
+  return create_backend("opencl", 1);
+}
+
+/// Skips the test when this machine has no usable OpenCL device.
+#define REQUIRE_OPENCL()                                                         \
+  do {                                                                           \
+    try {                                                                        \
+      opencl::list_devices();                                                    \
+    } catch (const std::exception& e) {                                          \
+      if (std::getenv("PERFX_REQUIRE_OPENCL"))                                   \
+        GTEST_FAIL() << "no OpenCL device (PERFX_REQUIRE_OPENCL): " << e.what(); \
+      GTEST_SKIP() << "no OpenCL device here: " << e.what();                     \
+    }                                                                            \
+  } while (0)
+
+/// A random weight [out, in] in `fmt` ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "INT4_G128")
+/// as host bytes (or a canonical int4 matrix).
+struct HostWeight {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<Int4Matrix> int4;
+  DType dt = DType::F32;
+  int64_t out = 0, in = 0;
+  LinearSource source() const {
+    LinearSource s;
+    s.out = out;
+    s.in = in;
+    if (int4) {
+      s.int4 = int4;
+    } else {
+      s.weight = TensorView{"w", dt, {out, in}, bytes.data(), bytes.size()};
+    }
+    return s;
+  }
+};
+
+HostWeight make_weight(const std::string& fmt, int64_t out, int64_t in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  HostWeight w;
+  w.out = out;
+  w.in = in;
+  if (fmt == "INT4_G128") {
+    auto m = std::make_shared<Int4Matrix>();
+    m->out = out;
+    m->in = in;
+    m->group_size = 128;
+    m->q.resize((size_t)(out * in / 8));
+    for (auto& v : m->q) v = (uint32_t)rng();
+    m->scales.resize((size_t)(out * in / 128));
+    for (auto& s : m->scales) s = fp32_to_fp16(0.005f + 0.02f * (float)(rng() % 1000) / 1000.0f);
+    m->zeros.resize(m->scales.size());
+    for (auto& z : m->zeros) z = (uint8_t)(rng() % 16);
+    w.int4 = m;
+    return w;
+  }
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  if (fmt == "F32" || fmt == "F16" || fmt == "BF16") {
+    w.dt = fmt == "F32" ? DType::F32 : fmt == "F16" ? DType::F16 : DType::BF16;
+    const size_t es = fmt == "F32" ? 4 : 2;
+    w.bytes.resize((size_t)(out * in) * es);
+    for (size_t i = 0; i < (size_t)(out * in); ++i) {
+      const float v = nd(rng);
+      if (es == 4) {
+        std::memcpy(&w.bytes[4 * i], &v, 4);
+      } else {
+        const uint16_t h = fmt == "F16" ? fp32_to_fp16(v) : fp32_to_bf16(v);
+        std::memcpy(&w.bytes[2 * i], &h, 2);
+      }
+    }
+    return w;
+  }
+  w.dt = fmt == "Q8_0" ? DType::Q8_0 : fmt == "Q4_0" ? DType::Q4_0 : DType::Q4_1;
+  w.bytes.resize(dtype_row_bytes(w.dt, in) * (size_t)out);
+  for (auto& b : w.bytes) b = (uint8_t)rng();
+  // sane fp16 scales (and mins) in every block
+  const size_t bb = dtype_block_bytes(w.dt);
+  for (size_t at = 0; at < w.bytes.size(); at += bb) {
+    const uint16_t d = fp32_to_fp16(0.01f + 0.01f * (float)(rng() % 100) / 100.0f);
+    std::memcpy(&w.bytes[at], &d, 2);
+    if (w.dt == DType::Q4_1) {
+      const uint16_t m = fp32_to_fp16(-0.05f * (float)(rng() % 100) / 100.0f);
+      std::memcpy(&w.bytes[at + 2], &m, 2);
+    }
+  }
+  return w;
+}
+
+/// Uploads fp32 values [rows, cols] in the backend's activation dtype.
+Tensor upload(Backend& be, std::vector<std::unique_ptr<Buffer>>& keep, const std::vector<float>& v,
+              int64_t rows, int64_t cols) {
+  const DType a = be.act_dtype();
+  std::vector<uint8_t> bytes(v.size() * dtype_block_bytes(a));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (a == DType::F32) {
+      std::memcpy(&bytes[4 * i], &v[i], 4);
+    } else {
+      const uint16_t h = fp32_to_fp16(v[i]);
+      std::memcpy(&bytes[2 * i], &h, 2);
+    }
+  }
+  keep.push_back(be.alloc(bytes.size()));
+  be.to_device(keep.back()->data(), bytes.data(), bytes.size());
+  return Tensor{keep.back()->data(), a, rows, cols, cols};
+}
+
+std::vector<uint8_t> download(Backend& be, const Tensor& t) {
+  std::vector<uint8_t> b(t.span_bytes());
+  be.synchronize();
+  be.to_host(b.data(), t.data, b.size());
+  return b;
+}
+
+/// y = linear(x) for T tokens on a fresh backend (the environment decides cap, images, rows).
+std::vector<uint8_t> run_linear(const HostWeight& hw, int T, uint32_t seed) {
+  auto be = make_backend();
+  std::vector<std::unique_ptr<Buffer>> keep;
+  auto w = be->load_linear({hw.source()});
+  std::vector<float> xv((size_t)(T * hw.in));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : xv) v = nd(rng);
+  Tensor x = upload(*be, keep, xv, T, hw.in);
+  Tensor y = upload(*be, keep, std::vector<float>((size_t)(T * hw.out), NAN), T, hw.out);
+  be->linear(x, *w, nullptr, y);
+  return download(*be, y);
+}
+
+const char* const kFormats[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "INT4_G128"};
+
+TEST(OpenClSplit, LinearUnderAllocationCapIsBitIdentical) {
+  REQUIRE_OPENCL();
+  for (const char* fmt : kFormats) {
+    const HostWeight hw = make_weight(fmt, 403, 256, 7);
+    for (int T : {1, 5, 17}) {  // GEMV, small GEMM tiling, large GEMM tiling
+      const auto whole = run_linear(hw, T, 11);
+      // 32 KiB per buffer (the activations fit): 31 rows of F32, ~240 of int4 per buffer, so
+      // every format spans several buffers with a short last one
+      ScopedEnv cap("PERFX_OPENCL_MAX_ALLOC", "32KiB");
+      const auto split = run_linear(hw, T, 11);
+      EXPECT_EQ(whole, split) << fmt << " T=" << T;
+    }
+  }
+}
+
+TEST(OpenClSplit, EmbeddingUnderAllocationCap) {
+  REQUIRE_OPENCL();
+  const HostWeight hw = make_weight("F16", 301, 96, 3);
+  auto gather = [&] {
+    auto be = make_backend();
+    std::vector<std::unique_ptr<Buffer>> keep;
+    auto table = be->load_embedding(hw.source().weight);
+    BatchLayout b;
+    b.token_ids = {0, 300, 17, 150, 151, 299, 2};
+    b.n_tokens = (int)b.token_ids.size();
+    be->prepare_batch(b);
+    Tensor out =
+        upload(*be, keep, std::vector<float>((size_t)(b.n_tokens * 96), NAN), b.n_tokens, 96);
+    be->embedding(*table, b, out);
+    return download(*be, out);
+  };
+  const auto whole = gather();
+  ScopedEnv cap("PERFX_OPENCL_MAX_ALLOC", "4KiB");  // 17 rows per buffer: 18 buffers
+  EXPECT_EQ(whole, gather());
+}
+
+TEST(OpenClGemv, ImageAndBufferPathsAgree) {
+  REQUIRE_OPENCL();
+  for (const char* fmt : kFormats) {
+    const HostWeight hw = make_weight(fmt, 77, 384, 5);
+    const auto with_images = run_linear(hw, 1, 3);
+    ScopedEnv off("PERFX_OPENCL_IMAGES", "0");
+    EXPECT_EQ(with_images, run_linear(hw, 1, 3)) << fmt;
+  }
+}
+
+TEST(OpenClGemv, WorkGroupHeightDoesNotChangeResults) {
+  REQUIRE_OPENCL();
+  // Tuning picks the work-group shape; the result of a row must not depend on it.
+  for (const char* fmt : {"F16", "Q4_0", "INT4_G128"}) {
+    const HostWeight hw = make_weight(fmt, 45, 512, 9);
+    std::vector<uint8_t> first;
+    for (const char* rows : {"1x1", "2x4", "8x2", "1x8", "2x4g"}) {
+      ScopedEnv r("PERFX_OPENCL_GEMV", rows);
+      const auto y = run_linear(hw, 1, 4);
+      if (first.empty())
+        first = y;
+      else
+        EXPECT_EQ(first, y) << fmt << " rows " << rows;
+    }
+  }
+}
+
+/// Attention over a paged cache of `ctx` keys for each of `n_seq` decoding sequences (GQA 8 / 2,
+/// head_dim 64), with whatever split-K the environment sets; returns the output as fp32.
+std::vector<float> decode_attention(int n_seq, int ctx) {
+  auto be = make_backend();
+  std::vector<std::unique_ptr<Buffer>> keep;
+  const int nq = 8, nkv = 2, hd = 64, bs = 16, W = (nq + 2 * nkv) * hd;
+  const int blocks_per_seq = (ctx + bs - 1) / bs;
+  auto kv = be->create_kv(1, n_seq * blocks_per_seq, bs, nkv, hd);
+  RopeParams rp;
+  rp.head_dim = hd;  // rot_dim 0: no rotation
+  auto rope = be->load_rope(rp);
+  BatchLayout all, step;
+  for (BatchLayout* b : {&all, &step}) {
+    b->n_seqs = n_seq;
+    b->max_blocks = blocks_per_seq;
+    for (int s = 0; s < n_seq; ++s)
+      for (int j = 0; j < blocks_per_seq; ++j) b->block_tables.push_back(s * blocks_per_seq + j);
+  }
+  for (int s = 0; s < n_seq; ++s)
+    for (int p = 0; p < ctx; ++p) {
+      BatchLayout& b = p + 1 < ctx ? all : step;
+      b.token_ids.push_back(1);
+      b.positions.push_back(p);
+      b.slots.push_back(s * blocks_per_seq * bs + p);
+      b.token_seq.push_back(s);
+      b.n_tokens++;
+    }
+  // history first (its tokens grouped by sequence), then one new token per sequence
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (BatchLayout* b : {&all, &step}) {
+    std::vector<float> qkv((size_t)b->n_tokens * W);
+    for (auto& v : qkv) v = nd(rng);
+    Tensor t = upload(*be, keep, qkv, b->n_tokens, W);
+    be->prepare_batch(*b);
+    be->rope_kv_store(t.cols_view(0, nq * hd), t.cols_view(nq * hd, nkv * hd),
+                      t.cols_view((nq + nkv) * hd, nkv * hd), nq, nullptr, nullptr, 1e-6f, *rope,
+                      *kv, 0, *b);
+    if (b == &step) {
+      Tensor out =
+          upload(*be, keep, std::vector<float>((size_t)n_seq * nq * hd, NAN), n_seq, nq * hd);
+      be->attention(t.cols_view(0, nq * hd), *kv, 0, nq, 0.125f, *b, out);
+      const auto bytes = download(*be, out);
+      std::vector<float> o((size_t)n_seq * nq * hd);
+      float_to_f32(be->act_dtype(), bytes.data(), o.data(), (int64_t)o.size());
+      return o;
+    }
+  }
+  return {};
+}
+
+TEST(OpenClAttention, SplitKMatchesOnePass) {
+  REQUIRE_OPENCL();
+  const auto one = [] {
+    ScopedEnv no_split("PERFX_OPENCL_ATTN_SPLIT", "1000000");  // one split
+    return decode_attention(2, 300);
+  }();
+  for (const char* split : {"64", "128", "192"}) {
+    ScopedEnv s("PERFX_OPENCL_ATTN_SPLIT", split);
+    const auto got = decode_attention(2, 300);
+    ASSERT_EQ(got.size(), one.size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << "split " << split << " element " << i;
+      num += (got[i] - one[i]) * (double)(got[i] - one[i]);
+      den += (double)one[i] * one[i];
+    }
+    EXPECT_LE(std::sqrt(num / den), 2e-6) << "split " << split;
+  }
+}
+
+size_t count_files(const std::string& dir, const std::string& suffix) {
+  size_t n = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        ++n;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+TEST(OpenClCache, BinariesAreWrittenSurviveCorruptionAndAreReused) {
+  REQUIRE_OPENCL();
+  const std::string dir = make_temp_dir("ocl_cache");
+  ScopedEnv env("PERFX_OPENCL_CACHE_DIR", dir);
+  const HostWeight hw = make_weight("Q4_0", 64, 256, 1);
+  const auto a = run_linear(hw, 1, 2);
+  const size_t n = count_files(dir, ".bin");
+  EXPECT_GE(n, 1u) << "no kernel binary cached in " << dir;
+  // Corrupt every cached binary: the backend must notice and rebuild from source.
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 4 && name.substr(name.size() - 4) == ".bin")
+        write_file(dir + "/" + name, "not a program binary");
+    }
+    ::closedir(d);
+  }
+  EXPECT_EQ(a, run_linear(hw, 1, 2));
+  EXPECT_EQ(count_files(dir, ".bin"), n) << "the rebuilt binaries replace the corrupt ones";
+  EXPECT_EQ(a, run_linear(hw, 1, 2));  // from the cache
+}
+
+TEST(OpenClErrors, InProcess) {
+  REQUIRE_OPENCL();
+  try {
+    create_backend("opencl:999", 1);
+    ADD_FAILURE() << "opencl:999 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("opencl:0 = "), std::string::npos) << e.what();
+  }
+  auto be = make_backend();
+  try {
+    be->alloc((size_t)1 << 50);
+    ADD_FAILURE() << "a 1 PiB buffer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory on opencl:0"), std::string::npos)
+        << e.what();
+  }
+  size_t free_b = 0, total_b = 0;
+  ASSERT_TRUE(be->device_memory(&free_b, &total_b));
+  // every layer's buffer fits, their sum does not
+  const int layers = (int)(total_b / ((size_t)64 << 20)) + 2;
+  try {
+    be->create_kv(layers, 1024, 16, 8, 128);  // 32 MiB per pool in fp32, 2 pools per layer
+    ADD_FAILURE() << "a KV cache larger than the device was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("free of"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(opencl::parse_bytes("1GiB", "x"), 1ull << 30);
+  EXPECT_EQ(opencl::parse_bytes("512m", "x"), 512ull << 20);
+  EXPECT_EQ(opencl::parse_bytes("4096", "x"), 4096u);
+  EXPECT_THROW(opencl::parse_bytes("1.5G", "x"), Error);
+  EXPECT_THROW(opencl::parse_bytes("0", "x"), Error);
+  EXPECT_THROW(opencl::parse_bytes("G", "x"), Error);
+}
+
+TEST(OpenClErrors, KernelBuildFailureNamesFileAndLog) {
+  REQUIRE_OPENCL();
+  // The backend builds its kernels when created, so a device that cannot build them fails there.
+  ScopedEnv opts("PERFX_OPENCL_BUILD_OPTIONS", "-DPERFX_TEST_BUILD_ERROR");
+  try {
+    make_backend();
+    ADD_FAILURE() << "a broken kernel built";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("OpenCL kernel rms_norm.cl failed to build"), std::string::npos) << m;
+    EXPECT_NE(m.find("error"), std::string::npos) << "the build log's first lines: " << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+  }
+}
+
+/// `perfx <args>` with extra environment; the error output must be exactly one perfx: error: line.
+void expect_one_error_line(const std::string& args, const std::string& want,
+                           const std::vector<std::pair<const char*, std::string>>& env) {
+  std::vector<std::unique_ptr<ScopedEnv>> set;
+  for (const auto& [k, v] : env) set.push_back(std::make_unique<ScopedEnv>(k, v));
+  const CmdResult r = run_perfx(args, 120);
+  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("perfx: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
+
+TEST(OpenClErrors, CommandLineErrorsAreOneLine) {
+  REQUIRE_OPENCL();
+  const std::string run = "run -p hi -n 2 --temp 0 ";
+  expect_one_error_line(run + "--device opencl", "no OpenCL platform",
+                        {{"OCL_ICD_VENDORS", "/nonexistent-vendors"}});
+  expect_one_error_line(run + "--device opencl", "no OpenCL platform: no OpenCL library",
+                        {{"PERFX_OPENCL_LIBRARY", "/nonexistent/libOpenCL.so"}});
+  expect_one_error_line(run + "--device opencl", "no OpenCL platform matches",
+                        {{"PERFX_OPENCL_PLATFORM", "no-such-vendor"}});
+  expect_one_error_line(run + "--device opencl:7", "is out of range", {});
+  expect_one_error_line(run + "--device opencl --max-alloc 3Q", "not a byte count", {});
+  expect_one_error_line(run + "--device opencl --max-alloc 1KiB", "out of device memory", {});
+  expect_one_error_line(run + "--device opencl", "failed to build",
+                        {{"PERFX_OPENCL_BUILD_OPTIONS", "-DPERFX_TEST_BUILD_ERROR"}});
+}
+
+/// Greedy ids of the bundled default model on OpenCL (with whatever cap the environment sets).
+std::vector<int32_t> default_model_greedy(int n) {
+  EngineOptions eo;
+  eo.model_path = source_dir() + "/models/default";
+  eo.device = "opencl";
+  eo.n_threads = 1;
+  auto e = Engine::load(eo);
+  Engine::GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  return e->generate(e->tokenizer().encode("In the beginning God created", true), o, nullptr)
+      .output_ids;
+}
+
+TEST(OpenClSplit, DefaultModelUnderCapGivesTheSameTokens) {
+  REQUIRE_OPENCL();
+  const auto whole = default_model_greedy(48);
+  // 256 KiB: the embedding (tied lm_head), gate|up and down each span several buffers
+  ScopedEnv cap("PERFX_OPENCL_MAX_ALLOC", "256KiB");
+  EXPECT_EQ(whole, default_model_greedy(48));
+}
+
+}  // namespace
+}  // namespace perfx::test
