@@ -11,10 +11,12 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/qlinear.h"
 #include "backend/cpu/reference.h"
 #include "backend/cpu/sampling.h"
 #include "backend/cpu/simd.h"
 #include "backend/cpu/w4a16.h"
+#include "core/mmap.h"
 #include "core/thread_pool.h"
 #include "perfx/status.h"
 
@@ -44,13 +46,16 @@ class CpuBuffer : public Buffer {
   size_t size_;
 };
 
-/// One row-block of a (possibly fused) weight: dense rows read in place, or an int4 matrix.
+/// One row-block of a (possibly fused) weight: dense rows read in place, the loader's canonical
+/// int4 matrix (exact fp32-activation kernels), or a QMatrix repacked for the int8-activation
+/// kernels (which may cover several fused sources).
 struct Part {
   int64_t row0 = 0, rows = 0;
   DType dtype = DType::F32;
   const uint8_t* data = nullptr;  // dense: [rows, in] in `dtype`
   size_t row_bytes = 0;
   std::shared_ptr<const W4A16Matrix> w4;  // the loader's canonical matrix, read as is
+  std::shared_ptr<const QMatrix> qm;      // repacked for int8 activations
 };
 
 class CpuWeight : public Weight {
@@ -59,7 +64,8 @@ class CpuWeight : public Weight {
   std::vector<float> vec;  // load_vector
   size_t bytes() const override {
     size_t b = vec.size() * sizeof(float);
-    for (auto& p : parts) b += p.w4 ? p.w4->bytes() : p.row_bytes * (size_t)p.rows;
+    for (auto& p : parts)
+      b += p.qm ? p.qm->bytes() : p.w4 ? p.w4->bytes() : p.row_bytes * (size_t)p.rows;
     return b;
   }
 };
@@ -103,7 +109,7 @@ const CpuWeight& as_cpu(const Weight& w) { return static_cast<const CpuWeight&>(
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  CpuBackend(int n_threads, bool act_quant) : pool_(n_threads), act_quant_(act_quant) {}
   std::string name() const override { return "cpu"; }
   DType act_dtype() const override { return DType::F32; }
 
@@ -113,6 +119,14 @@ class CpuBackend : public Backend {
 
   std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) override {
     check(!parts.empty(), "load_linear: no parts");
+    if (act_quant_)
+      if (auto w = load_quantized(parts)) return w;
+    return load_in_place(parts);
+  }
+
+  /// Dense parts read in place (mmapped, stored dtype) and canonical int4 parts read as they are:
+  /// the weights of the fp32-activation kernels (and every embedding table).
+  std::unique_ptr<Weight> load_in_place(const std::vector<LinearSource>& parts) {
     auto w = std::make_unique<CpuWeight>();
     w->in = parts[0].in;
     int64_t row = 0;
@@ -147,6 +161,52 @@ class CpuBackend : public Backend {
     return w;
   }
 
+  /// Int8-activation path: every part int4 (AWQ, GGUF Q4_0 / Q4_1) or every part Q8_0, all
+  /// repacked into one QMatrix (one stream for a fused QKV or gate|up). Null when the parts do not
+  /// qualify (dense float weights, mixed kinds, group sizes that are not multiples of 32): the
+  /// caller then loads them for the fp32-activation kernels.
+  std::unique_ptr<Weight> load_quantized(const std::vector<LinearSource>& parts) {
+    std::vector<Int4Matrix> dec4;
+    std::vector<Int8Matrix> dec8;
+    dec4.reserve(parts.size());
+    dec8.reserve(parts.size());
+    std::vector<const Int4Matrix*> i4;
+    std::vector<const Int8Matrix*> i8;
+    for (const auto& src : parts) {
+      if (src.is_int4()) {
+        if (!qmatrix_supports(*src.int4) || src.int4->out != src.out || src.int4->in != src.in)
+          return nullptr;
+        i4.push_back(src.int4.get());
+      } else if (src.weight.dtype == DType::Q4_0 || src.weight.dtype == DType::Q4_1) {
+        dec4.push_back(int4_from_gguf(src.weight));
+        i4.push_back(&dec4.back());
+      } else if (src.weight.dtype == DType::Q8_0) {
+        dec8.push_back(int8_from_gguf(src.weight));
+        i8.push_back(&dec8.back());
+      } else {
+        return nullptr;
+      }
+    }
+    if (!i4.empty() && !i8.empty()) return nullptr;
+    for (size_t i = 0; i < i4.size(); ++i)
+      if (i4[i]->in != i4[0]->in || i4[i]->group_size != i4[0]->group_size ||
+          i4[i]->has_mins() != i4[0]->has_mins())
+        return nullptr;
+    for (size_t i = 0; i < i8.size(); ++i)
+      if (i8[i]->in != i8[0]->in) return nullptr;
+    auto w = std::make_unique<CpuWeight>();
+    Part p;
+    p.qm = std::make_shared<const QMatrix>(i4.empty() ? qmatrix_from_int8(i8) : qmatrix_from_int4(i4));
+    p.rows = p.qm->out;
+    w->in = p.qm->in;
+    w->out = p.qm->out;
+    w->parts.push_back(std::move(p));
+    // The GGUF blocks were copied: let their mmapped pages leave the resident set.
+    for (const auto& src : parts)
+      if (!src.is_int4()) release_pages(src.weight.data, src.weight.nbytes);
+    return w;
+  }
+
   std::unique_ptr<Weight> load_vector(const TensorView& v) override {
     auto w = std::make_unique<CpuWeight>();
     w->out = v.numel();
@@ -162,7 +222,7 @@ class CpuBackend : public Backend {
     s.weight = table;
     s.out = table.shape[0];
     s.in = table.shape[1];
-    return load_linear({s});
+    return load_in_place({s});  // rows read by id: never repacked
   }
 
   std::unique_ptr<RopeTable> load_rope(const RopeParams& p) override {
@@ -234,12 +294,33 @@ class CpuBackend : public Backend {
                 "linear: shape or dtype mismatch");
     if (x.rows == 0) return;
     const int T = (int)x.rows;
-    // One parallel loop over all output rows of all parts, in units of 8 rows (the int4 packing
-    // width), so a fused QKV or gate|up is a single fork/join.
-    const int64_t units = (w.out + 7) / 8;
+    bool quantized = false;
+    for (const Part& p : w.parts) quantized = quantized || p.qm != nullptr;
+    if (quantized) {
+      // Activations to int8 once per call: inline for a few tokens, else split over the threads.
+      act_.resize(T, w.in);
+      if (T <= 4)
+        quantize_act(x.f32(), x.stride, 0, T, act_);
+      else
+        pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+          quantize_act(x.f32(), x.stride, (int)t0, (int)t1, act_);
+        });
+    }
+    // One parallel loop over all output rows of all parts, in units of 16 rows (a QMatrix tile),
+    // so a fused QKV or gate|up is a single fork/join and each thread streams one contiguous range.
+    const int64_t units = (w.out + kQTileRows - 1) / kQTileRows;
     pool_.parallel_for(units, [&](int64_t u0, int64_t u1) {
-      const int64_t r_begin = u0 * 8, r_end = std::min(w.out, u1 * 8);
+      const int64_t r_begin = u0 * kQTileRows, r_end = std::min(w.out, u1 * kQTileRows);
       for (const Part& p : w.parts) {
+        if (p.qm) {
+          // The tiles whose first row lies in [r_begin, r_end).
+          auto tile_at = [&](int64_t r) {
+            return std::clamp<int64_t>((r - p.row0 + kQTileRows - 1) / kQTileRows, 0, p.qm->tiles);
+          };
+          qlinear(act_, *p.qm, tile_at(r_begin), r_end == w.out ? p.qm->tiles : tile_at(r_end),
+                  y.f32() + p.row0, y.stride);
+          continue;
+        }
         const int64_t r0 = std::max(r_begin, p.row0), r1 = std::min(r_end, p.row0 + p.rows);
         if (r0 >= r1) continue;
         float* yp = y.f32() + p.row0;
@@ -378,12 +459,18 @@ class CpuBackend : public Backend {
 
  private:
   ThreadPool pool_;
+  const bool act_quant_;  // int8 activations for int4 / Q8_0 weights (PERFX_ACT_QUANT)
+  QActivations act_;      // the current linear's quantized activations
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> create_cpu_backend(int n_threads) {
-  return std::make_unique<CpuBackend>(n_threads);
+  return std::make_unique<CpuBackend>(n_threads, act_quant_enabled());
+}
+
+std::unique_ptr<Backend> create_cpu_backend(int n_threads, bool act_quant) {
+  return std::make_unique<CpuBackend>(n_threads, act_quant);
 }
 
 }  // namespace perfx::cpu
