@@ -30,9 +30,11 @@ class CpuBuffer : public Buffer {
   explicit CpuBuffer(size_t bytes) : size_(bytes) {
     if (bytes == 0) return;
     // MAP_NORESERVE: a large KV pool is fine as long as the blocks actually used fit in memory.
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-      throw Error("out of memory allocating " + std::to_string(bytes >> 20) + " MiB (lower -c / --kv-cache-tokens?)");
+      throw Error("out of memory allocating " + std::to_string(bytes >> 20) +
+                  " MiB (lower -c / --kv-cache-tokens?)");
     data_ = p;
   }
   ~CpuBuffer() override {
@@ -80,6 +82,16 @@ class CpuKv : public KvStorage {
     return static_cast<float*>(buf->data()) + layer * layer_stride + slot * n_kv_heads * head_dim;
   }
   float* v(int layer, int64_t slot) const { return k(layer, slot) + kv_offset; }
+  /// The view of one KV head of `layer` through a sequence's block table.
+  PagedKv paged(int layer, int kvh, const int32_t* table) const {
+    PagedKv pk;
+    pk.k_base = k(layer, 0) + kvh * head_dim;
+    pk.v_base = v(layer, 0) + kvh * head_dim;
+    pk.slot_stride = (int64_t)n_kv_heads * head_dim;
+    pk.table = table;
+    pk.block_size = block_size;
+    return pk;
+  }
 };
 
 /// A dense part (F32/F16/BF16/GGUF block types) as fp32 panels for gemm_nt. Column offsets k0 are
@@ -105,7 +117,15 @@ class DensePanels final : public PanelSource {
   const Part& p_;
 };
 
-const CpuWeight& as_cpu(const Weight& w) { return static_cast<const CpuWeight&>(w); }
+/// One attention work item: tokens [t0, t0 + nt) of one sequence, one KV head.
+struct AttnItem {
+  int t0, nt, kvh;
+  double cost;  // ~ query rows × keys
+};
+
+const CpuWeight& as_cpu(const Weight& w) {
+  return static_cast<const CpuWeight&>(w);
+}
 
 class CpuBackend : public Backend {
  public:
@@ -113,8 +133,12 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   DType act_dtype() const override { return DType::F32; }
 
-  std::unique_ptr<Buffer> alloc(size_t bytes) override { return std::make_unique<CpuBuffer>(bytes); }
-  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  std::unique_ptr<Buffer> alloc(size_t bytes) override {
+    return std::make_unique<CpuBuffer>(bytes);
+  }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
   void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
   std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) override {
@@ -145,8 +169,8 @@ class CpuBackend : public Backend {
         p.w4 = src.int4;
       } else {
         const TensorView& t = src.weight;
-        check(is_weight_dtype(t.dtype),
-              "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", not usable as a weight");
+        check(is_weight_dtype(t.dtype), "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) +
+                                            ", not usable as a weight");
         check(t.shape.size() == 2 && t.shape[0] == src.out && t.shape[1] == src.in,
               "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected [" +
                   std::to_string(src.out) + ", " + std::to_string(src.in) + "]");
@@ -196,7 +220,8 @@ class CpuBackend : public Backend {
       if (i8[i]->in != i8[0]->in) return nullptr;
     auto w = std::make_unique<CpuWeight>();
     Part p;
-    p.qm = std::make_shared<const QMatrix>(i4.empty() ? qmatrix_from_int8(i8) : qmatrix_from_int4(i4));
+    p.qm =
+        std::make_shared<const QMatrix>(i4.empty() ? qmatrix_from_int8(i8) : qmatrix_from_int4(i4));
     p.rows = p.qm->out;
     w->in = p.qm->in;
     w->out = p.qm->out;
@@ -258,13 +283,14 @@ class CpuBackend : public Backend {
     check(p.w4 == nullptr, "int4 embeddings are not supported");
     for (int t = 0; t < b.n_tokens; ++t) {
       const int32_t id = b.token_ids[t];
-      PERFX_CHECK(id >= 0 && id < w.out, "token id " + std::to_string(id) + " is outside the vocabulary of " +
-                                       std::to_string(w.out));
+      PERFX_CHECK(id >= 0 && id < w.out, "token id " + std::to_string(id) +
+                                             " is outside the vocabulary of " +
+                                             std::to_string(w.out));
     }
     pool_.parallel_for(b.n_tokens, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
-        dequantize_row_fast(p.dtype, p.data + p.row_bytes * b.token_ids[t], out.f32() + t * out.stride,
-                            w.in);
+        dequantize_row_fast(p.dtype, p.data + p.row_bytes * b.token_ids[t],
+                            out.f32() + t * out.stride, w.in);
     });
   }
 
@@ -290,7 +316,8 @@ class CpuBackend : public Backend {
 
   void linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) override {
     const auto& w = as_cpu(wt);
-    PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == DType::F32 && y.dtype == DType::F32,
+    PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == DType::F32 &&
+                    y.dtype == DType::F32,
                 "linear: shape or dtype mismatch");
     if (x.rows == 0) return;
     const int T = (int)x.rows;
@@ -345,7 +372,7 @@ class CpuBackend : public Backend {
                          float* yp, int64_t ldy) {
     // Up to 4 tokens of 16-bit rows: rows converted in registers, each used by every token.
     if (dot_16bit_rows(x.f32(), x.stride, T, p.data + r0 * p.row_bytes, p.row_bytes, p.dtype, in,
-                      r1 - r0, yp + r0, ldy))
+                       r1 - r0, yp + r0, ldy))
       return;
     if (T > 1) {
       gemm_nt(x.f32(), T, x.stride, in, DensePanels(p), r0, r1, yp, ldy);
@@ -367,16 +394,18 @@ class CpuBackend : public Backend {
   }
 
   void rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
-                     const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kvs, int layer,
-                     const BatchLayout& b) override {
+                     const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kvs,
+                     int layer, const BatchLayout& b) override {
     auto& kv = static_cast<CpuKv&>(kvs);
     const RopeParams& rp = rope.params;
     const int hd = kv.head_dim, n_kv_heads = kv.n_kv_heads, half = rp.rot_dim / 2;
-    PERFX_CHECK(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 && rp.head_dim == hd,
+    PERFX_CHECK(q.dtype == DType::F32 && k.dtype == DType::F32 && v.dtype == DType::F32 &&
+                    rp.head_dim == hd,
                 "rope_kv_store: dtype or head_dim mismatch");
     const int64_t n_slots = (int64_t)kv.n_blocks * kv.block_size;
     for (int t = 0; t < b.n_tokens; ++t)
-      PERFX_CHECK(b.slots[t] >= 0 && b.slots[t] < n_slots, "KV slot " + std::to_string(b.slots[t]) + " out of range");
+      PERFX_CHECK(b.slots[t] >= 0 && b.slots[t] < n_slots,
+                  "KV slot " + std::to_string(b.slots[t]) + " out of range");
     const float* qn = q_norm ? as_cpu(*q_norm).vec.data() : nullptr;
     const float* kn = k_norm ? as_cpu(*k_norm).vec.data() : nullptr;
     const size_t width = (size_t)n_kv_heads * hd;
@@ -408,26 +437,45 @@ class CpuBackend : public Backend {
   void attention(Tensor q, const KvStorage& kvs, int layer, int n_q_heads, float scale,
                  const BatchLayout& b, Tensor out) override {
     const auto& kv = static_cast<const CpuKv&>(kvs);
-    const int hd = kv.head_dim, bs = kv.block_size;
-    const int group = n_q_heads / kv.n_kv_heads;
-    const int64_t slot_stride = (int64_t)kv.n_kv_heads * hd;
-    // One item per (token, KV head): the query heads of a GQA group read their KV head together.
-    pool_.parallel_for((int64_t)b.n_tokens * kv.n_kv_heads, [&](int64_t i0, int64_t i1) {
-      thread_local std::vector<float> scores;
-      for (int64_t i = i0; i < i1; ++i) {
-        const int t = (int)(i / kv.n_kv_heads), kvh = (int)(i % kv.n_kv_heads);
-        const int n_keys = b.positions[t] + 1;
-        if ((int64_t)scores.size() < (int64_t)group * n_keys) scores.resize((size_t)group * n_keys);
-        PagedKv pk;
-        pk.k_base = kv.k(layer, 0) + kvh * hd;
-        pk.v_base = kv.v(layer, 0) + kvh * hd;
-        pk.slot_stride = slot_stride;
-        pk.table = b.block_tables.data() + (size_t)b.token_seq[t] * b.max_blocks;
-        pk.block_size = bs;
-        const int h0 = kvh * group;  // query heads h0 .. h0 + group - 1 use KV head kvh
-        attention_group(q.f32() + t * q.stride + h0 * hd, group, hd, scale, n_keys, pk,
-                        scores.data(), out.f32() + t * out.stride + h0 * hd);
-      }
+    const int hd = kv.head_dim, group = n_q_heads / kv.n_kv_heads;
+    // Work items: (tile of up to QB consecutive tokens of one sequence, KV head). QB makes a tile
+    // of ~64 query rows (QB tokens × the GQA group), which then share every K/V block read.
+    const int QB = std::clamp(64 / std::max(group, 1), 1, 16);
+    using Item = AttnItem;
+    std::vector<Item>& items = attn_items_;
+    items.clear();
+    for (int t = 0; t < b.n_tokens;) {
+      int e = t + 1;
+      while (e < b.n_tokens && e - t < QB && b.token_seq[e] == b.token_seq[t] &&
+             b.positions[e] == b.positions[e - 1] + 1)
+        ++e;
+      for (int h = 0; h < kv.n_kv_heads; ++h)
+        items.push_back({t, e - t, h, (double)(e - t) * (b.positions[e - 1] + 1) + 64.0});
+      t = e;
+    }
+    // Contiguous ranges of equal cost, one per thread (a causal prompt's last tiles cost far
+    // more than its first).
+    const int nth = std::min<int>(pool_.size(), (int)items.size());
+    std::vector<size_t> cut((size_t)nth + 1, items.size());
+    cut[0] = 0;
+    double total = 0;
+    for (const Item& it : items) total += it.cost;
+    double acc = 0;
+    int k = 1;
+    for (size_t i = 0; i < items.size() && k < nth; ++i) {
+      acc += items[i].cost;
+      if (acc >= total * k / nth) cut[(size_t)k++] = i + 1;
+    }
+    pool_.parallel_for(nth, [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w)
+        for (size_t i = cut[(size_t)w]; i < cut[(size_t)w + 1]; ++i) {
+          const Item& it = items[i];
+          const PagedKv pk = kv.paged(
+              layer, it.kvh, b.block_tables.data() + (size_t)b.token_seq[it.t0] * b.max_blocks);
+          attention_tile(q.f32() + it.t0 * q.stride + it.kvh * group * hd, q.stride, it.nt,
+                         b.positions.data() + it.t0, group, hd, scale, pk,
+                         out.f32() + it.t0 * out.stride + it.kvh * group * hd, out.stride);
+        }
     });
   }
 
@@ -443,12 +491,14 @@ class CpuBackend : public Backend {
 
   void gather_rows(Tensor x, const BatchLayout& b, Tensor out) override {
     for (size_t i = 0; i < b.logit_rows.size(); ++i)
-      std::memcpy(out.f32() + i * out.stride, x.f32() + b.logit_rows[i] * x.stride, x.cols * sizeof(float));
+      std::memcpy(out.f32() + i * out.stride, x.f32() + b.logit_rows[i] * x.stride,
+                  x.cols * sizeof(float));
   }
 
   void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
     PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
-    for (const auto& r : rows) PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    for (const auto& r : rows)
+      PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
     pool_.parallel_for((int64_t)rows.size(), [&](int64_t r0, int64_t r1) {
       thread_local std::vector<std::pair<float, int32_t>> scratch;
       for (int64_t r = r0; r < r1; ++r)
@@ -461,6 +511,7 @@ class CpuBackend : public Backend {
   ThreadPool pool_;
   const bool act_quant_;  // int8 activations for int4 / Q8_0 weights (PERFX_ACT_QUANT)
   QActivations act_;      // the current linear's quantized activations
+  std::vector<AttnItem> attn_items_;
 };
 
 }  // namespace

@@ -246,10 +246,31 @@ namespace {
 #define PERFX_Q_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 
+#ifndef PERFX_QPF
+#define PERFX_QPF 8192
+#endif
+constexpr int kPrefetch = PERFX_QPF;  // bytes ahead of the weight stream for software prefetches
+
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
+}
+
+/// The per-group metadata (scales, then zeros or mins) is a second stream at the end of each tile;
+/// fetch it as far ahead as the values are (kPrefetch bytes of values = that many groups), so a
+/// small group (Q4_0: 32 B of scales per 256 B of values) does not wait for a cache miss per line.
+inline void prefetch_meta(const QMatrix& w, int64_t tl, int64_t g) {
+  const int64_t ahead = g + (int64_t)kPrefetch / ((int64_t)w.group * w.bits * 2);
+  const uint8_t* s = reinterpret_cast<const uint8_t*>(w.scales(tl) + ahead * kQTileRows);
+  if (((uintptr_t)s & 63) < 32) _mm_prefetch(reinterpret_cast<const char*>(s), _MM_HINT_T0);
+  if (w.offset == QOffset::Mins) {
+    const uint8_t* m = reinterpret_cast<const uint8_t*>(w.mins(tl) + ahead * kQTileRows);
+    if (((uintptr_t)m & 63) < 32) _mm_prefetch(reinterpret_cast<const char*>(m), _MM_HINT_T0);
+  } else if (w.offset == QOffset::Zeros) {
+    const uint8_t* z = w.zeros(tl) + ahead * kQTileRows;
+    if (((uintptr_t)z & 63) < 16) _mm_prefetch(reinterpret_cast<const char*>(z), _MM_HINT_T0);
+  }
 }
 
 /// Per-token scalars of one group: Σ d_b·Σq_b (zeros) or Σ x (mins).
@@ -276,7 +297,7 @@ PERFX_Q_AVX512 void tile_avx512(const QMatrix& w, int64_t tl, const QActivations
   const uint8_t* data = w.tile(tl);
   const uint16_t* sc = w.scales(tl);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  constexpr bool kSplit = NT <= 2;  // two accumulator chains per token when few tokens
+  constexpr int KA = NT == 1 ? 4 : NT == 2 ? 2 : 1;
   const int8_t* xq[NT];
   const float* dx[NT];
   const int32_t* qx[NT];
@@ -290,6 +311,7 @@ PERFX_Q_AVX512 void tile_avx512(const QMatrix& w, int64_t tl, const QActivations
   __m512 out[NT];
   for (int t = 0; t < NT; ++t) out[t] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
+    prefetch_meta(w, tl, g);
     __m512 tg[NT];
     float C[NT], X[NT];
     for (int t = 0; t < NT; ++t) {
@@ -298,13 +320,16 @@ PERFX_Q_AVX512 void tile_avx512(const QMatrix& w, int64_t tl, const QActivations
     }
     for (int bb = 0; bb < bpg; ++bb) {
       const int64_t b = g * bpg + bb, k0 = b * kQBlock;
-      __m512i ai[NT], ah[NT];
-      for (int t = 0; t < NT; ++t) ai[t] = ah[t] = _mm512_setzero_si512();
+      // KA independent int32 accumulators per token, so few tokens still keep several vpdpbusd
+      // in flight (its latency would otherwise bound a single-token GEMV).
+      __m512i acc[NT][KA];
+      for (int t = 0; t < NT; ++t)
+        for (int j = 0; j < KA; ++j) acc[t][j] = _mm512_setzero_si512();
       if constexpr (BITS == 4) {
-        _mm_prefetch(reinterpret_cast<const char*>(data + 2048), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(data + 2048 + 64), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(data + 2048 + 128), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(data + 2048 + 192), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(data + kPrefetch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(data + kPrefetch + 64), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(data + kPrefetch + 128), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(data + kPrefetch + 192), _MM_HINT_T0);
         for (int c = 0; c < 4; ++c) {
           const __m512i v = _mm512_load_si512(reinterpret_cast<const void*>(data));
           data += 64;
@@ -312,32 +337,31 @@ PERFX_Q_AVX512 void tile_avx512(const QMatrix& w, int64_t tl, const QActivations
           const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
           for (int t = 0; t < NT; ++t) {
             const int8_t* xk = xq[t] + k0 + 8 * c;
-            ai[t] = _mm512_dpbusd_epi32(ai[t], lo, _mm512_set1_epi32(load_i32(xk)));
-            if constexpr (kSplit)
-              ah[t] = _mm512_dpbusd_epi32(ah[t], hi, _mm512_set1_epi32(load_i32(xk + 4)));
-            else
-              ai[t] = _mm512_dpbusd_epi32(ai[t], hi, _mm512_set1_epi32(load_i32(xk + 4)));
+            __m512i& a0 = acc[t][(2 * c) % KA];
+            a0 = _mm512_dpbusd_epi32(a0, lo, _mm512_set1_epi32(load_i32(xk)));
+            __m512i& a1 = acc[t][(2 * c + 1) % KA];
+            a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_set1_epi32(load_i32(xk + 4)));
           }
         }
       } else {
         for (int c = 0; c < 8; c += 2) {
-          _mm_prefetch(reinterpret_cast<const char*>(data + 2048), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(data + 2048 + 64), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(data + kPrefetch), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(data + kPrefetch + 64), _MM_HINT_T0);
           const __m512i v0 = _mm512_load_si512(reinterpret_cast<const void*>(data));
           const __m512i v1 = _mm512_load_si512(reinterpret_cast<const void*>(data + 64));
           data += 128;
           for (int t = 0; t < NT; ++t) {
             const int8_t* xk = xq[t] + k0 + 4 * c;
-            ai[t] = _mm512_dpbusd_epi32(ai[t], v0, _mm512_set1_epi32(load_i32(xk)));
-            if constexpr (kSplit)
-              ah[t] = _mm512_dpbusd_epi32(ah[t], v1, _mm512_set1_epi32(load_i32(xk + 4)));
-            else
-              ai[t] = _mm512_dpbusd_epi32(ai[t], v1, _mm512_set1_epi32(load_i32(xk + 4)));
+            __m512i& a0 = acc[t][c % KA];
+            a0 = _mm512_dpbusd_epi32(a0, v0, _mm512_set1_epi32(load_i32(xk)));
+            __m512i& a1 = acc[t][(c + 1) % KA];
+            a1 = _mm512_dpbusd_epi32(a1, v1, _mm512_set1_epi32(load_i32(xk + 4)));
           }
         }
       }
       for (int t = 0; t < NT; ++t) {
-        __m512i dot = kSplit ? _mm512_add_epi32(ai[t], ah[t]) : ai[t];
+        __m512i dot = acc[t][0];
+        for (int j = 1; j < KA; ++j) dot = _mm512_add_epi32(dot, acc[t][j]);
         const float db = dx[t][b];
         if constexpr (OFF == QOffset::Const)
           dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(w.const_zero * qx[t][b]));
