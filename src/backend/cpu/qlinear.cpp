@@ -132,6 +132,14 @@ std::shared_ptr<uint8_t> alloc_aligned(size_t bytes) {
   return WeightArena::alloc(bytes);  // zero-filled (fresh anonymous pages)
 }
 
+}  // namespace
+
+std::shared_ptr<uint8_t> alloc_weight_memory(size_t bytes) {
+  return alloc_aligned(bytes);
+}
+
+namespace {
+
 void layout(QMatrix& m) {
   m.tiles = (m.out + kQTileRows - 1) / kQTileRows;
   m.data_bytes = (size_t)kQTileRows * (size_t)m.in * (size_t)m.bits / 8;

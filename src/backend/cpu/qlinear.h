@@ -123,6 +123,11 @@ void qlinear_isa(QIsa isa, const QActivations& a, const QMatrix& w, int64_t tile
 void qlinear(const QActivations& a, const QMatrix& w, int64_t tile0, int64_t tile1, float* y,
              int64_t ldy);
 
+/// Zero-filled, 64-byte-aligned memory for weights repacked at load, backed by transparent huge
+/// pages where the kernel allows (streaming gigabytes through 4 KiB pages costs a TLB miss per
+/// page). Freed when the last copy of the pointer goes. Throws perfx::Error when out of memory.
+std::shared_ptr<uint8_t> alloc_weight_memory(size_t bytes);
+
 /// True unless the environment sets PERFX_ACT_QUANT=off (or 0): whether the CPU backend quantizes
 /// activations to int8 for int4 / Q8_0 weights. Read when a backend is created.
 bool act_quant_enabled();
