@@ -21,6 +21,7 @@ namespace perfx::cli {
 namespace {
 
 struct BenchArgs {
+  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
   std::string model, device = "cpu", output = "md";
   std::vector<int> n_prompt = {512}, n_gen = {128}, batch = {1};
   int reps = 5, threads = 0;
@@ -124,6 +125,8 @@ void bench(const BenchArgs& a) {
   eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
+  eo.cache_type_k = a.cache_type_k;
+  eo.cache_type_v = a.cache_type_v;
   int need_ctx = 1;
   int max_batch = 1;
   for (int p : a.n_prompt) need_ctx = std::max(need_ctx, p + 1);
@@ -252,6 +255,8 @@ Register reg("bench", 55, [](CLI::App& app) {
   sub->add_option("-B,--batch-seqs", *b, "Sequences decoding together in tg tests (comma list)")
       ->capture_default_str();
   sub->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->capture_default_str();
+  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
+  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
   sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
       ->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], ...")->capture_default_str();

@@ -634,12 +634,12 @@ TEST_P(Conformance, RopeKvStore) {
 /// (identity RoPE when rot = 0) and compares attention on the step with a double reference.
 void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int hd, int block_size,
                     const std::vector<std::pair<int, int>>& seqs, int rot, bool perf_only,
-                    bool norm = false) {
+                    bool norm = false, const KvCacheTypes& kvt = {}) {
   std::mt19937 rng((uint32_t)(nq * 131 + hd * 7 + block_size + seqs.size()));
   const PagedBatch pb = make_paged(seqs, block_size, rng);
   const int qd = nq * hd, kvd = nkv * hd, W = qd + 2 * kvd;
   auto rope = dv.be().load_rope(rope_params(hd, rot, false, 10000.0f, 1.0f));
-  auto kv = dv.be().create_kv(3, pb.n_blocks, block_size, nkv, hd);
+  auto kv = dv.be().create_kv(3, pb.n_blocks, block_size, nkv, hd, kvt);
   const int layer = 2;
   const auto qn = randn((size_t)hd, rng), kn = randn((size_t)hd, rng);
   auto qnw = dv.be().load_vector(vector_view("q_norm", qn));
@@ -677,7 +677,8 @@ void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int
       dv.be().attention(qt, *kv, layer, nq, scale, *b, out);
       std::string what = "attention nq=" + std::to_string(nq) + " nkv=" + std::to_string(nkv) +
                          " hd=" + std::to_string(hd) + " bs=" + std::to_string(block_size) +
-                         " seqs=";
+                         (kvt.k ? std::string(" K ") + dtype_name(*kvt.k) : "") +
+                         (kvt.v ? std::string(" V ") + dtype_name(*kvt.v) : "") + " seqs=";
       for (auto [c, q] : seqs) what += "(" + std::to_string(c) + "+" + std::to_string(q) + ")";
       if (!perf_only) {
         std::vector<double> ref((size_t)(b->n_tokens * qd));
@@ -723,6 +724,24 @@ TEST_P(Conformance, Attention) {
   attention_case(this, d(), tol(), 16, 2, 64, 16, {{130, 1}, {3, 70}}, 0, false);
   attention_case(this, d(), tol(), 32, 4, 128, 16, {{200, 1}, {0, 64}}, 0, false);
   attention_case(this, d(), tol(), 4, 2, 64, 16, {{9, 2}, {0, 5}}, 64, false, /*norm=*/true);
+}
+
+/// A KV cache of fp16 (llama.cpp's --cache-type-k/-v f16) rounds K and V to 11 significant bits:
+/// within the half-precision activation bound (measured 1.4-3.9e-4); Q8_0 (per 32 values
+/// d = max|x| / 127) within 2e-2 (measured 2.7-7.6e-3). Only backends that store those types (the CPU's) run these cases.
+TEST_P(Conformance, AttentionKvCacheTypes) {
+  if (GetParam() != "cpu" && GetParam() != "cpu-exact") GTEST_SKIP() << "CPU KV cache types";
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    const double tl = t == DType::F16 ? tolerance(DType::F16) : 2e-2;
+    KvCacheTypes kvt;
+    kvt.k = kvt.v = t;
+    attention_case(this, d(), tl, 8, 2, 64, 16, {{5, 1}, {0, 23}, {33, 9}, {64, 1}}, 64, false,
+                   false, kvt);
+    attention_case(this, d(), tl, 32, 4, 128, 16, {{200, 1}, {0, 64}}, 0, false, true, kvt);
+    KvCacheTypes mixed;
+    mixed.k = t;
+    attention_case(this, d(), tl, 4, 4, 32, 16, {{7, 3}}, 32, false, false, mixed);
+  }
 }
 
 TEST_P(Conformance, DISABLED_AttentionPerfShapes) {  // run by --perf

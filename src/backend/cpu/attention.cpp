@@ -33,21 +33,17 @@ void attention_group_ref(const float* q, int group, int hd, float scale, int n_k
 }
 
 void PagedKv::load_k(int j, float* dst, int hd) const {
-  if (k16) {
-    const uint16_t* s = k16 + slot(j) * slot_stride;
-    for (int d = 0; d < hd; ++d) dst[d] = fp16_to_fp32(s[d]);
-  } else {
+  if (k_raw)
+    dequantize_row_fast(k_dtype, k_raw + slot(j) * k_slot_bytes, dst, hd);
+  else
     std::memcpy(dst, k(j), sizeof(float) * static_cast<size_t>(hd));
-  }
 }
 
 void PagedKv::load_v(int j, float* dst, int hd) const {
-  if (v16) {
-    const uint16_t* s = v16 + slot(j) * slot_stride;
-    for (int d = 0; d < hd; ++d) dst[d] = fp16_to_fp32(s[d]);
-  } else {
+  if (v_raw)
+    dequantize_row_fast(v_dtype, v_raw + slot(j) * v_slot_bytes, dst, hd);
+  else
     std::memcpy(dst, v(j), sizeof(float) * static_cast<size_t>(hd));
-  }
 }
 
 namespace {
@@ -220,26 +216,7 @@ PERFX_ATTN_AVX2 void attention_tile_avx2(const float* q, int64_t ldq, int nt, co
   float* sc = ts.s.data();
   for (int j0 = 0; j0 < n_keys; j0 += kTileKeys) {
     const int j1 = std::min(n_keys, j0 + kTileKeys);
-    if (kv.k16 || kv.v16) {
-      for (int j = j0; j < j1; ++j) {
-        float* kd = ts.kb.data() + static_cast<size_t>(j - j0) * hd;
-        float* vd = ts.vb.data() + static_cast<size_t>(j - j0) * hd;
-        if (kv.k16) {
-          const uint16_t* ks = kv.k16 + kv.slot(j) * kv.slot_stride;
-          for (int c = 0; c < NV; ++c) _mm256_storeu_ps(kd + 8 * c, half8<false>(ks + 8 * c));
-        } else {
-          std::memcpy(kd, kv.k(j), sizeof(float) * hd);
-        }
-        if (kv.v16) {
-          const uint16_t* vs = kv.v16 + kv.slot(j) * kv.slot_stride;
-          for (int c = 0; c < NV; ++c) _mm256_storeu_ps(vd + 8 * c, half8<false>(vs + 8 * c));
-        } else {
-          std::memcpy(vd, kv.v(j), sizeof(float) * hd);
-        }
-      }
-    } else {
-      load_block(kv, j0, j1, hd, ts);
-    }
+    load_block(kv, j0, j1, hd, ts);  // fp32 copies (fp16 / Q8_0 rows converted once per tile)
     const float* kb = ts.kb.data();
     const float* vb = ts.vb.data();
     for (int i = 0; i < nt; ++i) {

@@ -11,13 +11,16 @@
 namespace perfx::cpu {
 
 /// Where one sequence's keys and values for one KV head live in the paged cache. K and V are fp32
-/// (k_base / v_base) or IEEE fp16 (k16 / v16 non-null; llama.cpp's --cache-type-k/-v f16).
+/// (k_base / v_base), or stored as k_dtype / v_dtype (F16 or Q8_0 rows: llama.cpp's
+/// --cache-type-k/-v) at k_raw / v_raw, slots k_slot_bytes / v_slot_bytes apart.
 struct PagedKv {
-  const float* k_base = nullptr;   // K pool of the layer, already offset to the KV head
-  const float* v_base = nullptr;   // V pool of the layer, already offset to the KV head
-  const uint16_t* k16 = nullptr;   // fp16 K pool (then k_base is unused), offset likewise
-  const uint16_t* v16 = nullptr;   // fp16 V pool (then v_base is unused)
-  int64_t slot_stride = 0;         // elements from one slot to the next (n_kv_heads · head_dim)
+  const float* k_base = nullptr;   // fp32 K pool of the layer, already offset to the KV head
+  const float* v_base = nullptr;   // fp32 V pool of the layer, already offset to the KV head
+  int64_t slot_stride = 0;         // fp32 pools: elements from one slot to the next (n_kv · hd)
+  const uint8_t* k_raw = nullptr;  // non-null: K stored as k_dtype (k_base unused), offset likewise
+  const uint8_t* v_raw = nullptr;  // non-null: V stored as v_dtype (v_base unused)
+  DType k_dtype = DType::F32, v_dtype = DType::F32;
+  int64_t k_slot_bytes = 0, v_slot_bytes = 0;
   const int32_t* table = nullptr;  // block table of the sequence
   int block_size = 0;
   const float* k(int j) const { return k_base + slot(j) * slot_stride; }

@@ -2,6 +2,9 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -76,24 +79,63 @@ class CpuWeight : public Weight {
 class CpuKv : public KvStorage {
  public:
   std::unique_ptr<CpuBuffer> buf;
-  size_t layer_stride = 0;  // floats per layer (K and V)
-  size_t kv_offset = 0;     // floats from K pool to V pool within a layer
+  DType kdt = DType::F32, vdt = DType::F32;
+  size_t k_slot = 0, v_slot = 0;  // bytes per slot (n_kv_heads · head_dim elements)
+  size_t k_head = 0, v_head = 0;  // bytes per head within a slot
+  size_t layer_bytes = 0, v_offset = 0;
   size_t bytes() const override { return buf->size(); }
-  float* k(int layer, int64_t slot) const {
-    return static_cast<float*>(buf->data()) + layer * layer_stride + slot * n_kv_heads * head_dim;
+  uint8_t* k_raw(int layer, int64_t slot) const {
+    return static_cast<uint8_t*>(buf->data()) + layer * layer_bytes + slot * k_slot;
   }
-  float* v(int layer, int64_t slot) const { return k(layer, slot) + kv_offset; }
+  uint8_t* v_raw(int layer, int64_t slot) const {
+    return static_cast<uint8_t*>(buf->data()) + layer * layer_bytes + v_offset + slot * v_slot;
+  }
   /// The view of one KV head of `layer` through a sequence's block table.
   PagedKv paged(int layer, int kvh, const int32_t* table) const {
     PagedKv pk;
-    pk.k_base = k(layer, 0) + kvh * head_dim;
-    pk.v_base = v(layer, 0) + kvh * head_dim;
     pk.slot_stride = (int64_t)n_kv_heads * head_dim;
     pk.table = table;
     pk.block_size = block_size;
+    pk.k_dtype = kdt;
+    pk.v_dtype = vdt;
+    pk.k_slot_bytes = (int64_t)k_slot;
+    pk.v_slot_bytes = (int64_t)v_slot;
+    if (kdt == DType::F32)
+      pk.k_base = reinterpret_cast<const float*>(k_raw(layer, 0)) + kvh * head_dim;
+    else
+      pk.k_raw = k_raw(layer, 0) + kvh * k_head;
+    if (vdt == DType::F32)
+      pk.v_base = reinterpret_cast<const float*>(v_raw(layer, 0)) + kvh * head_dim;
+    else
+      pk.v_raw = v_raw(layer, 0) + kvh * v_head;
     return pk;
   }
 };
+
+/// Stores n fp32 values as `dt` (F32, F16, or Q8_0 blocks of 32: d = max|x| / 127, q = round(x /
+/// d)).
+void store_row(DType dt, const float* x, int64_t n, uint8_t* dst) {
+  if (dt == DType::F32) {
+    std::memcpy(dst, x, (size_t)n * sizeof(float));
+  } else if (dt == DType::F16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t h = fp32_to_fp16(x[i]);
+      std::memcpy(dst + 2 * i, &h, 2);
+    }
+  } else {  // Q8_0
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const float* xb = x + 32 * b;
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const uint16_t dh = fp32_to_fp16(d);
+      uint8_t* blk = dst + 34 * b;
+      std::memcpy(blk, &dh, 2);
+      for (int i = 0; i < 32; ++i)
+        blk[2 + i] = (uint8_t)(int8_t)std::clamp((int)std::nearbyint(xb[i] * id), -127, 127);
+    }
+  }
+}
 
 /// A dense part (F32/F16/BF16/GGUF block types) as fp32 panels for gemm_nt. Column offsets k0 are
 /// multiples of kGemmKBlock (256), hence of every GGUF block size (32).
@@ -202,6 +244,12 @@ class CpuBackend : public Backend {
   /// qualify (dense float weights, mixed kinds, group sizes that are not multiples of 32): the
   /// caller then loads them for the fp32-activation kernels.
   std::unique_ptr<Weight> load_quantized(const std::vector<LinearSource>& parts) {
+#ifdef __GLIBC__
+    // The loader frees each layer's decoded canonical matrices after we repacked them; glibc keeps
+    // such freed tens of MB resident in its heap (its mmap threshold adapts upwards), which put a
+    // Llama-2-7B AWQ load ~35 MB over the RSS budget. Hand them back before the next repack.
+    malloc_trim(0);
+#endif
     std::vector<Int4Matrix> dec4;
     std::vector<Int8Matrix> dec8;
     dec4.reserve(parts.size());
@@ -272,17 +320,31 @@ class CpuBackend : public Backend {
   }
 
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
-                                       int head_dim) override {
+                                       int head_dim, const KvCacheTypes& types) override {
     auto kv = std::make_unique<CpuKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
-    const size_t per_pool = (size_t)n_blocks * block_size * n_kv_heads * head_dim;
-    kv->kv_offset = per_pool;
-    kv->layer_stride = 2 * per_pool;
-    kv->buf = std::make_unique<CpuBuffer>(kv->layer_stride * n_layers * sizeof(float));
+    kv->kdt = types.k.value_or(DType::F32);
+    kv->vdt = types.v.value_or(DType::F32);
+    for (DType t : {kv->kdt, kv->vdt}) {
+      check(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
+            std::string("KV cache type ") + dtype_name(t) +
+                " is not supported on the CPU (f32, f16, q8_0)");
+      check(t != DType::Q8_0 || head_dim % 32 == 0,
+            "KV cache type q8_0 needs a head_dim that is a multiple of 32 (this model's is " +
+                std::to_string(head_dim) + ")");
+    }
+    const size_t slots = (size_t)n_blocks * block_size;
+    kv->k_head = dtype_row_bytes(kv->kdt, head_dim);
+    kv->v_head = dtype_row_bytes(kv->vdt, head_dim);
+    kv->k_slot = kv->k_head * n_kv_heads;
+    kv->v_slot = kv->v_head * n_kv_heads;
+    kv->v_offset = (slots * kv->k_slot + 63) & ~size_t(63);
+    kv->layer_bytes = (kv->v_offset + slots * kv->v_slot + 63) & ~size_t(63);
+    kv->buf = std::make_unique<CpuBuffer>(kv->layer_bytes * n_layers);
     return kv;
   }
 
@@ -440,8 +502,8 @@ class CpuBackend : public Backend {
           if (kn) rms_norm_row(x, kn, eps, hd, x);
           rope_head(x, cs.data(), sn.data(), rp.rot_dim, rp.interleaved);
         }
-        std::memcpy(kv.k(layer, b.slots[t]), k.f32() + t * k.stride, width * sizeof(float));
-        std::memcpy(kv.v(layer, b.slots[t]), v.f32() + t * v.stride, width * sizeof(float));
+        store_row(kv.kdt, k.f32() + t * k.stride, (int64_t)width, kv.k_raw(layer, b.slots[t]));
+        store_row(kv.vdt, v.f32() + t * v.stride, (int64_t)width, kv.v_raw(layer, b.slots[t]));
       }
     });
   }

@@ -111,8 +111,10 @@ TEST(Attention, OnlineSoftmaxTileMatchesReferenceRows) {
           kv.block_size = block_size;
           PagedKv kvt = kv;
           if (f16) {
-            kvt.k16 = k16.data() + kvh * hd;
-            kvt.v16 = v16.data() + kvh * hd;
+            kvt.k_raw = reinterpret_cast<const uint8_t*>(k16.data() + kvh * hd);
+            kvt.v_raw = reinterpret_cast<const uint8_t*>(v16.data() + kvh * hd);
+            kvt.k_dtype = kvt.v_dtype = perfx::DType::F16;
+            kvt.k_slot_bytes = kvt.v_slot_bytes = slot_stride * 2;
             kvt.k_base = kvt.v_base = nullptr;
           }
           const int64_t ldq = (int64_t)group * hd + 5;
