@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "perfx/model_config.h"
+#include "core/thread_pool.h"
 #include "perfx/status.h"
 #include "subcommand.h"
 
@@ -161,7 +162,24 @@ void bench(const BenchArgs& a) {
       r.n_gen = n;
       r.batch = b;
       run_tg(*e, std::min(n, 16), b, salt++);  // warm-up (also captures decode graphs)
+      pool_stats_reset();
       for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_tg(*e, n, b, salt++));
+      if (pool_stats_enabled()) {
+        // PERFX_POOL_STATS=1: where the decode step's time goes between the threads.
+        const PoolStats ps = pool_stats();
+        double total = 0;
+        for (double t : r.ns) total += t;
+        const double steps = (double)n * a.reps;
+        std::fprintf(stderr,
+                     "perfx: %s per step: %.1f forks, %.0f us in parallel loops (threads busy "
+                     "%.1f%%, idle %.0f us per thread), %.0f us outside them (one thread), "
+                     "step %.0f us\n",
+                     r.name().c_str(), (double)ps.loops / steps, (double)ps.region_ns / steps / 1e3,
+                     ps.thread_ns ? 100.0 * (double)ps.busy_ns / (double)ps.thread_ns : 0.0,
+                     (double)(ps.thread_ns - ps.busy_ns) / steps / 1e3 /
+                         std::max(1.0, (double)ps.thread_ns / std::max<double>(1, ps.region_ns)),
+                     (total - (double)ps.region_ns) / steps / 1e3, total / steps / 1e3);
+      }
       results.push_back(r);
     }
   }
