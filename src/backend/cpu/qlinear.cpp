@@ -631,18 +631,20 @@ void quantize_act(const float* x, int64_t ldx, int t0, int t1, QActivations& a) 
 void qlinear_isa(QIsa isa, const QActivations& a, const QMatrix& w, int64_t tile0, int64_t tile1,
                  float* y, int64_t ldy) {
   if (tile0 >= tile1 || a.T <= 0) return;
-  const int bi = w.bits == 4 ? 0 : 1, oi = (int)w.offset;
   switch (isa) {
 #if defined(__x86_64__)
     case QIsa::Avx512Vnni: {
+      const int bi = w.bits == 4 ? 0 : 1, oi = (int)w.offset;
       static const Table<K512, kMaxNt512> t;
       return drive<kMaxNt512>(t.fn[bi][oi], a, w, tile0, tile1, y, ldy);
     }
     case QIsa::AvxVnni: {
+      const int bi = w.bits == 4 ? 0 : 1, oi = (int)w.offset;
       static const Table<KVnni, kMaxNtAvx2> t;
       return drive<kMaxNtAvx2>(t.fn[bi][oi], a, w, tile0, tile1, y, ldy);
     }
     case QIsa::Avx2: {
+      const int bi = w.bits == 4 ? 0 : 1, oi = (int)w.offset;
       static const Table<KAvx2, kMaxNtAvx2> t;
       return drive<kMaxNtAvx2>(t.fn[bi][oi], a, w, tile0, tile1, y, ldy);
     }
