@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/reference.h"
 #include "backend/cpu/sampling.h"
 #include "core/dtype.h"
 #include "core/quantized.h"
@@ -51,7 +52,8 @@ std::vector<std::string> devices() {
 /// The CPU backend's int8-activation linear (int4 and Q8_0 weights; backend/cpu/qlinear.h):
 /// activations rounded to int8 per block of 32 err by at most half a step each, about 0.5 % of the
 /// output's norm on N(0, 1) inputs (measured 0.23–1.13 % over these cases; largest for Q4_1, whose
-/// mins make outputs that cancel); the bound leaves ~2× headroom.
+/// mins make outputs that cancel; Q5_K / Q6_K, requantized to int8 per 32 at load, 0.42–1.18 %);
+/// the bound leaves ~2× headroom.
 constexpr double kInt8ActTol = 2e-2;
 
 /// True for the weight formats the "cpu" device runs on int8 activations (unless
@@ -60,7 +62,8 @@ bool int8_activations(const std::string& device, const std::string& fmt) {
   if (device != "cpu") return false;
   if (const char* e = std::getenv("PERFX_ACT_QUANT"); e && (std::string(e) == "off" || std::string(e) == "0"))
     return false;
-  return fmt == "Q8_0" || fmt == "Q4_0" || fmt == "Q4_1" || fmt.rfind("INT4_G", 0) == 0;
+  return fmt == "Q8_0" || fmt == "Q4_0" || fmt == "Q4_1" || fmt == "Q4_K" || fmt == "Q5_K" ||
+         fmt == "Q6_K" || fmt.rfind("INT4_G", 0) == 0;
 }
 
 double tolerance(DType act) {
@@ -249,6 +252,9 @@ struct HostWeight {
                : fmt == "BF16" ? DType::BF16
                : fmt == "Q8_0" ? DType::Q8_0
                : fmt == "Q4_0" ? DType::Q4_0
+               : fmt == "Q4_K" ? DType::Q4_K
+               : fmt == "Q5_K" ? DType::Q5_K
+               : fmt == "Q6_K" ? DType::Q6_K
                                : DType::Q4_1;
     s.weight = TensorView{name, dt, {out, in}, bytes.data(), bytes.size()};
     return s;
@@ -309,6 +315,30 @@ HostWeight make_weight(const std::string& fmt, int64_t out, int64_t in, std::mt1
         }
         if (dt == DType::Q4_1) std::memcpy(blk + 2, &m, 2);
       }
+    return w;
+  }
+  if (fmt == "Q4_K" || fmt == "Q5_K" || fmt == "Q6_K") {
+    // GGUF k-quant super-blocks of 256 with random bytes, then sane fp16 super-block scales
+    // (d, dmin; Q6_K: d only); the dequantized reference comes from the CPU reference decoder,
+    // whose layout is checked against llama.cpp-quantized files (docs/PERFORMANCE.md).
+    const DType dt = fmt == "Q4_K" ? DType::Q4_K : fmt == "Q5_K" ? DType::Q5_K : DType::Q6_K;
+    const size_t bb = dtype_block_bytes(dt), nb = (size_t)(in / 256);
+    w.bytes.resize((size_t)out * nb * bb);
+    for (auto& x : w.bytes) x = (unsigned char)rng();
+    for (size_t b = 0; b < (size_t)out * nb; ++b) {
+      unsigned char* blk = w.bytes.data() + b * bb;
+      const uint16_t d = fp32_to_fp16(dt == DType::Q6_K ? 2e-4f * (1 + (float)(rng() % 8))
+                                                        : 5e-4f * (1 + (float)(rng() % 8)));
+      const uint16_t dmin = fp32_to_fp16(2e-4f * (1 + (float)(rng() % 8)));
+      if (dt == DType::Q6_K) {
+        std::memcpy(blk + 208, &d, 2);
+      } else {
+        std::memcpy(blk, &d, 2);
+        std::memcpy(blk + 2, &dmin, 2);
+      }
+    }
+    for (int64_t r = 0; r < out; ++r)
+      cpu::dequantize_row(dt, w.bytes.data() + (size_t)r * nb * bb, w.deq.data() + r * in, in);
     return w;
   }
   const int g = std::stoi(fmt.substr(fmt.find('G') + 1));  // INT4_G<g>
@@ -488,6 +518,9 @@ TEST_P(Conformance, Linear) {
       {"INT4_G64", {72}, 320},
       {"INT4_G128", {40, 24}, 384},
       {"INT4_G128", {264}, 128},
+      {"Q4_K", {40, 8, 8}, 512},
+      {"Q5_K", {37}, 256},
+      {"Q6_K", {21, 16}, 768},
   };
   for (const auto& c : cases)
     run_linear(this, d(), int8_activations(GetParam(), c.fmt) ? kInt8ActTol : tol(), c, tokens,
