@@ -5,7 +5,7 @@ prints medians, ratios and the decode's use of the measured read bandwidth.
 
   python3 bench/compare/int4_compare.py --llama-bin /work/peers/llama.cpp/build/bin
 
-Per shape it writes (once, into --work):
+Per shape it writes (once, into --work; bench/compare/gen_random_gguf.py with the llama SPM vocab):
   SHAPE-f16.gguf  -> llama-quantize Q4_0  -> SHAPE-q4_0.gguf       (llama.cpp's default Q4_0:
                                                                       output.weight stays Q6_K)
                   -> llama-quantize --pure Q4_0 -> SHAPE-q4_0-pure.gguf (every matrix Q4_0)
@@ -110,19 +110,22 @@ def bench_json(stdout):
     return json.loads(stdout[i:])
 
 
-def prepare(shape, work, llama_bin, direct):
+def gen(shape, typ, vocab, out):
+    subprocess.run([sys.executable, os.path.join(here, "gen_random_gguf.py"), "--shape", shape,
+                    "--type", typ, "--vocab", vocab, "-o", out], check=True)
+
+
+def prepare(shape, work, llama_bin, direct, vocab):
     pure = os.path.join(work, shape + "-q4_0-pure.gguf")
     q40 = os.path.join(work, shape + "-q4_0.gguf")
     if direct:
         if not os.path.exists(pure):
-            subprocess.run([sys.executable, os.path.join(here, "random_gguf.py"), shape, pure,
-                            "--type", "q4_0"], check=True)
+            gen(shape, "q4_0", vocab, pure)
         return pure, pure
     if not (os.path.exists(pure) and os.path.exists(q40)):
         f16 = os.path.join(work, shape + "-f16.gguf")
         if not os.path.exists(f16):
-            subprocess.run([sys.executable, os.path.join(here, "random_gguf.py"), shape, f16],
-                           check=True)
+            gen(shape, "f16", vocab, f16)
         q = os.path.join(llama_bin, "llama-quantize")
         nt = str(os.cpu_count() or 2)
         subprocess.run([q, f16, q40, "Q4_0", nt], check=True, capture_output=True)
@@ -136,6 +139,9 @@ def main():
     ap.add_argument("--llama-bin", required=True, help="folder with llama-bench and llama-quantize")
     ap.add_argument("--perfx", default=os.path.join(repo, "build", "perfx"))
     ap.add_argument("--work", default="/tmp/perfx-int4-compare", help="where the GGUFs are written")
+    shared = os.environ.get("PERFX_SHARED_DIR", os.path.join(repo, "..", "shared"))
+    ap.add_argument("--vocab", default=os.path.join(shared, "tokenizers", "llama2", "ggml-vocab-llama-spm.gguf"),
+                    help="GGUF whose tokenizer keys the random models copy (gen_random_gguf.py --vocab)")
     ap.add_argument("--shapes", default="tinyllama-1.1b,llama-2-7b")
     ap.add_argument("--cores", default="0-1")
     ap.add_argument("--threads", type=int, default=2)
@@ -169,7 +175,7 @@ def main():
 
     results = {}  # (shape, run) -> {"pp": [...], "tg": [...], "rss": [...], "bytes": int}
     for shape in a.shapes.split(","):
-        q40, pure = prepare(shape, a.work, a.llama_bin, a.direct)
+        q40, pure = prepare(shape, a.work, a.llama_bin, a.direct, a.vocab)
         V, H = SHAPES[shape]
         pp, tg = per_shape(a.pp, shape), per_shape(a.tg, shape)
         flags = ["-p", pp, "-n", tg, "-t", str(a.threads), "-r", str(a.reps), "-o", "json"]

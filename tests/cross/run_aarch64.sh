@@ -20,6 +20,7 @@ out="${CROSS_BUILD_DIR:-build-aarch64}"
 mkdir -p "$out"
 srcs=(src/backend/cpu/qlinear.cpp src/backend/cpu/qlinear_neon.cpp src/backend/cpu/attention.cpp
       src/backend/cpu/reference.cpp src/backend/cpu/x86_avx2.cpp src/core/dtype.cpp
+      src/core/quantized.cpp src/core/tensor.cpp
       tests/unit/backend/qlinear_test.cpp tests/unit/backend/attention_test.cpp
       tests/cross/cross_main.cpp)
 # -march=armv8-a: the baseline; sdot is chosen at run time (getauxval).

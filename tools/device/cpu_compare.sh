@@ -29,7 +29,8 @@ echo "llama.cpp built in $(( $(date +%s) - T0 )) s" >> "$L/machine.txt"
 "$ROOT/.devcpu/perfx" bench -m random:tinyllama-1.1b -p 8 -n 2 -r 1 -t 2 > "$L/perfx_smoke.log" 2>&1 ||
   { echo "perfx does not run here:"; tail -5 "$L/perfx_smoke.log"; exit 1; }
 python3 bench/compare/int4_compare.py --llama-bin /tmp/llama-cpu/b/bin --perfx "$ROOT/.devcpu/perfx" \
-  --work /tmp/perfx-cmp --direct --cores "${CORES:-0-1}" --threads 2 \
+  --work /tmp/perfx-cmp --direct --vocab "$ROOT/.devcpu/ggml-vocab-llama-spm.gguf" \
+  --cores "${CORES:-0-1}" --threads 2 \
   --shapes "${SHAPES:-tinyllama-1.1b,llama-2-7b}" \
   --pp tinyllama-1.1b=512,llama-2-7b=128 --tg tinyllama-1.1b=128,llama-2-7b=32 --reps 2 \
   --rounds "${ROUNDS:-1}" --json-out "$L/compare.json" > "$L/compare.md" 2> "$L/compare.log"
