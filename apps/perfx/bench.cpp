@@ -30,6 +30,7 @@ struct BenchArgs {
 
 struct Result {
   int n_prompt = 0, n_gen = 0, batch = 1;
+  size_t peak_rss = 0;  // of the process after this test
   std::vector<double> ns;  // per repetition
   double avg_ts() const {
     double s = 0;
@@ -153,6 +154,7 @@ void bench(const BenchArgs& a) {
     r.n_prompt = p;
     run_pp(*e, p, salt++);  // warm-up
     for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_pp(*e, p, salt++));
+    r.peak_rss = peak_rss_bytes();
     results.push_back(r);
   }
   for (int n : a.n_gen) {
@@ -180,6 +182,7 @@ void bench(const BenchArgs& a) {
                          std::max(1.0, (double)ps.thread_ns / std::max<double>(1, ps.region_ns)),
                      (total - (double)ps.region_ns) / steps / 1e3, total / steps / 1e3);
       }
+      r.peak_rss = peak_rss_bytes();
       results.push_back(r);
     }
   }
@@ -217,12 +220,14 @@ void bench(const BenchArgs& a) {
       for (double t : r.ns) sn.push_back((int64_t)t);
       j["samples_ns"] = sn;
       j["samples_ts"] = r.samples_ts();
-      j["peak_rss_bytes"] = peak_rss_bytes();
+      j["peak_rss_bytes"] = r.peak_rss;
       out.push_back(j);
     }
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
+  // Columns as llama-bench's (device scripts read them by position); the weight bytes and the
+  // peak RSS follow the table, and per test in -o json (model_size, peak_rss_bytes).
   std::printf("| model | size | params | backend | threads | test | t/s |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   for (const auto& r : results) {
