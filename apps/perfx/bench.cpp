@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "perfx/model_config.h"
+#include "core/thread_pool.h"
 #include "perfx/status.h"
 #include "subcommand.h"
 
@@ -21,6 +22,7 @@ namespace perfx::cli {
 namespace {
 
 struct BenchArgs {
+  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
   std::string model, device = "cpu", output = "md";
   std::vector<int> n_prompt = {512}, n_gen = {128}, batch = {1};
   int reps = 5, threads = 0;
@@ -28,6 +30,7 @@ struct BenchArgs {
 
 struct Result {
   int n_prompt = 0, n_gen = 0, batch = 1;
+  size_t peak_rss = 0;  // of the process after this test
   std::vector<double> ns;  // per repetition
   double avg_ts() const {
     double s = 0;
@@ -124,6 +127,8 @@ void bench(const BenchArgs& a) {
   eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
+  eo.cache_type_k = a.cache_type_k;
+  eo.cache_type_v = a.cache_type_v;
   int need_ctx = 1;
   int max_batch = 1;
   for (int p : a.n_prompt) need_ctx = std::max(need_ctx, p + 1);
@@ -149,6 +154,7 @@ void bench(const BenchArgs& a) {
     r.n_prompt = p;
     run_pp(*e, p, salt++);  // warm-up
     for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_pp(*e, p, salt++));
+    r.peak_rss = peak_rss_bytes();
     results.push_back(r);
   }
   for (int n : a.n_gen) {
@@ -158,7 +164,25 @@ void bench(const BenchArgs& a) {
       r.n_gen = n;
       r.batch = b;
       run_tg(*e, std::min(n, 16), b, salt++);  // warm-up (also captures decode graphs)
+      pool_stats_reset();
       for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_tg(*e, n, b, salt++));
+      if (pool_stats_enabled()) {
+        // PERFX_POOL_STATS=1: where the decode step's time goes between the threads.
+        const PoolStats ps = pool_stats();
+        double total = 0;
+        for (double t : r.ns) total += t;
+        const double steps = (double)n * a.reps;
+        std::fprintf(stderr,
+                     "perfx: %s per step: %.1f forks, %.0f us in parallel loops (threads busy "
+                     "%.1f%%, idle %.0f us per thread), %.0f us outside them (one thread), "
+                     "step %.0f us\n",
+                     r.name().c_str(), (double)ps.loops / steps, (double)ps.region_ns / steps / 1e3,
+                     ps.thread_ns ? 100.0 * (double)ps.busy_ns / (double)ps.thread_ns : 0.0,
+                     (double)(ps.thread_ns - ps.busy_ns) / steps / 1e3 /
+                         std::max(1.0, (double)ps.thread_ns / std::max<double>(1, ps.region_ns)),
+                     (total - (double)ps.region_ns) / steps / 1e3, total / steps / 1e3);
+      }
+      r.peak_rss = peak_rss_bytes();
       results.push_back(r);
     }
   }
@@ -196,12 +220,14 @@ void bench(const BenchArgs& a) {
       for (double t : r.ns) sn.push_back((int64_t)t);
       j["samples_ns"] = sn;
       j["samples_ts"] = r.samples_ts();
-      j["peak_rss_bytes"] = peak_rss_bytes();
+      j["peak_rss_bytes"] = r.peak_rss;
       out.push_back(j);
     }
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
+  // Columns as llama-bench's (device scripts read them by position); the weight bytes and the
+  // peak RSS follow the table, and per test in -o json (model_size, peak_rss_bytes).
   std::printf("| model | size | params | backend | threads | test | t/s |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   for (const auto& r : results) {
@@ -252,6 +278,8 @@ Register reg("bench", 55, [](CLI::App& app) {
   sub->add_option("-B,--batch-seqs", *b, "Sequences decoding together in tg tests (comma list)")
       ->capture_default_str();
   sub->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->capture_default_str();
+  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
+  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
   sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
       ->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], opencl[:N]")->capture_default_str();

@@ -18,6 +18,7 @@ namespace perfx::cli {
 namespace {
 
 struct PplArgs {
+  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
   std::string model, file, device = "cpu";
   int ctx = 512, threads = 0, chunks = 0;
 };
@@ -34,6 +35,8 @@ void run_perplexity(const PplArgs& a) {
   eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
+  eo.cache_type_k = a.cache_type_k;
+  eo.cache_type_v = a.cache_type_v;
   eo.ctx = a.ctx;
   eo.kv_cache_tokens = a.ctx;
   warn_if_oversubscribed(a.threads);
@@ -81,6 +84,8 @@ Register reg("perplexity", 40, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--chunks", a->chunks, "Evaluate at most this many windows (0 = all)")
       ->capture_default_str();
+  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
+  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")->capture_default_str();
   add_max_alloc_option(sub);

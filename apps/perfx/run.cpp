@@ -16,6 +16,7 @@ namespace perfx::cli {
 namespace {
 
 struct RunArgs {
+  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
   std::string model, prompt, prompt_file, dump_logits, device = "cpu";
   bool prompt_given = false;  // -p was on the command line
   int n_predict = 128, threads = 0, ctx = 0;
@@ -87,6 +88,8 @@ void run(const RunArgs& a) {
   eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
+  eo.cache_type_k = a.cache_type_k;
+  eo.cache_type_v = a.cache_type_v;
   eo.ctx = a.ctx;
   warn_if_oversubscribed(a.threads);
   auto engine = Engine::load(eo);
@@ -160,6 +163,8 @@ Register reg("run", 10, [](CLI::App& app) {
   sub->add_option("--presence-penalty", a->presence_penalty, "Presence penalty")->capture_default_str();
   sub->add_option("--frequency-penalty", a->frequency_penalty, "Frequency penalty")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "RNG seed (-1 = random)")->capture_default_str();
+  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
+  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   sub->add_option("-c,--ctx-size", a->ctx,
                   "Context size (0 = model's, at most 4096; more than the model's trained context "

@@ -23,6 +23,7 @@ namespace perfx::cli {
 namespace {
 
 struct ServeArgs {
+  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
   std::string model, host = "127.0.0.1", api_key, chat_template, device = "cpu", model_name;
   int port = 8080, max_batch = 64, kv_cache_tokens = 0, ctx = 0, threads = 0, max_queue = 256;
   int prefill_chunk = 512, kv_cache_mib = 2048;
@@ -64,6 +65,8 @@ void serve(ServeArgs a) {
   eo.tokenizer_path = tokenizer_override(a.model);
   eo.device = a.device;
   eo.n_threads = a.threads;
+  eo.cache_type_k = a.cache_type_k;
+  eo.cache_type_v = a.cache_type_v;
   eo.ctx = a.ctx;
   // A GPU: the KV cache takes what --gpu-memory-utilization leaves (vLLM); the CPU: room for every
   // batch slot at full context within --kv-cache-mib.
@@ -158,6 +161,8 @@ static Register reg("serve", 50, [](CLI::App& app) {
   sub->add_option("--chat-template", a->chat_template,
                   "chat template: a Jinja file, a tokenizer_config.json, or one of chatml, llama2, "
                   "llama3, mistral, zephyr");
+  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
+  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
   sub->add_option("-t,--threads", a->threads, "compute threads (default: all cores)");
   sub->add_option("--device", a->device, "backend: cpu (default), cuda[:N] or opencl[:N]");
   add_max_alloc_option(sub);

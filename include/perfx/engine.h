@@ -28,6 +28,9 @@ struct EngineOptions {
   /// --gpu-memory-utilization); 0 = size it for one sequence of ctx tokens (the CPU's rule).
   double gpu_memory_utilization = 0;
   int block_size = 16;           // tokens per KV block
+  /// KV cache element types, llama.cpp's --cache-type-k / --cache-type-v: "f32", "f16", "q8_0";
+  /// "" = the backend's activation dtype (f32 on the CPU).
+  std::string cache_type_k, cache_type_v;
 };
 
 using SeqId = int64_t;

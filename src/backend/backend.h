@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,12 @@ class Weight {
   int64_t out = 0, in = 0;
   /// Bytes of backend memory the weight occupies.
   virtual size_t bytes() const = 0;
+};
+
+/// Element types of a KV cache (llama.cpp's --cache-type-k / --cache-type-v: F32, F16, Q8_0).
+/// Unset: the backend's activation dtype.
+struct KvCacheTypes {
+  std::optional<DType> k, v;
 };
 
 /// Paged KV cache storage for all layers: `n_blocks` blocks of `block_size` token slots; a slot
@@ -169,10 +176,12 @@ class Backend {
   virtual std::unique_ptr<Weight> load_embedding(const TensorView& table) = 0;
   /// The RoPE table for `p`, built once (the model rebuilds it only when p changes: dynamic NTK).
   virtual std::unique_ptr<RopeTable> load_rope(const RopeParams& p) = 0;
-  /// KV storage in act_dtype(). Throws perfx::Error when it does not fit (naming bytes
-  /// needed/free).
+  /// KV storage, K and V in `types` (default: act_dtype()). Throws perfx::Error when it does not
+  /// fit (naming bytes needed/free) or for a type the backend does not store (naming it). The CPU
+  /// stores F32, F16 and Q8_0 (head_dim a multiple of 32); a backend may ignore `types`.
   virtual std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size,
-                                               int n_kv_heads, int head_dim) = 0;
+                                               int n_kv_heads, int head_dim,
+                                               const KvCacheTypes& types = {}) = 0;
 
   // ---- ops
   /// Makes the step's layout visible to the device (CPU: no-op). Throws perfx::Error for a token id

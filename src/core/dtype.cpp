@@ -18,6 +18,9 @@ const char* dtype_name(DType t) {
     case DType::Q8_0: return "Q8_0";
     case DType::Q4_0: return "Q4_0";
     case DType::Q4_1: return "Q4_1";
+    case DType::Q4_K: return "Q4_K";
+    case DType::Q5_K: return "Q5_K";
+    case DType::Q6_K: return "Q6_K";
   }
   return "?";
 }
@@ -27,6 +30,9 @@ int dtype_block_elems(DType t) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1: return 32;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return 256;
     default: return 1;
   }
 }
@@ -40,6 +46,9 @@ size_t dtype_block_bytes(DType t) {
     case DType::Q8_0: return 34;
     case DType::Q4_0: return 18;
     case DType::Q4_1: return 20;
+    case DType::Q4_K: return 144;
+    case DType::Q5_K: return 176;
+    case DType::Q6_K: return 210;
   }
   return 0;
 }
@@ -59,6 +68,9 @@ bool is_weight_dtype(DType t) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
       return true;
     default:
       return false;

@@ -9,8 +9,11 @@
 namespace perfx {
 
 /// Storage types. Block-quantized types (GGUF Q8_0/Q4_0/Q4_1) hold 32 elements per block along the
-/// innermost dimension (FORMATS.md §4.4).
-enum class DType : uint8_t { F32, F16, BF16, I32, I16, I8, U8, F64, I64, Q8_0, Q4_0, Q4_1 };
+/// innermost dimension (FORMATS.md §4.4); GGUF's k-quants Q4_K/Q5_K/Q6_K super-blocks of 256
+/// (layouts in backend/cpu/reference.cpp dequantize_row).
+enum class DType : uint8_t {
+  F32, F16, BF16, I32, I16, I8, U8, F64, I64, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K
+};
 
 const char* dtype_name(DType t);
 
@@ -21,7 +24,7 @@ size_t dtype_block_bytes(DType t);
 /// Bytes taken by n elements along a row; n must be a multiple of the block size (else perfx::Error).
 size_t dtype_row_bytes(DType t, int64_t n);
 /// True for the dtypes a weight matrix may be stored in: F32, F16, BF16 and GGUF's
-/// Q8_0/Q4_0/Q4_1 (the ones the CPU reference dequantize_row converts).
+/// Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K (the ones the CPU reference dequantize_row converts).
 bool is_weight_dtype(DType t);
 /// Converts n F32/F16/BF16 elements at src (any alignment) to fp32 (exact). Other dtypes:
 /// perfx::Error naming `what` and the dtype.

@@ -30,9 +30,76 @@ void expect_blocks(const TensorView& t, DType dt, int64_t& out, int64_t& in) {
 
 }  // namespace
 
+bool int4_gguf_dtype(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K;
+}
+
+void kquant_scales_mins(const void* block, float* scales, float* mins) {
+  const uint8_t* s = static_cast<const uint8_t*>(block);
+  const float d = fp16_to_fp32(load_u16(s)), dmin = fp16_to_fp32(load_u16(s + 2));
+  const uint8_t* q = s + 4;  // 12 bytes: 8 six-bit scales and 8 six-bit mins
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    if (j < 4) {
+      sc = q[j] & 63;
+      m = q[j + 4] & 63;
+    } else {
+      sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+      m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+    scales[j] = d * (float)sc;
+    mins[j] = dmin * (float)m;
+  }
+}
+
+namespace {
+
+/// Q4_K into the canonical form (see quantized.h).
+Int4Matrix int4_from_q4_k(const TensorView& t) {
+  Int4Matrix m;
+  check(t.shape.size() == 2 && t.shape[0] > 0 && t.shape[1] > 0,
+        "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected a non-empty matrix");
+  m.out = t.shape[0];
+  m.in = t.shape[1];
+  check(m.in % 256 == 0, "tensor '" + t.name + "' has " + std::to_string(m.in) +
+                             " columns, not a multiple of the block size 256");
+  check(t.data != nullptr && t.nbytes >= (size_t)m.out * dtype_row_bytes(DType::Q4_K, m.in),
+        "tensor '" + t.name + "' is truncated");
+  m.group_size = 32;
+  const int64_t G = m.in / 32, W = m.in / 8;
+  m.q.assign((size_t)(m.out * W), 0);
+  m.scales.assign((size_t)(m.out * G), 0);
+  m.mins.assign((size_t)(m.out * G), 0);
+  const size_t row_bytes = dtype_row_bytes(DType::Q4_K, m.in);
+  const uint8_t* base = static_cast<const uint8_t*>(t.data);
+  for (int64_t r = 0; r < m.out; ++r)
+    for (int64_t b = 0; b < m.in / 256; ++b) {
+      const uint8_t* blk = base + r * row_bytes + b * 144;
+      float sc[8], mn[8];
+      kquant_scales_mins(blk, sc, mn);
+      for (int i = 0; i < 8; ++i) {
+        m.scales[(size_t)(r * G + b * 8 + i)] = fp32_to_fp16(sc[i]);
+        m.mins[(size_t)(r * G + b * 8 + i)] = fp32_to_fp16(-mn[i]);
+      }
+      const uint8_t* q = blk + 16;
+      uint32_t* words = m.q.data() + r * W + b * 32;  // 256 values = 32 words
+      for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 32; ++l) {
+          const int64_t e0 = 64 * j + l, e1 = e0 + 32;  // low nibble, high nibble
+          words[e0 / 8] |= (uint32_t)(q[32 * j + l] & 0xF) << (4 * (e0 % 8));
+          words[e1 / 8] |= (uint32_t)(q[32 * j + l] >> 4) << (4 * (e1 % 8));
+        }
+    }
+  return m;
+}
+
+}  // namespace
+
 Int4Matrix int4_from_gguf(const TensorView& t) {
-  check(t.dtype == DType::Q4_0 || t.dtype == DType::Q4_1,
-        "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected Q4_0 or Q4_1");
+  if (t.dtype == DType::Q4_K) return int4_from_q4_k(t);
+  check(
+      t.dtype == DType::Q4_0 || t.dtype == DType::Q4_1,
+      "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected Q4_0, Q4_1 or Q4_K");
   Int4Matrix m;
   expect_blocks(t, t.dtype, m.out, m.in);
   const bool q41 = t.dtype == DType::Q4_1;

@@ -62,8 +62,19 @@ struct Int8Matrix {
 /// of a block is the low nibble of byte j for j < 16, the high nibble of byte j − 16 otherwise;
 /// W = (q − 8) · d; FORMATS.md §4.4) into the canonical form: group 32, zeros 8.
 /// Q4_1 (fp16 d, fp16 m, 16 bytes; W = q · d + m) gives group 32 with `mins`.
+/// Q4_K (super-blocks of 256: 8 sub-blocks of 32, W = d·sc_i·q − dmin·m_i) gives group 32 with
+/// `mins`: scale fp16(d·sc_i), min fp16(−dmin·m_i), each product rounded once to fp16 (relative
+/// 2^-11; the 4-bit step itself is 1/15 of the range).
 /// Throws perfx::Error for another dtype, a non-2-D shape or a truncated tensor, naming it.
 Int4Matrix int4_from_gguf(const TensorView& t);
+/// True for the GGUF dtypes int4_from_gguf decodes (Q4_0, Q4_1, Q4_K).
+bool int4_gguf_dtype(DType t);
+
+/// The 8 sub-block scales d·sc_i and mins dmin·m_i (fp32) of a GGUF Q4_K / Q5_K super-block (its
+/// first 16 bytes: fp16 d, fp16 dmin, then 12 bytes: bytes 0-3 hold the low 6 bits of scales 0-3,
+/// bytes 4-7 those of mins 0-3, bytes 8-11 the low 4 bits of scale / min 4+i in their low / high
+/// nibble, whose top 2 bits are the top bits of bytes i (scale) and 4 + i (min)).
+void kquant_scales_mins(const void* block, float* scales, float* mins);
 
 /// Decodes a GGUF Q8_0 matrix view [out, in] (blocks of 32: fp16 d, 32 int8; W = q · d).
 /// Throws perfx::Error for another dtype, a non-2-D shape or a truncated tensor, naming it.

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -20,6 +21,46 @@ namespace perfx {
 
 namespace {
 constexpr int kSpinIters = 2000;  // ~tens of microseconds of pause before a worker sleeps
+
+std::atomic<uint64_t> g_loops{0}, g_region{0}, g_busy{0}, g_thread{0};
+
+uint64_t now_ns() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Runs fn(b, e), adding its duration to the busy total when stats are on.
+void timed(const std::function<void(int64_t, int64_t)>& fn, int64_t b, int64_t e) {
+  if (!pool_stats_enabled()) return fn(b, e);
+  const uint64_t t0 = now_ns();
+  fn(b, e);
+  g_busy.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+}
+}  // namespace
+
+bool pool_stats_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("PERFX_POOL_STATS");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
+PoolStats pool_stats() {
+  PoolStats s;
+  s.loops = g_loops.load();
+  s.region_ns = g_region.load();
+  s.busy_ns = g_busy.load();
+  s.thread_ns = g_thread.load();
+  return s;
+}
+
+void pool_stats_reset() {
+  g_loops = 0;
+  g_region = 0;
+  g_busy = 0;
+  g_thread = 0;
 }
 
 int cpus_from_cgroup_cpu_max(const std::string& text) {
@@ -81,11 +122,12 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     generation_.fetch_add(1, std::memory_order_release);
   }
   if (sleeping_.load() > 0) cv_start_.notify_all();
+  const uint64_t t_fork = pool_stats_enabled() ? now_ns() : 0;
   int64_t b, e;
   chunk(n, parts, 0, &b, &e);
   std::exception_ptr mine;
   try {
-    if (b < e) fn(b, e);
+    if (b < e) timed(fn, b, e);
   } catch (...) {
     mine = std::current_exception();
   }
@@ -94,6 +136,12 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
       PERFX_PAUSE();
     else
       std::this_thread::yield();
+  }
+  if (pool_stats_enabled()) {
+    const uint64_t dt = now_ns() - t_fork;
+    g_loops.fetch_add(1, std::memory_order_relaxed);
+    g_region.fetch_add(dt, std::memory_order_relaxed);
+    g_thread.fetch_add(dt * (uint64_t)parts, std::memory_order_relaxed);
   }
   std::exception_ptr err;
   {
@@ -134,7 +182,7 @@ void ThreadPool::worker_loop(int idx) {
     int64_t b, e;
     chunk(n, size(), idx, &b, &e);
     try {
-      if (b < e) (*fn)(b, e);
+      if (b < e) timed(*fn, b, e);
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu_);
       if (!error_) error_ = std::current_exception();

@@ -26,6 +26,18 @@ int cpus_from_cgroup_cpu_max(const std::string& text);
 /// The calling thread takes part. Not re-entrant: do not call parallel_for from inside fn.
 /// If fn throws on any thread, parallel_for still waits for every chunk, then rethrows the first.
 /// Workers spin briefly for the next loop before sleeping, since decode issues many short loops.
+/// Totals over every ThreadPool of the process since the last pool_stats_reset(), gathered only
+/// while the environment sets PERFX_POOL_STATS=1 (read once; two clock reads per thread per loop).
+struct PoolStats {
+  uint64_t loops = 0;      // parallel_for calls that forked (n > 1 and more than one thread)
+  uint64_t region_ns = 0;  // wall time from fork to join, summed over loops
+  uint64_t busy_ns = 0;    // time threads spent inside fn, summed over threads and loops
+  uint64_t thread_ns = 0;  // region_ns × threads taking part: busy_ns / thread_ns = utilisation
+};
+PoolStats pool_stats();
+void pool_stats_reset();
+bool pool_stats_enabled();
+
 class ThreadPool {
  public:
   /// n_threads <= 0 means available_cpus() (one thread per CPU this process may use; more threads

@@ -105,6 +105,15 @@ bool ggml_to_dtype(uint32_t t, DType* out) {
     case 8:
       *out = DType::Q8_0;
       return true;
+    case 12:
+      *out = DType::Q4_K;
+      return true;
+    case 13:
+      *out = DType::Q5_K;
+      return true;
+    case 14:
+      *out = DType::Q6_K;
+      return true;
     case 24:
       *out = DType::I8;
       return true;

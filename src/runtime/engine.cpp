@@ -90,8 +90,18 @@ class EngineImpl : public Engine {
     }
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
+    KvCacheTypes kvt;
+    auto kv_type = [](const std::string& s, const char* flag) -> std::optional<DType> {
+      if (s.empty()) return std::nullopt;
+      if (s == "f32") return DType::F32;
+      if (s == "f16") return DType::F16;
+      if (s == "q8_0") return DType::Q8_0;
+      throw Error(std::string(flag) + " must be f32, f16 or q8_0, got '" + s + "'");
+    };
+    kvt.k = kv_type(o.cache_type_k, "--cache-type-k");
+    kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
     kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
-                              (int)c.head_dim);
+                              (int)c.head_dim, kvt);
     eos_ = eos_ids();
     // A device backend holds its own copy of the weights: the host checkpoint can go (mmapped
     // pages, a synthetic model's memory), keeping the host's resident memory small.

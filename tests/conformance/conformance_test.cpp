@@ -2,7 +2,8 @@
 // driven only through create_backend(device), on grids of odd shapes, weight formats, GQA ratios
 // and paged block tables with holes, compared with plain double-precision references written here.
 //
-// Devices: "cpu" and the test-only "f16-ref" always; more from PERFX_TEST_DEVICE (comma-separated,
+// Devices: "cpu", "cpu-exact" (the CPU backend with PERFX_ACT_QUANT=off) and the test-only "f16-ref"
+// always; more from PERFX_TEST_DEVICE (comma-separated,
 // e.g. "cuda:0" or "opencl"); a device that cannot be created here (not compiled in, no GPU) is
 // skipped with its error. Tolerances are per op and per activation dtype (tolerance()).
 // `--perf` (or PERFX_CONFORMANCE_PERF=1) also times each case (median of repeated calls) and
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/reference.h"
 #include "backend/cpu/sampling.h"
 #include "core/dtype.h"
 #include "core/quantized.h"
@@ -37,7 +39,7 @@ namespace {
 bool g_perf = false;
 
 std::vector<std::string> devices() {
-  std::vector<std::string> d = {"cpu", "f16-ref"};
+  std::vector<std::string> d = {"cpu", "cpu-exact", "f16-ref"};
   for (const auto& e : env_test_devices())
     if (std::find(d.begin(), d.end(), e) == d.end()) d.push_back(e);
   return d;
@@ -47,6 +49,23 @@ std::vector<std::string> devices() {
 /// rounding of an fp32 result (norms, SwiGLU, RoPE) or a sum the backend accumulates in fp32
 /// (linear, attention). fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 8 (3.9e-3):
 /// the bounds allow a few roundings of inputs and output plus accumulation-order differences.
+/// The CPU backend's int8-activation linear (int4 and Q8_0 weights; backend/cpu/qlinear.h):
+/// activations rounded to int8 per block of 32 err by at most half a step each, about 0.5 % of the
+/// output's norm on N(0, 1) inputs (measured 0.23–1.13 % over these cases; largest for Q4_1, whose
+/// mins make outputs that cancel; Q5_K / Q6_K, requantized to int8 per 32 at load, 0.42–1.18 %);
+/// the bound leaves ~2× headroom.
+constexpr double kInt8ActTol = 2e-2;
+
+/// True for the weight formats the "cpu" device runs on int8 activations (unless
+/// PERFX_ACT_QUANT=off is set for the whole test binary).
+bool int8_activations(const std::string& device, const std::string& fmt) {
+  if (device != "cpu") return false;
+  if (const char* e = std::getenv("PERFX_ACT_QUANT"); e && (std::string(e) == "off" || std::string(e) == "0"))
+    return false;
+  return fmt == "Q8_0" || fmt == "Q4_0" || fmt == "Q4_1" || fmt == "Q4_K" || fmt == "Q5_K" ||
+         fmt == "Q6_K" || fmt.rfind("INT4_G", 0) == 0;
+}
+
 double tolerance(DType act) {
   switch (act) {
     case DType::F32:
@@ -233,6 +252,9 @@ struct HostWeight {
                : fmt == "BF16" ? DType::BF16
                : fmt == "Q8_0" ? DType::Q8_0
                : fmt == "Q4_0" ? DType::Q4_0
+               : fmt == "Q4_K" ? DType::Q4_K
+               : fmt == "Q5_K" ? DType::Q5_K
+               : fmt == "Q6_K" ? DType::Q6_K
                                : DType::Q4_1;
     s.weight = TensorView{name, dt, {out, in}, bytes.data(), bytes.size()};
     return s;
@@ -293,6 +315,30 @@ HostWeight make_weight(const std::string& fmt, int64_t out, int64_t in, std::mt1
         }
         if (dt == DType::Q4_1) std::memcpy(blk + 2, &m, 2);
       }
+    return w;
+  }
+  if (fmt == "Q4_K" || fmt == "Q5_K" || fmt == "Q6_K") {
+    // GGUF k-quant super-blocks of 256 with random bytes, then sane fp16 super-block scales
+    // (d, dmin; Q6_K: d only); the dequantized reference comes from the CPU reference decoder,
+    // whose layout is checked against llama.cpp-quantized files (docs/PERFORMANCE.md).
+    const DType dt = fmt == "Q4_K" ? DType::Q4_K : fmt == "Q5_K" ? DType::Q5_K : DType::Q6_K;
+    const size_t bb = dtype_block_bytes(dt), nb = (size_t)(in / 256);
+    w.bytes.resize((size_t)out * nb * bb);
+    for (auto& x : w.bytes) x = (unsigned char)rng();
+    for (size_t b = 0; b < (size_t)out * nb; ++b) {
+      unsigned char* blk = w.bytes.data() + b * bb;
+      const uint16_t d = fp32_to_fp16(dt == DType::Q6_K ? 2e-4f * (1 + (float)(rng() % 8))
+                                                        : 5e-4f * (1 + (float)(rng() % 8)));
+      const uint16_t dmin = fp32_to_fp16(2e-4f * (1 + (float)(rng() % 8)));
+      if (dt == DType::Q6_K) {
+        std::memcpy(blk + 208, &d, 2);
+      } else {
+        std::memcpy(blk, &d, 2);
+        std::memcpy(blk + 2, &dmin, 2);
+      }
+    }
+    for (int64_t r = 0; r < out; ++r)
+      cpu::dequantize_row(dt, w.bytes.data() + (size_t)r * nb * bb, w.deq.data() + r * in, in);
     return w;
   }
   const int g = std::stoi(fmt.substr(fmt.find('G') + 1));  // INT4_G<g>
@@ -465,7 +511,8 @@ void run_linear(Conformance* self, Dev& dv, double tol, const LinearCase& c,
             }
           row += p.out;
         }
-        expect_close(dv.download(yt), ref, f32_out && dv.act() == DType::F32 ? 2e-5 : tol, what);
+        expect_close(dv.download(yt), ref,
+                     f32_out && dv.act() == DType::F32 ? std::max(2e-5, tol) : tol, what);
       }
       dv.perf(what, [&] { dv.be().linear(xt, *w, with_bias ? bias.get() : nullptr, yt); });
     }
@@ -486,8 +533,13 @@ TEST_P(Conformance, Linear) {
       {"INT4_G64", {72}, 320},
       {"INT4_G128", {40, 24}, 384},
       {"INT4_G128", {264}, 128},
+      {"Q4_K", {40, 8, 8}, 512},
+      {"Q5_K", {37}, 256},
+      {"Q6_K", {21, 16}, 768},
   };
-  for (const auto& c : cases) run_linear(this, d(), tol(), c, tokens, false);
+  for (const auto& c : cases)
+    run_linear(this, d(), int8_activations(GetParam(), c.fmt) ? kInt8ActTol : tol(), c, tokens,
+               false);
 }
 
 TEST_P(Conformance, DISABLED_LinearPerfShapes) {  // run by --perf
@@ -703,12 +755,12 @@ TEST_P(Conformance, RopeKvStore) {
 /// (identity RoPE when rot = 0) and compares attention on the step with a double reference.
 void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int hd, int block_size,
                     const std::vector<std::pair<int, int>>& seqs, int rot, bool perf_only,
-                    bool norm = false) {
+                    bool norm = false, const KvCacheTypes& kvt = {}) {
   std::mt19937 rng((uint32_t)(nq * 131 + hd * 7 + block_size + seqs.size()));
   const PagedBatch pb = make_paged(seqs, block_size, rng);
   const int qd = nq * hd, kvd = nkv * hd, W = qd + 2 * kvd;
   auto rope = dv.be().load_rope(rope_params(hd, rot, false, 10000.0f, 1.0f));
-  auto kv = dv.be().create_kv(3, pb.n_blocks, block_size, nkv, hd);
+  auto kv = dv.be().create_kv(3, pb.n_blocks, block_size, nkv, hd, kvt);
   const int layer = 2;
   const auto qn = randn((size_t)hd, rng), kn = randn((size_t)hd, rng);
   auto qnw = dv.be().load_vector(vector_view("q_norm", qn));
@@ -746,7 +798,8 @@ void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int
       dv.be().attention(qt, *kv, layer, nq, scale, *b, out);
       std::string what = "attention nq=" + std::to_string(nq) + " nkv=" + std::to_string(nkv) +
                          " hd=" + std::to_string(hd) + " bs=" + std::to_string(block_size) +
-                         " seqs=";
+                         (kvt.k ? std::string(" K ") + dtype_name(*kvt.k) : "") +
+                         (kvt.v ? std::string(" V ") + dtype_name(*kvt.v) : "") + " seqs=";
       for (auto [c, q] : seqs) what += "(" + std::to_string(c) + "+" + std::to_string(q) + ")";
       if (!perf_only) {
         std::vector<double> ref((size_t)(b->n_tokens * qd));
@@ -792,6 +845,24 @@ TEST_P(Conformance, Attention) {
   attention_case(this, d(), tol(), 16, 2, 64, 16, {{130, 1}, {3, 70}}, 0, false);
   attention_case(this, d(), tol(), 32, 4, 128, 16, {{200, 1}, {0, 64}}, 0, false);
   attention_case(this, d(), tol(), 4, 2, 64, 16, {{9, 2}, {0, 5}}, 64, false, /*norm=*/true);
+}
+
+/// A KV cache of fp16 (llama.cpp's --cache-type-k/-v f16) rounds K and V to 11 significant bits:
+/// within the half-precision activation bound (measured 1.4-3.9e-4); Q8_0 (per 32 values
+/// d = max|x| / 127) within 2e-2 (measured 2.7-7.6e-3). Only backends that store those types (the CPU's) run these cases.
+TEST_P(Conformance, AttentionKvCacheTypes) {
+  if (GetParam() != "cpu" && GetParam() != "cpu-exact") GTEST_SKIP() << "CPU KV cache types";
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    const double tl = t == DType::F16 ? tolerance(DType::F16) : 2e-2;
+    KvCacheTypes kvt;
+    kvt.k = kvt.v = t;
+    attention_case(this, d(), tl, 8, 2, 64, 16, {{5, 1}, {0, 23}, {33, 9}, {64, 1}}, 64, false,
+                   false, kvt);
+    attention_case(this, d(), tl, 32, 4, 128, 16, {{200, 1}, {0, 64}}, 0, false, true, kvt);
+    KvCacheTypes mixed;
+    mixed.k = t;
+    attention_case(this, d(), tl, 4, 4, 32, 16, {{7, 3}}, 32, false, false, mixed);
+  }
 }
 
 TEST_P(Conformance, DISABLED_AttentionPerfShapes) {  // run by --perf

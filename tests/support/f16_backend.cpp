@@ -131,7 +131,7 @@ class F16RefBackend : public Backend {
     return t;
   }
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
-                                       int head_dim) override {
+                                       int head_dim, const KvCacheTypes&) override {
     auto kv = std::make_unique<RefKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;

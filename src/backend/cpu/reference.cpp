@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/quantized.h"
 #include "perfx/status.h"
 
 namespace perfx::cpu {
@@ -47,6 +48,50 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
           dst[b * 32 + j] = (float)(q[j] & 0xf) * d + m;
           dst[b * 32 + j + 16] = (float)(q[j] >> 4) * d + m;
         }
+      }
+      return;
+    case DType::Q4_K:  // per 256: f16 d, f16 dmin, u8 scales[12], u8 qs[128]
+    case DType::Q5_K:  // per 256: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 qs[128]
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const bool q5 = t == DType::Q5_K;
+        float sc[8], mn[8];
+        kquant_scales_mins(s, sc, mn);
+        const uint8_t* qh = s + 16;
+        const uint8_t* q = s + (q5 ? 48 : 16);
+        // Sub-blocks 2j and 2j+1 are the low and high nibbles of the same 32 bytes; Q5_K's fifth
+        // bit of element l of sub-block i is bit i of qh[l].
+        for (int j = 0; j < 4; ++j)
+          for (int l = 0; l < 32; ++l) {
+            int lo = q[32 * j + l] & 0xF, hi = q[32 * j + l] >> 4;
+            if (q5) {
+              lo |= ((qh[l] >> (2 * j)) & 1) << 4;
+              hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            }
+            dst[b * 256 + 64 * j + l] = sc[2 * j] * (float)lo - mn[2 * j];
+            dst[b * 256 + 64 * j + 32 + l] = sc[2 * j + 1] * (float)hi - mn[2 * j + 1];
+          }
+        s += q5 ? 176 : 144;
+      }
+      return;
+    case DType::Q6_K:  // per 256: u8 ql[128], u8 qh[64], i8 scales[16], f16 d
+      for (int64_t b = 0; b < n / 256; ++b, s += 210) {
+        const uint8_t* ql = s;
+        const uint8_t* qh = s + 128;
+        const int8_t* sc = reinterpret_cast<const int8_t*>(s + 192);
+        const float d = fp16_to_fp32(load_u16(s + 208));
+        // Two halves of 128 elements; in half h, element 32i + l (i = 0..3) has its low 4 bits in
+        // ql[64h + l + 32·(i & 1)] (low nibble for i < 2, high for i >= 2) and its top 2 bits at
+        // bits 2i of qh[32h + l]; value q − 32, scale sc[8h + 2i + l / 16].
+        for (int h = 0; h < 2; ++h)
+          for (int i = 0; i < 4; ++i)
+            for (int l = 0; l < 32; ++l) {
+              const uint8_t lb = ql[64 * h + l + 32 * (i & 1)];
+              const int low = i < 2 ? (lb & 0xF) : (lb >> 4);
+              const int top = (qh[32 * h + l] >> (2 * i)) & 3;
+              const int q = (low | (top << 4)) - 32;
+              dst[b * 256 + 128 * h + 32 * i + l] =
+                  d * (float)sc[8 * h + 2 * i + l / 16] * (float)q;
+            }
       }
       return;
     default:

@@ -8,9 +8,12 @@
 
 namespace perfx::cpu {
 
-/// Dequantizes n elements of one row stored as `t` (F32/F16/BF16/Q8_0/Q4_0/Q4_1; block formats per
-/// FORMATS.md §4.4) into dst. n must be a multiple of the block size.
+/// Dequantizes n elements of one row stored as `t` (F32/F16/BF16/Q8_0/Q4_0/Q4_1, FORMATS.md §4.4;
+/// GGUF k-quants Q4_K/Q5_K/Q6_K, super-blocks of 256 as ggml lays them out: Q4_K/Q5_K
+/// W = d·sc_i·q − dmin·m_i over 8 sub-blocks of 32 with 6-bit sc/m, Q6_K W = d·sc_i·(q − 32)
+/// over 16 sub-blocks of 16 with int8 sc) into dst. n must be a multiple of the block size.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
 
 /// Σ a[i]·b[i] in fp32.
 float dot_ref(const float* a, const float* b, int64_t n);

@@ -369,7 +369,7 @@ class CudaBackend : public Backend {
   }
 
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
-                                       int head_dim) override {
+                                       int head_dim, const KvCacheTypes&) override {
     check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
           "create_kv: bad shape");
     auto kv = std::make_unique<CudaKv>();

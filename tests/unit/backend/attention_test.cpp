@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "core/dtype.h"
+
 using namespace perfx::cpu;
 
 TEST(Attention, PagedRowMatchesReferenceAndDirectFormula) {
@@ -67,6 +69,72 @@ TEST(Attention, PagedRowMatchesReferenceAndDirectFormula) {
                 << "fast, hd=" << hd << " n_keys=" << n_keys << " g=" << g;
           }
           for (int j = 0; j < n_keys; ++j) ASSERT_NEAR(s2[g * n_keys + j], p[j] / sum, 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// attention_tile (online softmax over 64-key blocks, several tokens of one sequence at once)
+// against attention_group_ref row by row, on fp32 and fp16 K/V (the reference reads the fp16
+// values converted exactly), for tiles of 1-19 tokens whose causal limits cut blocks anywhere.
+TEST(Attention, OnlineSoftmaxTileMatchesReferenceRows) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int n_kv_heads = 2, block_size = 16, n_blocks = 24;
+  for (int hd : {8, 12, 64, 128}) {
+    const int64_t slot_stride = (int64_t)n_kv_heads * hd;
+    const size_t n = (size_t)(n_blocks * block_size * slot_stride);
+    std::vector<float> kpool(n), vpool(n);
+    for (auto& x : kpool) x = 2.0f * nd(rng);
+    for (auto& x : vpool) x = nd(rng);
+    std::vector<uint16_t> k16(n), v16(n);
+    std::vector<float> kr(n), vr(n);  // the fp16 values as fp32
+    for (size_t i = 0; i < n; ++i) {
+      k16[i] = perfx::fp32_to_fp16(kpool[i]);
+      v16[i] = perfx::fp32_to_fp16(vpool[i]);
+      kr[i] = perfx::fp16_to_fp32(k16[i]);
+      vr[i] = perfx::fp16_to_fp32(v16[i]);
+    }
+    std::vector<int32_t> table(n_blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    for (bool f16 : {false, true}) {
+      for (auto [p0, nt] : {std::pair{0, 1}, {0, 19}, {5, 1}, {63, 2}, {100, 9}, {200, 16}}) {
+        for (int group : {1, 3}) {
+          const int kvh = 1;
+          PagedKv kv;
+          kv.k_base = (f16 ? kr.data() : kpool.data()) + kvh * hd;
+          kv.v_base = (f16 ? vr.data() : vpool.data()) + kvh * hd;
+          kv.slot_stride = slot_stride;
+          kv.table = table.data();
+          kv.block_size = block_size;
+          PagedKv kvt = kv;
+          if (f16) {
+            kvt.k_raw = reinterpret_cast<const uint8_t*>(k16.data() + kvh * hd);
+            kvt.v_raw = reinterpret_cast<const uint8_t*>(v16.data() + kvh * hd);
+            kvt.k_dtype = kvt.v_dtype = perfx::DType::F16;
+            kvt.k_slot_bytes = kvt.v_slot_bytes = slot_stride * 2;
+            kvt.k_base = kvt.v_base = nullptr;
+          }
+          const int64_t ldq = (int64_t)group * hd + 5;
+          std::vector<float> qs((size_t)(nt * ldq)), out((size_t)(nt * ldq), NAN);
+          for (auto& x : qs) x = nd(rng);
+          std::vector<int32_t> pos(nt);
+          for (int i = 0; i < nt; ++i) pos[i] = p0 + i;
+          const float scale = 1.0f / std::sqrt((float)hd);
+          attention_tile(qs.data(), ldq, nt, pos.data(), group, hd, scale, kvt, out.data(), ldq);
+          for (int i = 0; i < nt; ++i) {
+            std::vector<float> sc((size_t)(group * (pos[i] + 1))), ref((size_t)(group * hd));
+            attention_group_ref(qs.data() + i * ldq, group, hd, scale, pos[i] + 1, kv, sc.data(),
+                                ref.data());
+            for (int c = 0; c < group * hd; ++c)
+              ASSERT_NEAR(out[(size_t)(i * ldq + c)], ref[(size_t)c], 2e-5)
+                  << "hd=" << hd << " f16=" << f16 << " p0=" << p0 << " nt=" << nt
+                  << " group=" << group << " token " << i << " elem " << c;
+            for (int c = group * hd; c < ldq; ++c)
+              ASSERT_TRUE(std::isnan(out[(size_t)(i * ldq + c)])) << "wrote past the row";
+          }
         }
       }
     }

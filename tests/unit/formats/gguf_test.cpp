@@ -235,11 +235,14 @@ TEST(Gguf, TensorTypesShapesAndAlignment) {
       .tensor("i32", {1}, 26, std::string(4, '\x07'))
       .tensor("bf16", {2, 2}, 30, std::string(8, '\x08'))
       .tensor("q4_k", {256, 2}, 12, std::string(2 * 144, '\x09'))
+      .tensor("q5_k", {256}, 13, std::string(176, '\x0b'))
+      .tensor("q6_k", {512}, 14, std::string(2 * 210, '\x0c'))
+      .tensor("q2_k", {256}, 10, std::string(84, '\x0d'))
       .tensor("iq2", {256}, 16, std::string(66, '\x0a'));
   TempDir d;
   auto f = open_built(d, b.build());
   EXPECT_EQ(f->names(), (std::vector<std::string>{"f32", "f16", "q4_0", "q4_1", "q8_0", "i8", "i16",
-                                                  "i32", "bf16"}));
+                                                  "i32", "bf16", "q4_k", "q5_k", "q6_k"}));
   auto check = [&](const char* name, DType dt, std::vector<int64_t> shape, size_t nbytes) {
     const TensorView* t = f->find(name);
     ASSERT_NE(t, nullptr) << name;
@@ -257,15 +260,18 @@ TEST(Gguf, TensorTypesShapesAndAlignment) {
   check("i16", DType::I16, {2}, 4);
   check("i32", DType::I32, {1}, 4);
   check("bf16", DType::BF16, {2, 2}, 8);
+  check("q4_k", DType::Q4_K, {2, 256}, 288);  // k-quants: super-blocks of 256 (issue 11)
+  check("q5_k", DType::Q5_K, {256}, 176);
+  check("q6_k", DType::Q6_K, {512}, 420);
   float v;
   std::memcpy(&v, static_cast<const float*>(f->find("f32")->data) + 5, 4);
   EXPECT_EQ(v, 6.0f);
   EXPECT_EQ(static_cast<const uint8_t*>(f->find("q8_0")->data)[67], 0x11);
   // Unsupported types are listed (name -> ggml id) and hidden from find().
   EXPECT_EQ(f->unsupported_types().size(), 2u);
-  EXPECT_EQ(f->unsupported_types().at("q4_k"), 12u);
+  EXPECT_EQ(f->unsupported_types().at("q2_k"), 10u);
   EXPECT_EQ(f->unsupported_types().at("iq2"), 16u);
-  EXPECT_EQ(f->find("q4_k"), nullptr);
+  EXPECT_EQ(f->find("q2_k"), nullptr);
 }
 
 TEST(Gguf, Version2Accepted) {
@@ -394,7 +400,7 @@ TEST(GgufCorrupt, OffsetPastEnd) {
   c.tensor("a", {2}, 0, tb::f32_bytes({1, 2}), /*offset_override=*/uint64_t(0) - 32);
   EXPECT_THAT(built_error(c.build()), HasSubstr("tensor 'a'"));
   GgufBuilder u;  // unsupported tensors are bounds-checked too
-  u.tensor("k", {256}, 12, std::string(144, 0), /*offset_override=*/uint64_t(1) << 40);
+  u.tensor("k", {256}, 10, std::string(84, 0), /*offset_override=*/uint64_t(1) << 40);
   EXPECT_THAT(built_error(u.build()), HasSubstr("lies outside the file"));
 }
 
