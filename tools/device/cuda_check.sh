@@ -8,7 +8,9 @@
 # .devpack/bin.tar.xz with the libraries the GPU machine lacks in .devpack/lib (BUILD=1 builds
 # there instead, with .devdeps from shared/tools/pack-devdeps.sh); .devshared holds the shared model
 # fixtures. Every log goes into $OUT/logs.tar.gz; the summary is printed last.
-# Steps: STEPS="kernels conformance model memcheck bench" (default all).
+# Steps: STEPS="kernels conformance model memcheck bench profile opencl" (default all); NCU=1 adds
+# Nsight Compute on the W4 GEMV (in the kernels step); GEMV=v2|v2s picks the new W4 GEMV for the
+# model-level runs (PERFX_CUDA_W4_GEMV).
 #   run: command "bash tools/device/cuda_check.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +20,7 @@ L=/tmp/perfx_logs
 rm -rf "$L" && mkdir -p "$L" "$OUT"
 export LD_LIBRARY_PATH="$ROOT/.devpack/lib:$ROOT/.devdeps/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 export PERFX_SHARED_DIR="$ROOT/.devshared"
-STEPS=${STEPS:-"kernels conformance model memcheck bench"}
+STEPS=${STEPS:-"kernels conformance model memcheck bench profile opencl"}
 B=$ROOT/.devbin
 if [ -f "$ROOT/.devpack/bin.tar.xz" ]; then
   mkdir -p /tmp/devbin && tar -xJf "$ROOT/.devpack/bin.tar.xz" -C /tmp/devbin && B=/tmp/devbin/.devbin
@@ -33,7 +35,11 @@ finish() {
   cat "$SUM"
 }
 trap finish EXIT
-has() { [[ " $STEPS " == *" $1 "* ]]; }
+# A step runs when listed and while the call's budget lasts (BUDGET seconds, default 540).
+has() { [[ " $STEPS " == *" $1 "* ]] && [ $(( $(date +%s) - T0 )) -lt "${BUDGET:-540}" ]; }
+# Stage part 1 of the llama.cpp peer for a later call (tools/device/llamacpp_peer.sh).
+[ -f "$ROOT/.devllama1/llama.tar.xz.part1" ] && cp "$ROOT/.devllama1/llama.tar.xz.part1" /tmp/
+[ -n "${GEMV:-}" ] && export PERFX_CUDA_W4_GEMV=$GEMV
 
 if [ "${BUILD:-0}" = 1 ]; then
   cmake -S . -B /tmp/bcuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPERFX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
@@ -42,7 +48,7 @@ if [ "${BUILD:-0}" = 1 ]; then
     -DHTTPLIB_LIB="$ROOT/.devdeps/lib/x86_64-linux-gnu/libcpp-httplib.so" > "$L/cmake.log" 2>&1 &&
     cmake --build /tmp/bcuda -j16 --target perfx test_conformance test_model > "$L/build.log" 2>&1 ||
     { note "build FAILED: $(grep -m3 error "$L/build.log")"; exit 1; }
-  mkdir -p "$B" && cp /tmp/bcuda/perfx /tmp/bcuda/tests/test_conformance /tmp/bcuda/tests/test_model "$B/"
+  mkdir -p "$B/tests" && cp /tmp/bcuda/perfx "$B/" && cp /tmp/bcuda/tests/test_conformance /tmp/bcuda/tests/test_model "$B/tests/"
 fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader \
@@ -52,7 +58,7 @@ note "gpu: $(head -1 "$L/gpu.txt")"
 
 if has kernels; then
   t=$(date +%s)
-  PREBUILT="$B/lin/linear_kernels_test" OUT="$L/linear" timeout 170 bash tools/device/cuda_linear_kernels.sh \
+  NCU=${NCU:-1} PREBUILT="$B/lin/linear_kernels_test" OUT="$L/linear" timeout 240 bash tools/device/cuda_linear_kernels.sh \
     > "$L/linear.out" 2>&1
   note "linear kernels rc=$? ($(( $(date +%s) - t )) s):"
   grep -E "^(gemv|gemm|dense|w8|auto|graph) +rc=|max rel err|memcheck|device-to-device" "$L/linear.out" | sed 's/^/  /' |
@@ -69,18 +75,18 @@ fi
 gtest_line() { grep -E "^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]" "$1" | tr '\n' ' '; }
 if has conformance; then
   for dt in f16 bf16; do
-    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/test_conformance" --gtest_filter='*cuda*' \
+    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" --gtest_filter='*cuda*' \
       > "$L/conformance_$dt.log" 2>&1
     note "conformance cuda $dt rc=$?: $(gtest_line "$L/conformance_$dt.log")"
     grep -E "rel err|Failure|error:" "$L/conformance_$dt.log" | head -12 | cut -c1-220 | sed 's/^/  /' | tee -a "$SUM"
   done
-  PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/test_conformance" --perf --gtest_filter='*cuda*' > "$L/conformance_perf.log" 2>&1
+  PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" --perf --gtest_filter='*cuda*' > "$L/conformance_perf.log" 2>&1
   note "conformance --perf rc=$? (per-op times in conformance_perf.log)"
 fi
 
 if has model; then
   for dt in f16 bf16; do
-    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 180 "$B/test_model" \
+    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 180 "$B/tests/test_model" \
       --gtest_filter='*cuda*' > "$L/model_$dt.log" 2>&1
     note "model parity + greedy cuda $dt rc=$?: $(gtest_line "$L/model_$dt.log")"
     grep -E "dlogit|Failure|error:" "$L/model_$dt.log" | head -14 | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
@@ -90,9 +96,25 @@ fi
 if has memcheck; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   PERFX_TEST_DEVICE=cuda:0 PERFX_CUDA_GRAPHS=0 timeout 240 "$SAN" --tool memcheck --error-exitcode 3 \
-    "$B/test_conformance" --gtest_filter='*cuda*' > "$L/memcheck.log" 2>&1
+    "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$L/memcheck.log" 2>&1
   note "memcheck (conformance on cuda) rc=$?: $(grep -m1 'ERROR SUMMARY' "$L/memcheck.log")"
   grep -m6 -E "Invalid|out of bounds|Address|Program hit" "$L/memcheck.log" | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
+fi
+
+if has profile; then
+  # Per-op GPU time of a decode step and of a 512-token prefill (eager, events around every op).
+  for m in random:llama-2-7b random:tinyllama-1.1b; do
+    n=$(echo "$m" | tr ':.' '__')
+    PERFX_CUDA_PROFILE=1 timeout 120 "$B/perfx" bench --device cuda -m "$m" -p 0 -n 64 -r 1 > /dev/null \
+      2> "$L/profile_tg_$n.txt"
+    note "profile tg $m rc=$? (top ops):"
+    grep -A9 "perfx cuda profile" "$L/profile_tg_$n.txt" | tail -8 | cut -c1-110 | sed 's/^/  /' | tee -a "$SUM"
+    PERFX_CUDA_PROFILE=1 timeout 120 "$B/perfx" bench --device cuda -m "$m" -p 512 -n 0 -r 1 > /dev/null \
+      2> "$L/profile_pp_$n.txt"
+  done
+  note "profile pp512 7B (top ops):"
+  grep -A7 "perfx cuda profile" "$L/profile_pp_random_llama-2-7b.txt" | tail -6 | cut -c1-110 | sed 's/^/  /' |
+    tee -a "$SUM"
 fi
 
 if has bench; then
@@ -106,9 +128,18 @@ if has bench; then
     grep -m1 "peak resident" "$L/bench_$name.md" | sed 's/^/  /' | tee -a "$SUM"
   }
   PERFX_CUDA_LINEAR_LOG=1 bench 7b_awq -m random:llama-2-7b -p 512 -n 128 -r 3
+  PERFX_CUDA_W4_GEMV=v2 bench 7b_awq_v2 -m random:llama-2-7b -p 0 -n 128 -r 3
+  PERFX_CUDA_W4_GEMV=v2 PERFX_CUDA_PDL=1 bench 7b_awq_v2pdl -m random:llama-2-7b -p 0 -n 128 -B 1,8,16 -r 3
   bench tiny_awq -m random:tinyllama-1.1b -p 512 -n 128 -r 3
+  PERFX_CUDA_W4_GEMV=v2 PERFX_CUDA_PDL=1 bench tiny_awq_v2pdl -m random:tinyllama-1.1b -p 0 -n 128 -r 3
   bench 7b_q4_0 -m random:llama-2-7b:q4_0 -p 512 -n 128 -r 2
-  bench 7b_f16 -m random:llama-2-7b:f16 -p 512 -n 64 -r 2
-  PERFX_CUDA_GRAPHS=0 bench tiny_awq_nographs -m random:tinyllama-1.1b -p 0 -n 128 -r 3
   bench 7b_awq_batch -m random:llama-2-7b -p 0 -n 64 -B 8,64 -r 2
+fi
+
+if has opencl; then
+  t=$(date +%s)
+  OUT="$L/opencl" BUILD_DIR="$B" PERFX_SHARED_DIR="$ROOT/.devshared" timeout 300 bash tools/device/opencl_nvidia.sh \
+    > "$L/opencl.out" 2>&1
+  note "opencl (NVIDIA) rc=$? ($(( $(date +%s) - t )) s):"
+  sed -n '/===== OpenCL/,$p' "$L/opencl.out" | cut -c1-160 | sed 's/^/  /' | tee -a "$SUM"
 fi

@@ -114,8 +114,14 @@ trap finish EXIT
 t=$(date +%s)
 LB=${LLAMA_BENCH:-}
 if [ -z "$LB" ]; then
-  [ -f "$ROOT/.devpack/llama.tar.xz" ] || { note "no .devpack/llama.tar.xz and no LLAMA_BENCH=path"; FAIL=1; exit 1; }
-  rm -rf /tmp/llamabin && mkdir -p /tmp/llamabin && tar -xJf "$ROOT/.devpack/llama.tar.xz" -C /tmp/llamabin
+  LT="$ROOT/.devpack/llama.tar.xz"
+  # Over the carry limit in one call: part 1 staged in /tmp by an earlier call on the same machine,
+  # part 2 carried now (.devllama2).
+  if [ ! -f "$LT" ] && [ -f /tmp/llama.tar.xz.part1 ] && [ -f "$ROOT/.devllama2/llama.tar.xz.part2" ]; then
+    cat /tmp/llama.tar.xz.part1 "$ROOT/.devllama2/llama.tar.xz.part2" > /tmp/llama.tar.xz && LT=/tmp/llama.tar.xz
+  fi
+  [ -f "$LT" ] || { note "no llama.tar.xz (.devpack, or /tmp part 1 + .devllama2 part 2) and no LLAMA_BENCH=path"; FAIL=1; exit 1; }
+  rm -rf /tmp/llamabin && mkdir -p /tmp/llamabin && tar -xJf "$LT" -C /tmp/llamabin
   LB=$(find /tmp/llamabin -name llama-bench -type f | head -1)
 fi
 PX=${PERFX:-}
@@ -127,7 +133,7 @@ if [ -z "$PX" ]; then
   fi
 fi
 VOCAB=${VOCAB:-}
-for v in "$ROOT/.devpack/ggml-vocab-llama-spm.gguf" "$ROOT/.devshared/tokenizers/llama2/ggml-vocab-llama-spm.gguf" \
+for v in "$ROOT/.devpack/ggml-vocab-llama-spm.gguf" "$ROOT/.devllama2/ggml-vocab-llama-spm.gguf" "$ROOT/.devshared/tokenizers/llama2/ggml-vocab-llama-spm.gguf" \
   "$ROOT/../shared/tokenizers/llama2/ggml-vocab-llama-spm.gguf"; do
   [ -z "$VOCAB" ] && [ -f "$v" ] && VOCAB=$v
 done
