@@ -38,6 +38,7 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 # ---- build
 t0=$(date +%s)
 B=${BUILD_DIR:-build-dev}
+case "$B" in /*) export PERFX_TEST_BIN=${PERFX_TEST_BIN:-$B/perfx} ;; *) export PERFX_TEST_BIN=${PERFX_TEST_BIN:-$PWD/$B/perfx} ;; esac
 extra=()
 [ -d "$DD" ] && extra=(-DCMAKE_PREFIX_PATH="$DD" -DPCRE2_INCLUDE_DIR="$DD/include")
 if [ -z "${BUILD_DIR:-}" ]; then

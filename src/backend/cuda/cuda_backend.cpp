@@ -373,9 +373,10 @@ class CudaBackend : public Backend {
     check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
           "create_kv: bad shape");
     for (const auto& t : {types.k, types.v})
-      check(!t || *t == act_, std::string("the CUDA backend keeps the KV cache in the activation dtype (") +
-                                  dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
-                                  " is not supported on it");
+      check(!t || *t == act_,
+            std::string("the CUDA backend keeps the KV cache in the activation dtype (") +
+                dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
+                " is not supported on it");
     auto kv = std::make_unique<CudaKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;
@@ -943,6 +944,8 @@ class CudaBackend : public Backend {
   }
   void gemm_raw(const void* W, int64_t N, int64_t K, const void* x, int M, int64_t ldx, void* y,
                 DType yt, int64_t ldy, const float* bias) {
+    // Decode (M <= 8): a GEMV streaming each row with 16-byte loads; cuBLAS for larger M.
+    if (M <= 8 && launch_dense_gemv(W, N, K, x, M, ldx, y, yt, ldy, bias, act_, stream_)) return;
     const cudaDataType_t ab = act_ == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const cudaDataType_t c = yt == DType::F32 ? CUDA_R_32F : ab;
     const float alpha = 1.0f, beta = 0.0f;

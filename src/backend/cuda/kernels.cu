@@ -84,6 +84,105 @@ __global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* _
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = from_f<T>(w[i] * (to_f(r[i]) * inv));
 }
 
+// Vectorized norms: each thread keeps up to VPT 16-byte chunks (8 values) of the row in registers,
+// so the row is read once and every load of a thread is issued before the first use (the scalar
+// kernels above are latency-bound at one 2-byte load per iteration: ~10 us for a 4096-wide row).
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
+  const T* h = reinterpret_cast<const T*>(&u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = to_f(h[i]);
+}
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  uint4 u;
+  T* h = reinterpret_cast<T*>(&u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = from_f<T>(f[i]);
+  return u;
+}
+
+template <typename T, int VPT>
+__global__ void rms_norm_vec_kernel(const T* __restrict__ x, int64_t ldx, const T* res_in,
+                                    int64_t ldr_in, T* res_out, int64_t ldr,
+                                    const float* __restrict__ w, float eps, int n,
+                                    T* __restrict__ out, int64_t ldo) {
+  const int64_t row = blockIdx.x;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + row * ldx);
+  const uint4* rr = res_in ? reinterpret_cast<const uint4*>(res_in + row * ldr_in) : nullptr;
+  const int n8 = n / 8;
+  float v[VPT][8];
+  uint4 raw[VPT], raw2[VPT];
+#pragma unroll
+  for (int c = 0; c < VPT; ++c) {
+    const int i = c * blockDim.x + threadIdx.x;
+    if (i < n8) {
+      raw[c] = xr[i];
+      if (rr) raw2[c] = rr[i];
+    }
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int c = 0; c < VPT; ++c) {
+    const int i = c * blockDim.x + threadIdx.x;
+    if (i >= n8) continue;
+    unpack8<T>(raw[c], v[c]);
+    if (rr) {  // residual += x, rounded to T (the stored residual is what the norm reads)
+      float r[8];
+      unpack8<T>(raw2[c], r);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[c][k] = r[k] + v[c][k];
+      const uint4 s = pack8<T>(v[c]);
+      reinterpret_cast<uint4*>(res_out + row * ldr)[i] = s;
+      unpack8<T>(s, v[c]);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) ss += v[c][k] * v[c][k];
+  }
+  const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
+  uint4* o = reinterpret_cast<uint4*>(out + row * ldo);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+#pragma unroll
+  for (int c = 0; c < VPT; ++c) {
+    const int i = c * blockDim.x + threadIdx.x;
+    if (i >= n8) continue;
+    const float4 a = w4[2 * i], b = w4[2 * i + 1];
+    const float ww[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    float r[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) r[k] = ww[k] * (v[c][k] * inv);
+    o[i] = pack8<T>(r);
+  }
+}
+
+/// Launches the vectorized norm when the shapes allow (n % 8 == 0, n <= 8 · 256 · 8, 16-byte
+/// aligned rows); returns false otherwise.
+template <typename T>
+bool launch_norm_vec(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in, T* res_out,
+                     int64_t ldr, const float* w, float eps, int rows, int64_t n, T* out,
+                     int64_t ldo, cudaStream_t stream) {
+  auto al = [](const void* p) { return ((uintptr_t)p & 15) == 0; };
+  if (n % 8 != 0 || n > 8 * 256 * 8 || ldx % 8 || ldo % 8 || !al(x) || !al(out) || !al(w))
+    return false;
+  if (res_in && (ldr % 8 || ldr_in % 8 || !al(res_in) || !al(res_out))) return false;
+  const int n8 = (int)(n / 8);
+  const int threads = n8 >= 256 ? 256 : ((n8 + 31) / 32) * 32;
+  const int vpt = (n8 + threads - 1) / threads;
+#define PERFX_NORM_VEC(V)                                                                          \
+  rms_norm_vec_kernel<T, V><<<rows, threads, 0, stream>>>(x, ldx, res_in, ldr_in, res_out, ldr, w, \
+                                                          eps, (int)n, out, ldo)
+  if (vpt <= 1)
+    PERFX_NORM_VEC(1);
+  else if (vpt <= 2)
+    PERFX_NORM_VEC(2);
+  else if (vpt <= 4)
+    PERFX_NORM_VEC(4);
+  else
+    PERFX_NORM_VEC(8);
+#undef PERFX_NORM_VEC
+  return true;
+}
+
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I,
                                 T* __restrict__ out, int64_t ldo) {
@@ -250,6 +349,78 @@ __global__ void attention_generic_kernel(const T* __restrict__ q, int64_t ldq,
   if (tid + kAttnChunk < hd) o[tid + kAttnChunk] = from_f<T>(acc1 * inv);
 }
 
+template <typename T, typename Y, int M>
+__global__ void dense_gemv_kernel(const T* __restrict__ W, int64_t N, int64_t K,
+                                  const T* __restrict__ x, int64_t ldx, Y* __restrict__ y,
+                                  int64_t ldy, const float* __restrict__ bias) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const uint4* wr = reinterpret_cast<const uint4*>(W + n * K);
+  const int64_t k8 = K / 8;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  int64_t i = lane;
+  for (; i + 96 < k8; i += 128) {  // 4 loads in flight per lane
+    uint4 q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) q[u] = __ldcs(wr + i + 32 * u);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      float wf[8];
+      unpack8<T>(q[u], wf);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[8];
+        unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x + m * ldx) + i + 32 * u), xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[m] += wf[e] * xf[e];
+      }
+    }
+  }
+  for (; i < k8; i += 32) {
+    float wf[8];
+    unpack8<T>(__ldcs(wr + i), wf);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float xf[8];
+      unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x + m * ldx) + i), xf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[m] += wf[e] * xf[e];
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float v = acc[m];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) {
+      if (bias) v += bias[n];
+      if constexpr (sizeof(Y) == 4)
+        y[m * ldy + n] = v;
+      else
+        y[m * ldy + n] = from_f<T>(v);
+    }
+  }
+}
+
+template <typename T, typename Y>
+void dense_gemv_m(const T* W, int64_t N, int64_t K, const T* x, int M, int64_t ldx, Y* y,
+                  int64_t ldy, const float* bias, cudaStream_t s) {
+  const int warps = 8;
+  const unsigned grid = (unsigned)((N + warps - 1) / warps);
+  switch (M) {
+#define PERFX_GEMV_M(m)                                                                    \
+  case m:                                                                                  \
+    dense_gemv_kernel<T, Y, m><<<grid, 32 * warps, 0, s>>>(W, N, K, x, ldx, y, ldy, bias); \
+    break;
+    PERFX_GEMV_M(1)
+    PERFX_GEMV_M(2) PERFX_GEMV_M(3) PERFX_GEMV_M(4) PERFX_GEMV_M(5) PERFX_GEMV_M(6) PERFX_GEMV_M(7)
+        PERFX_GEMV_M(8)
+#undef PERFX_GEMV_M
+  }
+}
+
 unsigned grid_cols(int64_t cols, int threads) {
   const int64_t b = (cols + threads - 1) / threads;
   return (unsigned)(b < 1 ? 1 : (b > 65535 ? 65535 : b));
@@ -280,17 +451,23 @@ void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64
 void launch_rms_norm(const void* x, int64_t ldx, const float* w, float eps, int rows, int64_t n,
                      void* out, int64_t ldo, DType act, cudaStream_t stream) {
   if (rows <= 0) return;
-  PERFX_DISPATCH_ACT(act, rms_norm_kernel<T><<<rows, kNormThreads, 0, stream>>>(
-                              static_cast<const T*>(x), ldx, w, eps, n, static_cast<T*>(out), ldo));
+  PERFX_DISPATCH_ACT(act,
+                     if (!launch_norm_vec<T>(static_cast<const T*>(x), ldx, nullptr, 0, nullptr, 0,
+                                             w, eps, rows, n, static_cast<T*>(out), ldo, stream))
+                         rms_norm_kernel<T><<<rows, kNormThreads, 0, stream>>>(
+                             static_cast<const T*>(x), ldx, w, eps, n, static_cast<T*>(out), ldo));
 }
 
 void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx, const float* w,
                          float eps, int rows, int64_t n, void* out, int64_t ldo, DType act,
                          cudaStream_t stream) {
   if (rows <= 0) return;
-  PERFX_DISPATCH_ACT(act, add_rms_norm_kernel<T><<<rows, kNormThreads, 0, stream>>>(
-                              static_cast<T*>(residual), ldr, static_cast<const T*>(x), ldx, w, eps,
-                              n, static_cast<T*>(out), ldo));
+  PERFX_DISPATCH_ACT(
+      act, if (!launch_norm_vec<T>(static_cast<const T*>(x), ldx, static_cast<const T*>(residual),
+                                   ldr, static_cast<T*>(residual), ldr, w, eps, rows, n,
+                                   static_cast<T*>(out), ldo, stream)) add_rms_norm_kernel<T>
+      <<<rows, kNormThreads, 0, stream>>>(static_cast<T*>(residual), ldr, static_cast<const T*>(x),
+                                          ldx, w, eps, n, static_cast<T*>(out), ldo));
 }
 
 void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo,
@@ -340,6 +517,22 @@ void launch_attention_generic(const void* q, int64_t ldq, const void* k_cache, c
                static_cast<const T*>(q), ldq, static_cast<const T*>(k_cache),
                static_cast<const T*>(v_cache), n_q_heads, n_kv_heads, head_dim, block_size, tables,
                width, token_seq, positions, scale, static_cast<T*>(out), ldo));
+}
+
+bool launch_dense_gemv(const void* W, int64_t N, int64_t K, const void* x, int M, int64_t ldx,
+                       void* y, DType yt, int64_t ldy, const float* bias, DType act,
+                       cudaStream_t stream) {
+  auto al = [](const void* p) { return ((uintptr_t)p & 15) == 0; };
+  if (M < 1 || M > 8 || K % 8 != 0 || ldx % 8 != 0 || !al(W) || !al(x)) return false;
+  PERFX_DISPATCH_ACT(act, {
+    if (yt == DType::F32)
+      dense_gemv_m<T, float>(static_cast<const T*>(W), N, K, static_cast<const T*>(x), M, ldx,
+                             static_cast<float*>(y), ldy, bias, stream);
+    else
+      dense_gemv_m<T, T>(static_cast<const T*>(W), N, K, static_cast<const T*>(x), M, ldx,
+                         static_cast<T*>(y), ldy, bias, stream);
+  });
+  return true;
 }
 
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,

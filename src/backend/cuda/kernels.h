@@ -55,6 +55,14 @@ void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, in
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
                    int32_t* out, cudaStream_t stream);
 
+/// Dense GEMV for decode: y[m, n] = Σ_k x[m, k] · W[n, k] (+ bias[n]) for m < M <= 8, W [N, K]
+/// row-major in `act` (fp16/bf16), x [M, K] in `act`, y in `yt` (act or F32); fp32 accumulation. A
+/// warp per row, 16-byte loads (4 in flight per lane). Returns false (nothing launched) unless
+/// K % 8 == 0, M <= 8 and W, x are 16-byte aligned with ldx % 8 == 0: the caller uses cuBLAS then.
+bool launch_dense_gemv(const void* W, int64_t N, int64_t K, const void* x, int M, int64_t ldx,
+                       void* y, DType yt, int64_t ldy, const float* bias, DType act,
+                       cudaStream_t stream);
+
 /// Plain paged causal attention for any head_dim <= 256 and any strides (the fallback when the
 /// tensor-core kernels of attention.cuh do not take the shape, e.g. the tiny test models' head_dim
 /// 8/16/32): a CTA per (token, query head), keys in chunks of 128 with an online softmax in fp32

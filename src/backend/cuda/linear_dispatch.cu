@@ -53,17 +53,47 @@ void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt
                linear_kernel_name(p.kernel), p.split_k);
 }
 
-/// PERFX_CUDA_W4_GEMV (read once): 0 = w4_gemv (default), 1 = v2 (fp16 magic), 2 = v2s (fp16
-/// subnormal conversion).
+/// PERFX_CUDA_W4_GEMV (read once): unset = the measured rule (gemv_rule), "v1" = w4_gemv with
+/// its own defaults, "v2" = v2 (fp16 magic) wherever it fits, "v2s" = v2 (fp16 subnormal).
 int gemv2_mode() {
   static const int v = [] {
     const char* e = std::getenv("PERFX_CUDA_W4_GEMV");
-    if (e == nullptr) return 0;
+    if (e == nullptr) return -1;
     if (std::strcmp(e, "v2") == 0) return 1;
     if (std::strcmp(e, "v2s") == 0) return 2;
     return 0;
   }();
   return v;
+}
+
+/// The decode-GEMV choice measured on an H200 (tools/device/cuda_check.sh,
+/// docs/cuda_linear_notes.md "w4_gemv2 configurations", 2026-12-01): v2 with 8 warps and one
+/// persistent wave wins on the wide K = 4096 matrices (7B fused QKV at M <= 4: 14.5 vs 16.3 us; 7B
+/// gate|up at M <= 8: 22.8 vs 26.3 us); elsewhere w4_gemv with x in registers, 16 warps for N <=
+/// 2048 (TinyLlama o / down: 3.06 / 5.41 us vs 3.84 / 6.52 with the defaults), else 8.
+struct GemvRule {
+  bool v2 = false;
+  int warps = 0, x_smem = -1;
+};
+GemvRule gemv_rule(const W4View& w, int M) {
+  GemvRule r;
+  if (gemv2_mode() >= 0) return r;  // an explicit PERFX_CUDA_W4_GEMV
+  const bool wide = w.d.K <= 4096 && (w.d.N >= 16384 || (w.d.N >= 8192 && M <= 4));
+  if (M <= 8 && wide && w4_gemv2_fits(w, M, 8)) {
+    r.v2 = true;
+    return r;
+  }
+  r.warps = w.d.N <= 2048 ? 16 : 8;
+  r.x_smem = 0;
+  return r;
+}
+
+W4Gemv2Config gemv2_rule_config() {
+  W4Gemv2Config c;
+  c.warps = 8;
+  c.rows_per_cta = -1;
+  c.pdl = env_flag("PERFX_CUDA_PDL");
+  return c;
 }
 
 /// The v2 configuration from PERFX_CUDA_W4_GEMV_CFG ("warps,rows_per_cta"; zeros = the default
@@ -87,6 +117,7 @@ W4Gemv2Config gemv2_env_config() {
 }
 
 bool gemv2_should_use(const W4View& w, int M) {
+  if (gemv2_mode() < 0) return M >= 1 && gemv_rule(w, M).v2;
   return gemv2_mode() != 0 && M >= 1 && M <= 16 && w4_gemv2_fits(w, M, gemv2_env_config().warps);
 }
 
@@ -178,11 +209,14 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
   const LinearPlan p = w4a16_plan(v, M, have_dense);
   log_plan("w4a16", v.d.N, v.d.K, v.d.group_size, M, xt, yt, p);
   switch (p.kernel) {
-    case LinearKernel::Gemv:
-      w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream);
+    case LinearKernel::Gemv: {
+      const GemvRule r = gemv_rule(v, M);
+      w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream, r.warps, r.x_smem);
       break;
+    }
     case LinearKernel::Gemv2:
-      w4_gemv2(v, x, xt, M, ldx, y, yt, ldy, bias, stream, gemv2_env_config());
+      w4_gemv2(v, x, xt, M, ldx, y, yt, ldy, bias, stream,
+               gemv2_mode() < 0 ? gemv2_rule_config() : gemv2_env_config());
       break;
     case LinearKernel::GemmS32:
       w4_gemm(v, W4GemmTile::S32, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
