@@ -128,12 +128,11 @@ if has bench; then
     grep -m1 "peak resident" "$L/bench_$name.md" | sed 's/^/  /' | tee -a "$SUM"
   }
   PERFX_CUDA_LINEAR_LOG=1 bench 7b_awq -m random:llama-2-7b -p 512 -n 128 -r 3
-  PERFX_CUDA_W4_GEMV=v2 bench 7b_awq_v2 -m random:llama-2-7b -p 0 -n 128 -r 3
-  PERFX_CUDA_W4_GEMV=v2 PERFX_CUDA_PDL=1 bench 7b_awq_v2pdl -m random:llama-2-7b -p 0 -n 128 -B 1,8,16 -r 3
   bench tiny_awq -m random:tinyllama-1.1b -p 512 -n 128 -r 3
-  PERFX_CUDA_W4_GEMV=v2 PERFX_CUDA_PDL=1 bench tiny_awq_v2pdl -m random:tinyllama-1.1b -p 0 -n 128 -r 3
   bench 7b_q4_0 -m random:llama-2-7b:q4_0 -p 512 -n 128 -r 2
+  bench 7b_f16 -m random:llama-2-7b:f16 -p 512 -n 128 -r 2
   bench 7b_awq_batch -m random:llama-2-7b -p 0 -n 64 -B 8,64 -r 2
+  PERFX_CUDA_W4_GEMV=v1 bench 7b_awq_gemv_v1 -m random:llama-2-7b -p 0 -n 128 -r 3
 fi
 
 if has opencl; then
