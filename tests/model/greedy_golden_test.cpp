@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -101,13 +102,18 @@ bool bf16_activations(const std::string& device) {
   return device_available(device, &why) && create_backend(device, 1)->act_dtype() == DType::BF16;
 }
 
-/// Where two greedy runs part, and the CPU's (fp32) top-2 logit margin at that step: a margin of a
-/// few hundredths means the other arithmetic (fp16 activations) flipped a near-tie.
-std::string first_difference(const std::string& model, const std::vector<int32_t>& prompt,
-                             const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+/// Greedy output of a device against the CPU's golden ids. With half-precision activations the
+/// logits move by up to ~0.02 (BackendParity), so a step where the fp32 reference's top-2 margin is
+/// smaller than that can flip, after which the two continuations legitimately differ. The rule:
+/// the outputs are equal, or they first differ at a step whose fp32 top-2 margin is below 0.05 (the
+/// parity tolerance) — a flip anywhere else is a real error. The step and margin are printed.
+void expect_greedy_equal(const std::string& model, const std::vector<int32_t>& prompt,
+                         const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
   size_t i = 0;
   while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-  if (i == got.size() && i == want.size()) return "";
+  if (i == got.size() && i == want.size()) return;
+  ASSERT_TRUE(i < got.size() && i < want.size())
+      << "outputs of different lengths " << got.size() << " vs " << want.size();
   EngineOptions eo;
   eo.model_path = model;
   eo.n_threads = 2;
@@ -118,12 +124,15 @@ std::string first_difference(const std::string& model, const std::vector<int32_t
   cpu->prompt_logits(ids, logits);
   const size_t V = (size_t)cpu->config().vocab_size;
   std::vector<float> last(logits.end() - (long)V, logits.end());
-  std::vector<float> sorted = last;
-  std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-  return "\nfirst difference at generated token " + std::to_string(i) + " (got " +
-         (i < got.size() ? std::to_string(got[i]) : "end") + ", want " +
-         (i < want.size() ? std::to_string(want[i]) : "end") +
-         "); the CPU's top-2 logit margin there: " + std::to_string(sorted[0] - sorted[1]);
+  std::partial_sort(last.begin(), last.begin() + 2, last.end(), std::greater<float>());
+  const float margin = last[0] - last[1];
+  std::printf(
+      "  greedy: %zu of %zu tokens equal; at token %zu (got %d, want %d) the fp32 top-2 margin is "
+      "%.4f\n",
+      i, want.size(), i, got[i], want[i], margin);
+  EXPECT_LT(margin, 0.05f) << "the outputs part at generated token " << i
+                           << " where the fp32 reference's top-2 "
+                           << "margin is " << margin << ": not a near-tie, a real difference";
 }
 
 TEST_P(GreedyOnDevice, Stories260kHf256Tokens) {
@@ -136,7 +145,7 @@ TEST_P(GreedyOnDevice, Stories260kHf256Tokens) {
   if (!e) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
   const auto want = golden_ids(shared_path("models/stories260K-hf/golden_greedy_n256.ids"));
   const auto got = greedy(*e, {1}, 256).output_ids;
-  EXPECT_EQ(got, want) << first_difference(shared_path("models/stories260K-hf"), {1}, got, want);
+  expect_greedy_equal(shared_path("models/stories260K-hf"), {1}, got, want);
 }
 
 TEST_P(GreedyOnDevice, DefaultModel) {
@@ -155,7 +164,8 @@ TEST_P(GreedyOnDevice, DefaultModel) {
     const auto prompt = e->tokenizer().encode(c["prompt"].get<std::string>(), true);
     const auto want = c["generated_ids"].get<std::vector<int32_t>>();
     const auto got = e->generate(prompt, o, nullptr).output_ids;
-    EXPECT_EQ(got, want) << c["prompt"] << first_difference(dir, prompt, got, want);
+    SCOPED_TRACE(c["prompt"].get<std::string>());
+    expect_greedy_equal(dir, prompt, got, want);
   }
 }
 
