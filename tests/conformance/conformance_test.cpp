@@ -2,10 +2,10 @@
 // driven only through create_backend(device), on grids of odd shapes, weight formats, GQA ratios
 // and paged block tables with holes, compared with plain double-precision references written here.
 //
-// Devices: "cpu", "cpu-exact" (the CPU backend with PERFX_ACT_QUANT=off) and the test-only "f16-ref"
-// always; more from PERFX_TEST_DEVICE (comma-separated,
-// e.g. "cuda:0" or "opencl"); a device that cannot be created here (not compiled in, no GPU) is
-// skipped with its error. Tolerances are per op and per activation dtype (tolerance()).
+// Devices: "cpu", "cpu-exact" (the CPU backend with PERFX_ACT_QUANT=off) and the test-only
+// "f16-ref" always; more from PERFX_TEST_DEVICE (comma-separated, e.g. "cuda:0" or "opencl"); a
+// device that cannot be created here (not compiled in, no GPU) is skipped with its error.
+// Tolerances are per op and per activation dtype (tolerance()).
 // `--perf` (or PERFX_CONFORMANCE_PERF=1) also times each case (median of repeated calls) and
 // runs the larger perf-only cases (DISABLED_*PerfShapes otherwise): the cases double as
 // microbenchmarks.
@@ -60,7 +60,8 @@ constexpr double kInt8ActTol = 2e-2;
 /// PERFX_ACT_QUANT=off is set for the whole test binary).
 bool int8_activations(const std::string& device, const std::string& fmt) {
   if (device != "cpu") return false;
-  if (const char* e = std::getenv("PERFX_ACT_QUANT"); e && (std::string(e) == "off" || std::string(e) == "0"))
+  if (const char* e = std::getenv("PERFX_ACT_QUANT");
+      e && (std::string(e) == "off" || std::string(e) == "0"))
     return false;
   return fmt == "Q8_0" || fmt == "Q4_0" || fmt == "Q4_1" || fmt == "Q4_K" || fmt == "Q5_K" ||
          fmt == "Q6_K" || fmt.rfind("INT4_G", 0) == 0;
@@ -850,10 +851,20 @@ TEST_P(Conformance, Attention) {
 
 /// A KV cache of fp16 (llama.cpp's --cache-type-k/-v f16) rounds K and V to 11 significant bits:
 /// within the half-precision activation bound (measured 1.4-3.9e-4); Q8_0 (per 32 values
-/// d = max|x| / 127) within 2e-2 (measured 2.7-7.6e-3). Only backends that store those types (the CPU's) run these cases.
+/// d = max|x| / 127) within 2e-2 (measured 2.7-7.6e-3). A backend that keeps its cache in its
+/// activation dtype must refuse other types with one clear error naming the flag (never ignore
+/// them silently); a type it supports runs the cases.
 TEST_P(Conformance, AttentionKvCacheTypes) {
-  if (GetParam() != "cpu" && GetParam() != "cpu-exact") GTEST_SKIP() << "CPU KV cache types";
   for (DType t : {DType::F16, DType::Q8_0}) {
+    KvCacheTypes probe;
+    probe.k = probe.v = t;
+    try {
+      d().be().create_kv(1, 4, 16, 2, 64, probe);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--cache-type"), std::string::npos) << e.what();
+      EXPECT_NE(GetParam().rfind("cpu", 0), 0u) << "the CPU backend stores F16 and Q8_0 caches";
+      continue;
+    }
     const double tl = t == DType::F16 ? tolerance(DType::F16) : 2e-2;
     KvCacheTypes kvt;
     kvt.k = kvt.v = t;

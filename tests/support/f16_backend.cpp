@@ -131,7 +131,11 @@ class F16RefBackend : public Backend {
     return t;
   }
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
-                                       int head_dim, const KvCacheTypes&) override {
+                                       int head_dim, const KvCacheTypes& types) override {
+    for (const auto& t : {types.k, types.v})
+      check(!t || *t == DType::F16,
+            std::string("f16-ref keeps the KV cache in F16; --cache-type-k/-v ") +
+                dtype_name(t.value_or(DType::F16)) + " is not supported on it");
     auto kv = std::make_unique<RefKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;
@@ -269,8 +273,8 @@ class F16RefBackend : public Backend {
     check(logits.dtype == DType::F32, "sample: logits must be F32");
     std::vector<std::pair<float, int32_t>> scratch;
     for (size_t r = 0; r < rows.size(); ++r)
-      ids[r] = cpu::sample_logits(logits.f32() + (int64_t)rows[r].row * logits.stride, (int)logits.cols, rows[r],
-                                  scratch);
+      ids[r] = cpu::sample_logits(logits.f32() + (int64_t)rows[r].row * logits.stride,
+                                  (int)logits.cols, rows[r], scratch);
   }
 };
 
