@@ -1004,6 +1004,7 @@ int main(int argc, char** argv) {
   static char also[] = "--gtest_also_run_disabled_tests";  // the perf-only shapes
   if (perfx::test::g_perf) args.push_back(also);
   int n = (int)args.size();
+  args.push_back(nullptr);  // argv[argc] is null: gtest shifts the array including it
   ::testing::InitGoogleTest(&n, args.data());
   return RUN_ALL_TESTS();
 }
