@@ -39,19 +39,33 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);
 }
 
+MappedFile MappedFile::from_bytes(const void* data, size_t size, const std::string& name) {
+  MappedFile m;
+  m.path_ = name;
+  m.size_ = size;
+  if (size > 0) {
+    m.owned_.reset(new uint8_t[size]);
+    std::memcpy(m.owned_.get(), data, size);
+    m.data_ = m.owned_.get();
+  }
+  return m;
+}
+
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && !owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), path_(std::move(o.path_)) {}
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
+      path_(std::move(o.path_)), owned_(std::move(o.owned_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
-    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_ && !owned_) ::munmap(const_cast<uint8_t*>(data_), size_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     path_ = std::move(o.path_);
+    owned_ = std::move(o.owned_);
   }
   return *this;
 }

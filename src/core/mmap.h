@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace perfx {
@@ -13,6 +14,9 @@ class MappedFile {
   MappedFile() = default;
   /// Maps `path`. Throws perfx::Error naming the path if it cannot be opened or mapped.
   explicit MappedFile(const std::string& path);
+  /// A copy of `size` bytes held on the heap (exactly `size` bytes, so a read past the end is an
+  /// AddressSanitizer report), named `name` in errors. For parsers fed from memory (fuzz targets).
+  static MappedFile from_bytes(const void* data, size_t size, const std::string& name);
   ~MappedFile();
   MappedFile(MappedFile&& o) noexcept;
   MappedFile& operator=(MappedFile&& o) noexcept;
@@ -27,6 +31,7 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;
+  std::unique_ptr<uint8_t[]> owned_;  // from_bytes: the copy data_ points into (else mmapped)
 };
 
 /// Advises the kernel to reclaim the pages lying wholly inside [data, data + nbytes)

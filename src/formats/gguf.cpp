@@ -340,9 +340,15 @@ const std::string& Value::as_string(const std::string& key) const {
 // ---------------------------------------------------------------------------------------------
 // File
 
-std::unique_ptr<File> File::open(const std::string& path) {
+std::unique_ptr<File> File::open(const std::string& path) { return parse(MappedFile(path)); }
+
+std::unique_ptr<File> File::open_memory(const void* data, size_t size, const std::string& name) {
+  return parse(MappedFile::from_bytes(data, size, name));
+}
+
+std::unique_ptr<File> File::parse(MappedFile file) {
   auto out = std::unique_ptr<File>(new File());
-  out->file_ = MappedFile(path);
+  out->file_ = std::move(file);
   const uint8_t* base = out->file_.data();
   const uint64_t size = out->file_.size();
   Reader r(base, size, out->file_.path());
@@ -441,12 +447,22 @@ std::unique_ptr<File> File::open(const std::string& path) {
       r.fail(where + " data offset " + std::to_string(ti.offset) +
              " is not a multiple of the alignment " + std::to_string(alignment));
     }
-    uint64_t numel = 1;
-    bool overflow = false;
-    for (uint64_t ne : ti.ne) overflow = overflow || __builtin_mul_overflow(numel, ne, &numel);
-    if (overflow || numel > (uint64_t)std::numeric_limits<int64_t>::max()) {
+    // The product of the non-zero dimensions must fit in int64, not only the product of all of
+    // them: with a zero dimension first the running product stays 0, yet TensorView::numel()
+    // (PyTorch order: ne reversed) and any rows x cols of the shape multiply the large ones first
+    // (the fuzzer found {0, 2^38, 2^39} overflowing numel()).
+    uint64_t span = 1;
+    bool overflow = false, has_zero = false;
+    for (uint64_t ne : ti.ne) {
+      if (ne == 0)
+        has_zero = true;
+      else
+        overflow = overflow || __builtin_mul_overflow(span, ne, &span);
+    }
+    if (overflow || span > (uint64_t)std::numeric_limits<int64_t>::max()) {
       r.fail(where + " has too many elements");
     }
+    const uint64_t numel = has_zero ? 0 : span;
     // Shape in PyTorch order: ne reversed.
     std::vector<int64_t> shape(ti.ne.rbegin(), ti.ne.rend());
     DType dt;

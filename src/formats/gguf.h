@@ -47,6 +47,9 @@ class File : public TensorSource {
   /// Supported ggml types -> DType: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 8, I8 24, I16 25, I32 26,
   /// BF16 30. Tensor data is mmapped and aligned to general.alignment within the file.
   static std::unique_ptr<File> open(const std::string& path);
+  /// The same validation over `size` bytes in memory (copied); `name` stands for the path in
+  /// errors. open() maps the file and goes through the same code.
+  static std::unique_ptr<File> open_memory(const void* data, size_t size, const std::string& name);
 
   uint32_t version() const { return version_; }
   const Value* find_value(const std::string& key) const;
@@ -73,6 +76,8 @@ class File : public TensorSource {
   const std::string& path() const { return file_.path(); }
 
  private:
+  static std::unique_ptr<File> parse(MappedFile file);
+
   MappedFile file_;
   uint32_t version_ = 0;
   std::map<std::string, Value> kv_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -103,8 +104,18 @@ struct Entry {
 }  // namespace
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  return parse(MappedFile(path));
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::open_memory(const void* data, size_t size,
+                                                              const std::string& name) {
+  return parse(MappedFile::from_bytes(data, size, name));
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(MappedFile file) {
   auto out = std::unique_ptr<SafetensorsFile>(new SafetensorsFile());
-  out->file_ = MappedFile(path);
+  out->file_ = std::move(file);
+  const std::string& path = out->file_.path();
   const uint8_t* base = out->file_.data();
   const uint64_t size = out->file_.size();
 
@@ -175,7 +186,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     }
 
     uint64_t numel = 1;
-    bool overflow = false;
+    bool overflow = false, has_zero = false;
     for (const json& d : *it_shape) {
       uint64_t v = 0;
       if (!json_to_index(d, &v)) {
@@ -183,8 +194,15 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
              where + ": shape " + json_snippet(*it_shape) + " must hold non-negative integers");
       }
       tv.shape.push_back((int64_t)v);
-      overflow = overflow || __builtin_mul_overflow(numel, v, &numel);
+      // Multiply the non-zero dimensions only (a zero one is applied after the loop): every
+      // partial product of the shape, in any order, then fits (as the GGUF reader checks).
+      if (v == 0)
+        has_zero = true;
+      else
+        overflow = overflow || __builtin_mul_overflow(numel, v, &numel) ||
+                   numel > (uint64_t)std::numeric_limits<int64_t>::max();
     }
+    if (has_zero) numel = 0;
     uint64_t expect_bytes = 0;
     overflow = overflow ||
                __builtin_mul_overflow(numel, (uint64_t)dtype_block_bytes(tv.dtype), &expect_bytes);
@@ -335,8 +353,9 @@ std::unique_ptr<SafetensorsFolder> SafetensorsFolder::open(const std::string& di
       if (it == out->index_.end()) {
         out->index_[name] = &tv;
       } else if (it->second != &tv) {
+        // (a copy of the name: clang before 16 cannot capture a structured binding)
         const auto ls = std::find_if(listed.begin(), listed.end(),
-                                     [&](const auto& p) { return p.first == name; });
+                                     [&n = name](const auto& p) { return p.first == n; });
         throw Error(origin + ": tensor '" + name + "' appears in shard '" + shard_names[i] +
                     "' and in shard '" + (ls != listed.end() ? ls->second : std::string("?")) +
                     "'");

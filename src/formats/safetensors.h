@@ -31,6 +31,10 @@ class SafetensorsFile : public TensorSource {
   /// does not match the shape, overlapping tensors (both named), gaps or unused trailing bytes, or a
   /// __metadata__ that is not a string map.
   static std::unique_ptr<SafetensorsFile> open(const std::string& path);
+  /// The same validation over `size` bytes in memory (copied); `name` stands for the path in
+  /// errors. open() maps the file and goes through the same code.
+  static std::unique_ptr<SafetensorsFile> open_memory(const void* data, size_t size,
+                                                      const std::string& name);
   const TensorView* find(const std::string& name) const override;
   /// Tensor names in lexicographic order.
   std::vector<std::string> names() const override;
@@ -38,6 +42,8 @@ class SafetensorsFile : public TensorSource {
   const std::string& path() const { return file_.path(); }
 
  private:
+  static std::unique_ptr<SafetensorsFile> parse(MappedFile file);
+
   MappedFile file_;
   std::map<std::string, TensorView> tensors_;
   std::map<std::string, std::string> metadata_;

@@ -322,34 +322,17 @@ void CompletionService::stream(Call& c, const std::function<bool(const std::stri
 
 ojson CompletionService::tokenize(const ojson& body) const {
   const Tokenizer& tok = engine_.tokenizer();
+  const TokenizeRequest treq = parse_tokenize_request(body);
   std::vector<int32_t> ids;
-  if (body.contains("messages")) {
-    GenerationRequest req = parse_chat_request(body);
-    ids = encode_text(render_chat(req), /*from_template=*/true);
-  } else {
-    const char* key = body.contains("prompt") ? "prompt" : "content";
-    auto it = body.find(key);
-    if (it == body.end() || !it->is_string())
-      throw ApiError(400, "Expected a string 'prompt' (or 'content'), or 'messages'.",
-                     "invalid_request_error", key);
-    bool add_special = std::string(key) == "prompt";  // vLLM's default; llama.cpp's is false
-    for (const char* k : {"add_special_tokens", "add_special"}) {
-      auto a = body.find(k);
-      if (a != body.end() && !a->is_null()) {
-        if (!a->is_boolean())
-          throw ApiError(400, std::string("'") + k + "' must be a boolean.",
-                         "invalid_request_error", k);
-        add_special = a->get<bool>();
-      }
-    }
-    ids = encode_text(it->get<std::string>(), /*from_template=*/false, add_special);
-  }
+  if (treq.chat)
+    ids = encode_text(render_chat(treq.chat_req), /*from_template=*/true);
+  else
+    ids = encode_text(treq.text, /*from_template=*/false, treq.add_special);
   ojson out;
   out["tokens"] = ids;
   out["count"] = ids.size();
   out["max_model_len"] = engine_.ctx();
-  auto wp = body.find("with_pieces");
-  if (wp != body.end() && wp->is_boolean() && wp->get<bool>()) {
+  if (treq.with_pieces) {
     // Each token's exact contribution to decode(tokens) (" upon", "<s>"), as logprobs show it.
     ojson pieces = ojson::array();
     StreamDecoder dec(tok, /*skip_special=*/false);
@@ -363,21 +346,8 @@ ojson CompletionService::tokenize(const ojson& body) const {
 }
 
 ojson CompletionService::detokenize(const ojson& body) const {
-  auto it = body.find("tokens");
-  if (it == body.end() || !it->is_array())
-    throw ApiError(400, "Expected 'tokens': an array of token ids.", "invalid_request_error",
-                   "tokens");
-  const int vocab = (int)engine_.config().vocab_size;
-  std::vector<int32_t> ids;
-  for (const auto& t : *it) {
-    if (!t.is_number_integer() && !t.is_number_unsigned())
-      throw ApiError(400, "'tokens' must hold integers.", "invalid_request_error", "tokens");
-    int64_t id = t.get<int64_t>();
-    if (id < 0 || id >= vocab)
-      throw ApiError(400, "Token id " + std::to_string(id) + " is outside the vocabulary.",
-                     "invalid_request_error", "tokens");
-    ids.push_back((int32_t)id);
-  }
+  const std::vector<int32_t> ids =
+      parse_detokenize_request(body, (int)engine_.config().vocab_size);
   std::string text = valid_utf8(engine_.tokenizer().decode(ids, false));
   return ojson{{"prompt", text}, {"content", text}};
 }

@@ -374,6 +374,52 @@ GenerationRequest parse_completion_request(const ojson& body) {
   return r;
 }
 
+TokenizeRequest parse_tokenize_request(const ojson& body) {
+  TokenizeRequest t;
+  if (body.contains("messages")) {
+    t.chat = true;
+    t.chat_req = parse_chat_request(body);
+  } else {
+    const char* key = body.contains("prompt") ? "prompt" : "content";
+    auto it = body.find(key);
+    if (it == body.end() || !it->is_string())
+      throw ApiError(400, "Expected a string 'prompt' (or 'content'), or 'messages'.",
+                     "invalid_request_error", key);
+    t.text = it->get<std::string>();
+    t.add_special = std::string(key) == "prompt";  // vLLM's default; llama.cpp's is false
+    for (const char* k : {"add_special_tokens", "add_special"}) {
+      auto a = body.find(k);
+      if (a != body.end() && !a->is_null()) {
+        if (!a->is_boolean())
+          throw ApiError(400, std::string("'") + k + "' must be a boolean.",
+                         "invalid_request_error", k);
+        t.add_special = a->get<bool>();
+      }
+    }
+  }
+  auto wp = body.find("with_pieces");
+  t.with_pieces = wp != body.end() && wp->is_boolean() && wp->get<bool>();
+  return t;
+}
+
+std::vector<int32_t> parse_detokenize_request(const ojson& body, int vocab_size) {
+  auto it = body.find("tokens");
+  if (it == body.end() || !it->is_array())
+    throw ApiError(400, "Expected 'tokens': an array of token ids.", "invalid_request_error",
+                   "tokens");
+  std::vector<int32_t> ids;
+  for (const auto& t : *it) {
+    if (!t.is_number_integer() && !t.is_number_unsigned())
+      throw ApiError(400, "'tokens' must hold integers.", "invalid_request_error", "tokens");
+    int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= vocab_size)
+      throw ApiError(400, "Token id " + std::to_string(id) + " is outside the vocabulary.",
+                     "invalid_request_error", "tokens");
+    ids.push_back((int32_t)id);
+  }
+  return ids;
+}
+
 std::string new_completion_id(bool chat) {
   return std::string(chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
 }

@@ -66,6 +66,21 @@ GenerationRequest parse_chat_request(const ojson& body);
 /// Validates a /v1/completions body. ApiError 400 naming the parameter at fault.
 GenerationRequest parse_completion_request(const ojson& body);
 
+/// A validated POST /tokenize body: {"prompt"|"content": text | "messages": [...],
+/// "add_special_tokens"|"add_special": bool, "with_pieces": bool}.
+struct TokenizeRequest {
+  bool chat = false;           // "messages" given: chat_req is the chat request to render
+  GenerationRequest chat_req;  // chat
+  std::string text;            // else the prompt text
+  bool add_special = true;     // text: "prompt" defaults to true (vLLM), "content" to false
+  bool with_pieces = false;
+};
+/// Validates a /tokenize body. ApiError 400 naming the parameter at fault.
+TokenizeRequest parse_tokenize_request(const ojson& body);
+/// Validates a /detokenize body {"tokens": [ids]}: every id an integer in [0, vocab_size).
+/// ApiError 400 naming "tokens" otherwise.
+std::vector<int32_t> parse_detokenize_request(const ojson& body, int vocab_size);
+
 /// "chatcmpl-<24 hex>" / "cmpl-<24 hex>".
 std::string new_completion_id(bool chat);
 

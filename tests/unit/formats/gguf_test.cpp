@@ -385,6 +385,22 @@ TEST(GgufCorrupt, TooManyDims) {
   EXPECT_THAT(built_error(b.build()), HasSubstr("tensor 'w5' has n_dims 5"));
 }
 
+TEST(GgufCorrupt, ZeroDimensionDoesNotHideOverflow) {
+  // Found by tests/fuzz/fuzz_gguf (corpus regress-numel-overflow): a zero dimension first made the
+  // element count 0, so huge other dimensions passed and TensorView::numel() overflowed (UB).
+  GgufBuilder b;
+  b.tensor("z", {0, uint64_t(1) << 38, uint64_t(1) << 39}, 0, "");
+  EXPECT_THAT(built_error(b.build()), HasSubstr("tensor 'z' has too many elements"));
+  GgufBuilder ok;  // a zero dimension with small others is a valid empty tensor
+  ok.tensor("e", {0, 4}, 0, "");
+  TempDir d;
+  write_bytes(d.file("e.gguf"), ok.build());
+  auto f = gguf::File::open(d.file("e.gguf"));
+  ASSERT_NE(f->find("e"), nullptr);
+  EXPECT_EQ(f->find("e")->numel(), 0);
+  EXPECT_EQ(f->find("e")->nbytes, 0u);
+}
+
 TEST(GgufCorrupt, MisalignedOffset) {
   GgufBuilder b;
   b.tensor("a", {2}, 0, tb::f32_bytes({1, 2}), /*offset_override=*/4);

@@ -428,6 +428,12 @@ TEST(SafetensorsCorrupt, BadShape) {
                                    "data_offsets": [0, 0]}})",
                          ""),
               HasSubstr("too large"));
+  // A zero dimension does not hide huge others (was accepted when the zero came first, leaving
+  // shape[1] * shape[2] to overflow in any code that multiplies part of the shape).
+  EXPECT_THAT(open_error(R"({"m": {"dtype": "U8", "shape": [0, 4294967296, 4294967296],
+                                   "data_offsets": [0, 0]}})",
+                         ""),
+              HasSubstr("too large"));
 }
 
 TEST(SafetensorsCorrupt, DuplicateKey) {
