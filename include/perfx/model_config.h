@@ -70,7 +70,11 @@ struct ModelConfig {
     const int64_t base = rope_scaling.original_max_position_embeddings > 0
                              ? rope_scaling.original_max_position_embeddings
                              : max_position_embeddings;
-    const int64_t scaled = (int64_t)((double)base * rope_scaling.factor);
+    // Saturates at INT64_MAX: a huge factor must not overflow the conversion (UB; found by
+    // tests/fuzz/fuzz_hf_config with factor 2.8e77, which the float made inf).
+    const double scaled_d = (double)base * (double)rope_scaling.factor;
+    if (!(scaled_d < 9.2e18)) return INT64_MAX;
+    const int64_t scaled = (int64_t)scaled_d;
     return scaled > max_position_embeddings ? scaled : max_position_embeddings;
   }
   int64_t q_dim() const { return num_attention_heads * head_dim; }

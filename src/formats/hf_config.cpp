@@ -143,7 +143,9 @@ RopeScaling parse_rope_scaling(const JsonObj& o, int64_t max_pos) {
 
   auto factor = [&](const char* what) {
     const double f = o.req_num("factor");
-    if (!(f > 0) || !std::isfinite(f)) o.fail("factor", std::string("must be > 0 for ") + what);
+    // <= FLT_MAX: the factor is stored as a float (a larger double would become inf).
+    if (!(f > 0) || !(f <= std::numeric_limits<float>::max()))
+      o.fail("factor", std::string("must be > 0 (and a finite float) for ") + what);
     return f;
   };
   if (type == "linear") {
@@ -569,13 +571,15 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   const int64_t orig_ctx = get_int(p + "rope.scaling.original_context_length", 0);
   if (stype == "linear" || (stype.empty() && val(p + "rope.scale_linear"))) {
     const double fct = stype.empty() ? get_num(p + "rope.scale_linear", 1.0) : sfactor;
-    if (!(fct > 0)) fail("metadata key '" + p + "rope.scaling.factor' must be > 0");
+    if (!(fct > 0) || !(fct <= std::numeric_limits<float>::max()))
+      fail("metadata key '" + p + "rope.scaling.factor' must be > 0 (and a finite float)");
     if (fct != 1.0) {
       c.rope_scaling.type = RopeScaling::Type::Linear;
       c.rope_scaling.factor = (float)fct;
     }
   } else if (stype == "yarn") {
-    if (!(sfactor > 0)) fail("metadata key '" + p + "rope.scaling.factor' must be > 0 for yarn");
+    if (!(sfactor > 0) || !(sfactor <= std::numeric_limits<float>::max()))
+      fail("metadata key '" + p + "rope.scaling.factor' must be > 0 (and a finite float) for yarn");
     RopeScaling& rs = c.rope_scaling;
     rs.type = RopeScaling::Type::Yarn;
     rs.factor = (float)sfactor;

@@ -30,7 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (c.quant.enabled)
       FUZZ_ASSERT(c.quant.bits == 4 && (c.quant.group_size > 0 || c.quant.group_size == -1),
                   "unsupported quantization accepted");
-    volatile int64_t sink = c.trained_context() + c.q_dim() + c.kv_dim();
+    volatile int64_t sink = c.trained_context();
+    sink = c.q_dim();
+    sink = c.kv_dim();
     (void)sink;
   } catch (const Error&) {
   }

@@ -287,6 +287,23 @@ TEST(HfConfig, RopeScalingErrors) {
               HasSubstr("'rope_scaling' must be an object or null"));
 }
 
+TEST(HfConfig, HugeRopeScalingFactor) {
+  // Found by tests/fuzz/fuzz_hf_config (corpus regress-rope-factor-inf): a factor beyond the float
+  // range became inf, and trained_context() converted inf to int64 (UB).
+  EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_scaling": {"type": "dynamic",
+                                                                       "factor": 2.8e77}})"),
+              HasSubstr("'rope_scaling.factor' must be > 0 (and a finite float)"));
+  // The largest float factor parses; trained_context() saturates instead of overflowing.
+  const ModelConfig c = parse(R"({"model_type": "llama", "max_position_embeddings": 4096,
+      "rope_scaling": {"type": "linear", "factor": 3.0e38}})");
+  EXPECT_EQ(c.trained_context(), INT64_MAX);
+  ModelConfig d;
+  d.rope_scaling.type = RopeScaling::Type::Yarn;
+  d.rope_scaling.factor = 4.0f;
+  d.rope_scaling.original_max_position_embeddings = 8192;
+  EXPECT_EQ(d.trained_context(), 32768);
+}
+
 // ---------------------------------------------------------------------------------------------
 // AWQ
 
