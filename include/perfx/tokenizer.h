@@ -37,7 +37,9 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text, bool add_bos,
                                       bool parse_special = true) const = 0;
   /// Ids -> text through the decoder chain. Invalid UTF-8 is replaced by U+FFFD (each maximal
-  /// ill-formed byte sequence becomes one U+FFFD, as Rust's from_utf8_lossy does).
+  /// ill-formed byte sequence becomes one U+FFFD, as Rust's from_utf8_lossy does). Ids outside
+  /// [0, vocab_size()) and ids without a token string (id_to_token() == "": holes in the id
+  /// space) are ignored, as Hugging Face ignores ids missing from the vocabulary.
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const = 0;
   /// decode() before UTF-8 repair: the raw bytes of the decoder chain, where byte-fallback and
   /// byte-level tokens may leave partial characters. decode() == UTF-8-repair(decode_bytes()).
@@ -74,7 +76,8 @@ class Tokenizer {
 class StreamDecoder {
  public:
   /// `context`: ids already decoded (e.g. the prompt); its text is not returned. Ids that decode()
-  /// drops (outside the vocabulary, or special when skip_special) are ignored there too.
+  /// drops (outside the vocabulary, without a token string, or special when skip_special) are
+  /// ignored there too.
   explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true,
                          const std::vector<int32_t>& context = {});
   /// Feeds one id; returns the newly completed text (valid UTF-8, possibly empty).

@@ -92,6 +92,11 @@ std::string PipelineTokenizer::decode_bytes(const std::vector<int32_t>& ids,
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size()) continue;  // unknown ids are ignored, as HF does
+    // So is an id with no token: a hole in the id space (a vocab that skips ids, added tokens
+    // past its end). It used to enter the decoder chain as "" and, first in StreamDecoder's
+    // two-token decode, made the next token look like the start of the text (found by
+    // tests/fuzz/fuzz_tokenizer_json: Strip dropped that token's space).
+    if (id_text_[id].empty()) continue;
     if (skip_special && special_[id]) continue;
     tokens.push_back(id_text_[id]);
   }

@@ -27,7 +27,8 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special,
 
 bool StreamDecoder::dropped(int32_t id) const {
   // Ids that decode() drops contribute nothing and must not become the context token.
-  return id < 0 || id >= tok_.vocab_size() || (skip_special_ && tok_.is_special(id));
+  return id < 0 || id >= tok_.vocab_size() || (skip_special_ && tok_.is_special(id)) ||
+         tok_.id_to_token(id).empty();  // a hole in the id space (no token string)
 }
 
 std::string StreamDecoder::added_bytes(int32_t id) const {

@@ -8,6 +8,7 @@
 // UTF-8 text without special-token parsing (llama3: any such text; qwen3: text its NFC normalizer
 // leaves unchanged). Nothing may throw: these tokenizers accept any input.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -38,6 +39,12 @@ void check_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
     std::string streamed;
     for (int32_t id : ids) streamed += sd.push(id);
     streamed += sd.finish();
+    if (streamed != text) {
+      std::fprintf(stderr, "ids:");
+      for (int32_t id : ids) std::fprintf(stderr, " %d", id);
+      std::fprintf(stderr, "\nskip_special %d\ndecode:   '%s'\nstreamed: '%s'\n", (int)skip,
+                   text.c_str(), streamed.c_str());
+    }
     FUZZ_ASSERT(streamed == text, "StreamDecoder pieces != decode()");
   }
 }

@@ -7,6 +7,7 @@
 // decode() is valid UTF-8 (documented: invalid bytes become U+FFFD); the StreamDecoder's pieces
 // concatenate to decode() (its documented contract).
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ void check_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
     std::string streamed;
     for (int32_t id : ids) streamed += sd.push(id);
     streamed += sd.finish();
+    if (streamed != text) {
+      std::fprintf(stderr, "ids:");
+      for (int32_t id : ids) std::fprintf(stderr, " %d", id);
+      std::fprintf(stderr, "\nskip_special %d\ndecode:   '%s'\nstreamed: '%s'\n", (int)skip,
+                   text.c_str(), streamed.c_str());
+    }
     FUZZ_ASSERT(streamed == text, "StreamDecoder pieces != decode()");
   }
 }

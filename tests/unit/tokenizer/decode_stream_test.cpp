@@ -155,5 +155,23 @@ TEST(TokenizerDecode, IgnoresUnknownIds) {
   EXPECT_EQ(tok.id_to_token(151900), "");
 }
 
+TEST(TokenizerDecode, IgnoresIdsWithoutAToken) {
+  // Found by tests/fuzz/fuzz_tokenizer_json (corpus regress-stream-hole): id 2 is a hole in the
+  // vocab. decode() fed it to the chain as "", and StreamDecoder took it as the context token, so
+  // the Strip decoder saw " a" as the start of the text and dropped its space.
+  const auto tok = Tokenizer::from_hf_json(
+      R"({"model": {"type": "BPE", "vocab": {"b": 0, "▁": 1, "▁a": 3}, "merges": []},
+          "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}})",
+      "");
+  ASSERT_EQ(tok->vocab_size(), 4);
+  EXPECT_EQ(tok->id_to_token(2), "");
+  EXPECT_EQ(tok->decode({0, 2, 3}), "b a");
+  EXPECT_EQ(tok->decode({2, 3}), "a");  // the hole is not a first token
+  expect_stream_equals_decode(*tok, {0, 2, 3}, false, "hole");
+  expect_stream_equals_decode(*tok, {0, 1, 2, 3, 2}, false, "holes");
+}
+
 }  // namespace
 }  // namespace perfx::test
