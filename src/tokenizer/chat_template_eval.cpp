@@ -18,6 +18,8 @@ enum class Flow { Normal, Break, Continue };
 
 class Evaluator {
  public:
+  static constexpr int kMaxMacroDepth = 64;
+
   explicit Evaluator(const Dict& globals) {
     for (const auto& kv : globals.items) root_.vars[kv.first] = kv.second;
   }
@@ -186,6 +188,17 @@ class Evaluator {
   void define_macro(const Node& n, Frame& f) {
     const Node* node = &n;
     f.vars[n.targets[0]] = Value::function([this, node](CallArgs& args) {
+      // A macro that calls itself without end (fuzz_chat_template found one) would overflow the
+      // stack; real templates nest a few calls (recursive tool-schema macros).
+      if (macro_depth_ >= kMaxMacroDepth)
+        fail("macro '" + node->targets[0] + "' nested more than " +
+                 std::to_string(kMaxMacroDepth) + " calls deep (endless recursion?)",
+             node->line);
+      struct DepthGuard {
+        int& d;
+        explicit DepthGuard(int& x) : d(x) { ++d; }
+        ~DepthGuard() { --d; }
+      } guard(macro_depth_);
       Frame mf;
       mf.parent = &root_;
       size_t k = 0;
@@ -515,6 +528,7 @@ class Evaluator {
   }
 
   Frame root_;
+  int macro_depth_ = 0;  // macro calls in progress (kMaxMacroDepth)
 };
 
 }  // namespace

@@ -8,9 +8,34 @@
 namespace perfx::jinja {
 namespace {
 
+// How deep expressions and blocks may nest. The parser, the evaluator and the tree's destructor
+// all recurse along it, so without a bound a template such as "{{ ((((...1)))) }}", "1+1+...+1"
+// or thousands of nested {% if %} overflows the stack (found with fuzz_chat_template).
+constexpr int kMaxNesting = 200;
+
 class ExprParser {
  public:
   ExprParser(const std::vector<Token>& toks, size_t start) : t_(toks), p_(start) {}
+
+  // Counts nesting while a parse function runs: more() at each level it adds (entering a
+  // sub-expression, or each operator of a chain, which deepens the left-leaning tree).
+  class Nest {
+   public:
+    explicit Nest(ExprParser& p) : p_(p) {}
+    ~Nest() { p_.depth_ -= n_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    void more() {
+      ++n_;
+      if (++p_.depth_ > kMaxNesting)
+        fail("expression nested more than " + std::to_string(kMaxNesting) + " levels deep",
+             p_.peek().line);
+    }
+
+   private:
+    ExprParser& p_;
+    int n_ = 0;
+  };
 
   size_t pos() const { return p_; }
   const Token& peek(size_t ahead = 0) const {
@@ -48,6 +73,8 @@ class ExprParser {
 
   // expression := or_expr ["if" or_expr ["else" expression]]
   ExprPtr expression(bool allow_cond = true) {
+    Nest nest(*this);
+    nest.more();
     ExprPtr e = or_expr();
     if (allow_cond && is_name("if")) {
       int line = next().line;
@@ -79,7 +106,9 @@ class ExprParser {
 
   ExprPtr or_expr() {
     ExprPtr l = and_expr();
+    Nest nest(*this);
     while (is_name("or")) {
+      nest.more();
       int line = next().line;
       l = binary("or", std::move(l), and_expr(), line);
     }
@@ -88,7 +117,9 @@ class ExprParser {
 
   ExprPtr and_expr() {
     ExprPtr l = not_expr();
+    Nest nest(*this);
     while (is_name("and")) {
+      nest.more();
       int line = next().line;
       l = binary("and", std::move(l), not_expr(), line);
     }
@@ -97,6 +128,8 @@ class ExprParser {
 
   ExprPtr not_expr() {
     if (is_name("not")) {
+      Nest nest(*this);
+      nest.more();
       int line = next().line;
       auto u = std::make_unique<Expr>(Expr::Kind::Unary, line);
       u->name = "not";
@@ -137,7 +170,9 @@ class ExprParser {
 
   ExprPtr math1() {
     ExprPtr l = concat();
+    Nest nest(*this);
     while (is_op("+") || is_op("-")) {
+      nest.more();
       const Token& t = next();
       l = binary(t.text, std::move(l), concat(), t.line);
     }
@@ -146,7 +181,9 @@ class ExprParser {
 
   ExprPtr concat() {
     ExprPtr l = math2();
+    Nest nest(*this);
     while (is_op("~")) {
+      nest.more();
       int line = next().line;
       l = binary("~", std::move(l), math2(), line);
     }
@@ -155,7 +192,9 @@ class ExprParser {
 
   ExprPtr math2() {
     ExprPtr l = power();
+    Nest nest(*this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      nest.more();
       const Token& t = next();
       l = binary(t.text, std::move(l), power(), t.line);
     }
@@ -164,7 +203,9 @@ class ExprParser {
 
   ExprPtr power() {
     ExprPtr l = unary();
+    Nest nest(*this);
     while (is_op("**")) {
+      nest.more();
       int line = next().line;
       l = binary("**", std::move(l), unary(), line);
     }
@@ -173,6 +214,8 @@ class ExprParser {
 
   ExprPtr unary() {
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
+      nest.more();
       const Token& t = next();
       auto u = std::make_unique<Expr>(Expr::Kind::Unary, t.line);
       u->name = t.text;
@@ -184,6 +227,8 @@ class ExprParser {
 
   ExprPtr unary_no_filter() {
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
+      nest.more();
       const Token& t = next();
       auto u = std::make_unique<Expr>(Expr::Kind::Unary, t.line);
       u->name = t.text;
@@ -271,7 +316,9 @@ class ExprParser {
   }
 
   ExprPtr postfix(ExprPtr e) {
+    Nest nest(*this);
     while (true) {
+      nest.more();  // each suffix wraps the expression once more (an upper bound)
       if (is_op(".")) {
         int line = next().line;
         auto a = std::make_unique<Expr>(Expr::Kind::Attr, line);
@@ -345,7 +392,9 @@ class ExprParser {
   }
 
   ExprPtr filters(ExprPtr e) {
+    Nest nest(*this);
     while (true) {
+      nest.more();  // each suffix wraps the expression once more (an upper bound)
       if (is_op("|")) {
         int line = next().line;
         e = filter_call(std::move(e), line);
@@ -416,6 +465,7 @@ class ExprParser {
 
   const std::vector<Token>& t_;
   size_t p_;
+  int depth_ = 0;  // current nesting (Nest)
 };
 
 class Parser {
@@ -436,6 +486,14 @@ class Parser {
 
   // Parses nodes until a statement whose keyword is in `ends` (returned in `end`, left unconsumed).
   Body parse_body(const std::set<std::string>& ends, std::string& end) {
+    struct Depth {
+      int& d;
+      explicit Depth(int& x) : d(x) { ++d; }
+      ~Depth() { --d; }
+    } depth(block_depth_);
+    if (block_depth_ > kMaxNesting)
+      fail("blocks nested more than " + std::to_string(kMaxNesting) + " levels deep",
+           i_ < segs_.size() ? segs_[i_].line : 1);
     Body body;
     while (i_ < segs_.size()) {
       const Segment& s = segs_[i_];
@@ -635,6 +693,7 @@ class Parser {
 
   const std::vector<Segment>& segs_;
   size_t i_ = 0;
+  int block_depth_ = 0;  // parse_body calls in progress (kMaxNesting)
 };
 
 }  // namespace

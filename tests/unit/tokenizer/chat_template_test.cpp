@@ -3,6 +3,7 @@
 // formats, Jinja features real templates rely on, and the errors for unsupported constructs.
 #include "tokenizer/chat_template.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -297,6 +298,43 @@ TEST(ChatTemplateErrors, NameTheUnsupportedConstruct) {
   EXPECT_EQ(error_of("{{ [].append(1) }}"),
             "chat template: unsupported method 'append' (lists are immutable in chat templates) at "
             "line 1");
+}
+
+TEST(ChatTemplateErrors, EndlessRecursionAndDeepNestingAreErrors) {
+  // Found by tests/fuzz/fuzz_chat_template (corpus regress-macro-recursion): a macro calling itself
+  // overflowed the stack, as did very deep nesting of expressions or blocks (parser, evaluator and
+  // the tree's destructor all recurse).
+  auto error_of = [](const std::string& tpl) -> std::string {
+    try {
+      eval(tpl);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"),
+            "chat template: macro 'f' nested more than 64 calls deep (endless recursion?) at "
+            "line 1");
+  // Bounded recursion still works.
+  EXPECT_EQ(eval("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+                 "{{ f(5) }}"),
+            "54321");
+  const auto rep = [](const std::string& s, int n) {
+    std::string o;
+    for (int i = 0; i < n; ++i) o += s;
+    return o;
+  };
+  for (const std::string& tpl :
+       {"{{ " + rep("(", 5000) + "1" + rep(")", 5000) + " }}", "{{ 1" + rep(" + 1", 20000) + " }}",
+        "{{ " + rep("not ", 20000) + "1 }}", "{{ " + rep("-", 20000) + "1 }}",
+        "{{ x" + rep(".a", 20000) + " }}", "{{ x" + rep("|trim", 20000) + " }}",
+        "{{ " + rep("[", 5000) + rep("]", 5000) + " }}",
+        rep("{% if 1 %}", 5000) + "x" + rep("{% endif %}", 5000)}) {
+    EXPECT_THAT(error_of(tpl), ::testing::HasSubstr("levels deep at line 1")) << tpl.substr(0, 40);
+  }
+  // Real nesting depths are far below the limit.
+  EXPECT_EQ(eval("{{ " + rep("(", 50) + "1" + rep(")", 50) + " }}"), "1");
+  EXPECT_EQ(eval(rep("{% if 1 %}", 50) + "x" + rep("{% endif %}", 50)), "x");
 }
 
 TEST(ChatTemplateLoad, BuiltinNamesJsonAndJinjaFiles) {
