@@ -1,6 +1,7 @@
 // decode() against golden text, and StreamDecoder == decode() for every test vector.
 #include <gtest/gtest.h>
 
+#include "perfx/status.h"
 #include "perfx/tokenizer.h"
 #include "tok_test_util.h"
 
@@ -171,6 +172,27 @@ TEST(TokenizerDecode, IgnoresIdsWithoutAToken) {
   EXPECT_EQ(tok->decode({2, 3}), "a");  // the hole is not a first token
   expect_stream_equals_decode(*tok, {0, 2, 3}, false, "hole");
   expect_stream_equals_decode(*tok, {0, 1, 2, 3, 2}, false, "holes");
+}
+
+TEST(TokenizerDecode, StripDecoderStartAboveOneIsRejected) {
+  // Found by tests/fuzz/fuzz_tokenizer_json (corpus regress-strip-start-2): with start 2 the
+  // decoder removed the spaces of two tokens (" " + " a" -> "a"), so StreamDecoder's text
+  // differed from decode(). Such a chain is refused; start 1 (Llama, Mistral) streams exactly.
+  const std::string head = R"({"model": {"type": "BPE", "vocab": {"▁": 0, "▁a": 1, "b": 2},
+      "merges": []}, "decoder": {"type": "Sequence", "decoders": [
+      {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "Fuse"},
+      {"type": "Strip", "content": " ", "start": )";
+  try {
+    Tokenizer::from_hf_json(head + "2, \"stop\": 0}]}}", "");
+    ADD_FAILURE() << "Strip start 2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unsupported Strip decoder with start 2"),
+              std::string::npos)
+        << e.what();
+  }
+  const auto tok = Tokenizer::from_hf_json(head + "1, \"stop\": 0}]}}", "");
+  EXPECT_EQ(tok->decode({0, 1, 0, 0, 2}), " a  b");
+  expect_stream_equals_decode(*tok, {0, 1, 0, 0, 2}, false, "strip 1");
 }
 
 }  // namespace
