@@ -158,14 +158,16 @@ void add_decoder(const Ctx& c, const json& j, tok::Decoder& d) {
   } else if (t == "Fuse") {
     d.add_fuse();
   } else if (t == "Strip") {
-    // start > 1 after Fuse strips across tokens (the text " " + " a" loses both spaces), which
-    // StreamDecoder's two-token decode cannot reproduce (fuzz_tokenizer_json found the streamed
-    // text differing from decode()). Real tokenizers strip one leading space (start 1).
-    const size_t start = uint_or(j, "start", 0);
-    if (start > 1)
-      c.fail("unsupported Strip decoder with start " + std::to_string(start) +
-             " (at most 1: streamed text would differ from decode())");
-    d.add_strip(str_or(j, "content", " "), start, uint_or(j, "stop", 0));
+    // start > 1 after Fuse strips across tokens (the text " " + " a" loses both spaces), and
+    // stop > 0 strips the end of every two-token window, not only the end of the text: neither
+    // can StreamDecoder's two-token decode reproduce (fuzz_tokenizer_json found the streamed text
+    // differing from decode()). Real tokenizers strip one leading space (start 1, stop 0).
+    const size_t start = uint_or(j, "start", 0), stop = uint_or(j, "stop", 0);
+    if (start > 1 || stop > 0)
+      c.fail("unsupported Strip decoder with start " + std::to_string(start) + ", stop " +
+             std::to_string(stop) + " (supported: start 0 or 1, stop 0; streamed text would " +
+             "differ from decode())");
+    d.add_strip(str_or(j, "content", " "), start, stop);
   } else if (t == "Metaspace") {
     d.add_metaspace(str_or(j, "replacement", "\xE2\x96\x81"), read_scheme(c, j));
   } else {

@@ -174,7 +174,7 @@ TEST(TokenizerDecode, IgnoresIdsWithoutAToken) {
   expect_stream_equals_decode(*tok, {0, 1, 2, 3, 2}, false, "holes");
 }
 
-TEST(TokenizerDecode, StripDecoderStartAboveOneIsRejected) {
+TEST(TokenizerDecode, StripDecoderOtherThanOneLeadingIsRejected) {
   // Found by tests/fuzz/fuzz_tokenizer_json (corpus regress-strip-start-2): with start 2 the
   // decoder removed the spaces of two tokens (" " + " a" -> "a"), so StreamDecoder's text
   // differed from decode(). Such a chain is refused; start 1 (Llama, Mistral) streams exactly.
@@ -182,13 +182,17 @@ TEST(TokenizerDecode, StripDecoderStartAboveOneIsRejected) {
       "merges": []}, "decoder": {"type": "Sequence", "decoders": [
       {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "Fuse"},
       {"type": "Strip", "content": " ", "start": )";
-  try {
-    Tokenizer::from_hf_json(head + "2, \"stop\": 0}]}}", "");
-    ADD_FAILURE() << "Strip start 2 was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported Strip decoder with start 2"),
-              std::string::npos)
-        << e.what();
+  // And stop > 0 stripped the end of each two-token window ("<s>" + " " + "</s>" streamed as
+  // "<s></s>"; regress-strip-stop).
+  for (const char* bad : {"2, \"stop\": 0}]}}", "1, \"stop\": 5}]}}"}) {
+    try {
+      Tokenizer::from_hf_json(head + bad, "");
+      ADD_FAILURE() << "accepted Strip start " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("unsupported Strip decoder with start"),
+                std::string::npos)
+          << e.what();
+    }
   }
   const auto tok = Tokenizer::from_hf_json(head + "1, \"stop\": 0}]}}", "");
   EXPECT_EQ(tok->decode({0, 1, 0, 0, 2}), " a  b");
