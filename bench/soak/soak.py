@@ -243,14 +243,22 @@ def main():
     ap.add_argument("--csv", default="soak_samples.csv")
     ap.add_argument("--json", default="soak_summary.json")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--wrapper", default="",
+                    help="command words before perfx (e.g. 'heaptrack -o FILE'); the samples are "
+                         "then of the wrapper's process")
     args = ap.parse_args()
 
-    cmd = [args.perfx, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0"]
+    cmd = args.wrapper.split() + [args.perfx, "serve", "-m", args.model, "--host", "127.0.0.1",
+                                  "--port", "0"]
     cmd += args.serve_args.split()
     log = open(args.csv + ".server.log", "w")
     srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-    line = srv.stdout.readline()
-    m = re.search(r"listening on http://[^:]+:(\d+)", line)
+    m, line = None, ""
+    for _ in range(50):  # a wrapper (heaptrack) may print lines of its own first
+        line = srv.stdout.readline()
+        m = re.search(r"listening on http://[^:]+:(\d+)", line)
+        if m or not line:
+            break
     if not m:
         print(f"soak: the server did not start: {line!r}; see {args.csv}.server.log",
               file=sys.stderr)

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -145,24 +146,31 @@ class SocketStream : public httplib::Stream {
   // Returns a message when the block exceeds kMaxHeaderBlockBytes or one header line
   // kMaxHeaderLineBytes (the caller answers 431), else "".
   std::string read_header_block() {
-    while (pending_.find("\r\n\r\n", off_) == std::string::npos) {
+    // The block starts after any stray CRLFs (RFC 9112 §2.2) and ends at the first empty line.
+    auto block_end = [this](size_t& start) {
+      start = pending_.find_first_not_of("\r\n", off_);
+      return start == std::string::npos ? std::string::npos : pending_.find("\r\n\r\n", start);
+    };
+    size_t start = 0;
+    while (block_end(start) == std::string::npos) {
       if (pending_.size() - off_ > kMaxHeaderBlockBytes) return too_large_block();
       if (wait_fd(fd_, POLLIN, read_sec_, read_usec_) <= 0) return "";
       ssize_t n = recv_some(buf_, sizeof buf_);
       if (n <= 0) return "";
       pending_.append(buf_, (size_t)n);
     }
-    const size_t end = pending_.find("\r\n\r\n", off_);
+    pending_.erase(off_, start - off_);  // httplib would take a stray CRLF for the request line
+    const size_t end = block_end(start);
     if (end + 4 - off_ > kMaxHeaderBlockBytes) return too_large_block();
-    const size_t first = pending_.find("\r\n", pending_.find_first_not_of("\r\n", off_));
-    for (size_t line = first + 2; line < end + 2;) {  // header lines (the request line: 414)
+    const size_t first = pending_.find("\r\n", start);  // the end of the request line
+    for (size_t line = first + 2; line < end + 2;) {    // header lines (the request line: 414)
       const size_t next = pending_.find("\r\n", line);
       if (next - line > kMaxHeaderLineBytes)
         return "A request header line is " + std::to_string(next - line) +
                " bytes; the limit is " + std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
       line = next + 2;
     }
-    size_t line = pending_.find_first_not_of("\r\n", off_);  // (stray CRLFs before a request)
+    size_t line = start;
     const std::string method = pending_.substr(line, pending_.find(' ', line) - line);
     if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return "";
     for (line = pending_.find("\r\n", line) + 2; line < end + 2;
@@ -319,38 +327,45 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
                     write_timeout_usec_);
   t_client_socket = sock;
   bool ret = false;
-  size_t count = keep_alive_max_count_;
-  while (count > 0) {
-    // Wait (in short slices, so that stop() is noticed) for the next request on this connection.
-    bool readable = false;
-    for (time_t waited_ms = 0; waited_ms <= keep_alive_timeout_sec_ * 1000; waited_ms += 50) {
-      // stop() closes the listening socket at once (is_running() stays true until every
-      // connection thread has returned), so an idle keep-alive connection ends within 50 ms.
-      if (!is_running() || svr_sock_ == INVALID_SOCKET) break;
-      if (strm.has_pending()) {
-        readable = true;
-        break;
+  // An exception here (outside httplib's handler guard) would end the thread and with it the
+  // process (std::terminate): drop this connection instead.
+  try {
+    size_t count = keep_alive_max_count_;
+    while (count > 0) {
+      // Wait (in short slices, so that stop() is noticed) for the next request on this connection.
+      bool readable = false;
+      for (time_t waited_ms = 0; waited_ms <= keep_alive_timeout_sec_ * 1000; waited_ms += 50) {
+        // stop() closes the listening socket at once (is_running() stays true until every
+        // connection thread has returned), so an idle keep-alive connection ends within 50 ms.
+        if (!is_running() || svr_sock_ == INVALID_SOCKET) break;
+        if (strm.has_pending()) {
+          readable = true;
+          break;
+        }
+        int r = wait_fd(sock, POLLIN, 0, 50000);
+        if (r < 0) break;
+        if (r > 0) {
+          readable = true;
+          break;
+        }
       }
-      int r = wait_fd(sock, POLLIN, 0, 50000);
-      if (r < 0) break;
-      if (r > 0) {
-        readable = true;
-        break;
+      if (!readable) break;
+      bool connection_closed = false;
+      const std::string too_large = strm.begin_request();
+      if (!too_large.empty()) {
+        t_client_socket = -1;
+        answer_and_close(sock, 431, "Request Header Fields Too Large",
+                         ApiError(431, too_large, "invalid_request_error", "",
+                                  "request_header_fields_too_large"));
+        return false;
       }
+      ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
+      if (!ret || connection_closed) break;
+      --count;
     }
-    if (!readable) break;
-    bool connection_closed = false;
-    const std::string too_large = strm.begin_request();
-    if (!too_large.empty()) {
-      t_client_socket = -1;
-      answer_and_close(sock, 431, "Request Header Fields Too Large",
-                       ApiError(431, too_large, "invalid_request_error", "",
-                                "request_header_fields_too_large"));
-      return false;
-    }
-    ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
-    if (!ret || connection_closed) break;
-    --count;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "perfx serve: warning: a connection was dropped: %s\n", e.what());
+    ret = false;
   }
   t_client_socket = -1;
   shutdown(sock, SHUT_RDWR);

@@ -515,6 +515,22 @@ TEST(Http, OversizedHeadersGet431NamingTheLimit) {
   EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
 
+// Bug (found while adding the header limits): four bytes "\r\n\r\n" on a connection killed the
+// server (std::out_of_range from the header read-ahead, thrown on a pool thread: terminate).
+// Stray CRLFs before a request are now skipped (RFC 9112 §2.2).
+TEST(Http, StrayEmptyLinesDoNotCrashTheServer) {
+  TestServer s;
+  for (const char* junk : {"\r\n\r\n", "\r\n\r\n\r\n", "\n\r\n\r\n"}) {
+    int fd = connect_to(s.port);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(send(fd, junk, std::strlen(junk), MSG_NOSIGNAL), (ssize_t)std::strlen(junk));
+    close(fd);
+  }
+  std::string r = raw_exchange(s.port, "\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
 // Issue 13: connections beyond --max-connections are answered 503 at once instead of waiting in
 // httplib's unbounded queue for a thread (each holding a file descriptor).
 TEST(Http, ConnectionsOverTheLimitGet503NamingTheFlag) {
