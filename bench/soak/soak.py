@@ -66,6 +66,9 @@ MALFORMED = [
     ("POST", "/v1/embeddings", '{"input": "x"}', 404, "unknown route"),
     ("GET", "/v1/completions", "", 405, "wrong method"),
     ("POST", "/v1/completions", '[1, 2, 3]', 400, "body not an object"),
+    ("RAW", "", "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + "a" * 9000 + "\r\n\r\n", 431,
+     "header line over 8 KiB"),
+    ("RAW", "", "\r\n\r\n", 0, "stray empty lines, then close (crashed the server before)"),
 ]
 
 
@@ -201,6 +204,23 @@ def malformed_request(port, idx, counters, args):
     method, path, body, want, what = MALFORMED[idx % len(MALFORMED)]
     counters.add("sent")
     counters.add("malformed")
+    if method == "RAW":  # bytes on a raw socket; want 0: no answer expected, the server survives
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=args.client_timeout) as s:
+                s.sendall(body.encode())
+                if want == 0:
+                    counters.add("ok")
+                    return
+                got = s.recv(65536)
+            if got.startswith(f"HTTP/1.1 {want} ".encode()):
+                counters.add("ok")
+            else:
+                counters.problem("errored", f"malformed ({what}): got {got[:80]!r}, want {want}")
+        except socket.timeout:
+            counters.problem("hung", f"malformed ({what}): no byte for {args.client_timeout} s")
+        except OSError as e:
+            counters.problem("lost", f"malformed ({what}): {type(e).__name__}: {e}")
+        return
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=args.client_timeout)
     try:
         conn.request(method, path, body or None, {"Content-Type": "application/json"})
