@@ -127,7 +127,15 @@ struct HttpServer::Impl {
                            {"waiting", scheduler.waiting()}});
     });
     svr.Get("/metrics", [this](const Request&, Response& res) {
-      res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+      std::string text = metrics.render();
+      text += "# HELP perfx_http_connections_open Client connections open (served or idle).\n"
+              "# TYPE perfx_http_connections_open gauge\nperfx_http_connections_open " +
+              std::to_string(svr.connections_open()) +
+              "\n# HELP perfx_http_connections_refused_total Connections answered 503 because "
+              "--max-connections were open.\n# TYPE perfx_http_connections_refused_total "
+              "counter\nperfx_http_connections_refused_total " +
+              std::to_string(svr.connections_refused()) + "\n";
+      res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
     });
     auto model_object = [this] {
       return ojson{{"id", service.model_id()},
@@ -275,6 +283,10 @@ int HttpServer::bind(const std::string& host, int port) {
 
 void HttpServer::run() {
   impl_->svr.listen_after_bind();
+}
+
+size_t HttpServer::connections_open() const {
+  return impl_->svr.connections_open();
 }
 
 void HttpServer::stop() {

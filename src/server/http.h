@@ -44,6 +44,9 @@ class HttpServer {
   void run();
   /// Stops run(); safe from any thread (and from a signal-watching thread).
   void stop();
+  /// Client connections open now (served or idle in keep-alive); also perfx_http_connections_open
+  /// in /metrics.
+  size_t connections_open() const;
 
  private:
   struct Impl;

@@ -225,21 +225,25 @@ thread_local bool t_refuse = false;
 // connection; a task beyond the bound runs on one refusing thread (t_refuse), which answers 503.
 class LimitedTaskQueue : public httplib::TaskQueue {
  public:
-  LimitedTaskQueue(size_t threads, size_t max_connections)
-      : pool_(threads), max_(max_connections), refuser_([this] { refuse_loop(); }) {}
+  LimitedTaskQueue(size_t threads, size_t max_connections,
+                   std::shared_ptr<std::atomic<size_t>> open)
+      : pool_(threads),
+        max_(max_connections),
+        open_(std::move(open)),
+        refuser_([this] { refuse_loop(); }) {}
   ~LimitedTaskQueue() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override {
-    if (open_.fetch_add(1) >= max_) {
-      open_--;
+    if (open_->fetch_add(1) >= max_) {
+      (*open_)--;
       std::lock_guard<std::mutex> lk(mu_);
       refuse_.push_back(std::move(fn));
       cv_.notify_one();
       return;
     }
-    pool_.enqueue([this, fn = std::move(fn)] {
+    pool_.enqueue([open = open_, fn = std::move(fn)] {
       fn();
-      open_--;
+      (*open)--;
     });
   }
 
@@ -271,7 +275,7 @@ class LimitedTaskQueue : public httplib::TaskQueue {
 
   httplib::ThreadPool pool_;
   const size_t max_;
-  std::atomic<size_t> open_{0};
+  std::shared_ptr<std::atomic<size_t>> open_;  // shared with the server (connections_open)
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> refuse_;
@@ -303,7 +307,7 @@ bool client_connected(int fd) {
 
 void ConnectionAwareServer::set_connection_limits(int threads, int max_connections) {
   const size_t t = (size_t)std::max(1, threads), m = (size_t)std::max(1, max_connections);
-  new_task_queue = [t, m] { return new LimitedTaskQueue(t, m); };
+  new_task_queue = [t, m, open = open_] { return new LimitedTaskQueue(t, m, open); };
   max_connections_ = m;
 }
 

@@ -26,11 +26,14 @@ class ConnectionAwareServer : public httplib::Server {
   void set_connection_limits(int threads, int max_connections);
   /// Connections refused by the limit so far.
   uint64_t connections_refused() const;
+  /// Client connections open now (being served or waiting for their next request).
+  size_t connections_open() const { return open_->load(); }
 
  private:
   // Called by httplib's accept loop (virtual in httplib::Server) for every accepted connection.
   bool process_and_close_socket(socket_t sock) override;
   size_t max_connections_ = 0;
+  std::shared_ptr<std::atomic<size_t>> open_ = std::make_shared<std::atomic<size_t>>(0);
   std::shared_ptr<std::atomic<uint64_t>> refused_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
 

@@ -157,5 +157,35 @@ TEST(ServeSecurity, BindsLoopbackUnlessHostSaysOtherwise) {
   EXPECT_NE(rc, 0) << "the server accepted a connection on " << ip;
 }
 
+// --max-connections through the real binary: with one slot held by an idle connection, a request
+// gets 503 naming the flag; once it closes, requests are served again. Bad values name the flag.
+TEST(ServeSecurity, MaxConnectionsFlag) {
+  REQUIRE_DEFAULT_MODEL();
+  CmdResult bad = run_perfx("serve -m " + sh_quote(default_model()) + " --max-connections -1", 60);
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("perfx: error: --max-connections must be 0..16384"), std::string::npos)
+      << bad.err;
+  ServerProcess srv("-m " + sh_quote(default_model()) + " --max-connections 1");
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  int idle = connect_loopback(srv.port());
+  ASSERT_GE(idle, 0);
+  HttpResponse r;
+  for (int i = 0; i < 200 && r.status != 503; ++i) {  // until the server has accepted `idle`
+    r = http_request(srv.port(), "GET", "/health");
+    if (r.status != 503) usleep(10000);
+  }
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("at most 1 client connections open (perfx serve --max-connections)"),
+            std::string::npos)
+      << r.body;
+  close(idle);
+  for (int i = 0; i < 200 && r.status != 200; ++i) {
+    r = http_request(srv.port(), "GET", "/health");
+    if (r.status != 200) usleep(10000);
+  }
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
 }  // namespace
 }  // namespace perfx::test

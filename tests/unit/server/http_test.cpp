@@ -537,11 +537,15 @@ TEST(Http, ConnectionsOverTheLimitGet503NamingTheFlag) {
   HttpOptions ho;
   ho.max_connections = 2;
   TestServer s({}, {}, ho);
+  // Until the constructor's /health connection has been closed on the server side too.
+  for (int i = 0; i < 1000 && s.http.connections_open() != 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(s.http.connections_open(), 0u);
   // Two idle connections hold both slots (each waits up to the keep-alive timeout for a request).
   int a = connect_to(s.port), b = connect_to(s.port);
   ASSERT_GE(a, 0);
   ASSERT_GE(b, 0);
-  std::this_thread::sleep_for(100ms);  // (not a timing assertion: lets the server accept them)
+  for (int i = 0; i < 1000 && s.http.connections_open() != 2; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(s.http.connections_open(), 2u);
   const std::string r =
       raw_exchange(s.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
@@ -558,6 +562,12 @@ TEST(Http, ConnectionsOverTheLimitGet503NamingTheFlag) {
     if (status != 200) std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(status, 200);
+  const std::string m = s.client().Get("/metrics")->body;
+  // The one above, plus any of the retries that came before the server saw the closes.
+  const size_t k = m.find("\nperfx_http_connections_refused_total ");
+  ASSERT_NE(k, std::string::npos) << m;
+  EXPECT_GE(std::atoi(m.c_str() + k + 38), 1) << m;
+  EXPECT_NE(m.find("\nperfx_http_connections_open 1\n"), std::string::npos) << m;  // this one
 }
 
 // Issue 13: request limits each answer 400 naming the field and the limit; 413 names the flag.
