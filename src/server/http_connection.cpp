@@ -218,8 +218,11 @@ void answer_and_close(int fd, int status, const char* reason, const ApiError& e)
   close(fd);
 }
 
-// Set on the thread that refuses connections over the limit.
+// Set on the thread that refuses connections over the limit; t_refuse_silently when so many wait
+// to be refused that answering each (up to 50 ms for an idle client) would let them pile up.
 thread_local bool t_refuse = false;
+thread_local bool t_refuse_silently = false;
+constexpr size_t kMaxRefusalsQueued = 64;
 
 // httplib's thread pool behind a bound on open connections: the accept loop enqueues one task per
 // connection; a task beyond the bound runs on one refusing thread (t_refuse), which answers 503.
@@ -267,6 +270,7 @@ class LimitedTaskQueue : public httplib::TaskQueue {
       if (refuse_.empty()) return;
       std::function<void()> fn = std::move(refuse_.front());
       refuse_.pop_front();
+      t_refuse_silently = refuse_.size() >= kMaxRefusalsQueued;
       lk.unlock();
       fn();  // process_and_close_socket on this thread: answers 503
       lk.lock();
@@ -318,6 +322,10 @@ uint64_t ConnectionAwareServer::connections_refused() const {
 bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
   if (t_refuse) {
     (*refused_)++;
+    if (t_refuse_silently) {
+      close(sock);
+      return false;
+    }
     answer_and_close(sock, 503, "Service Unavailable",
                      ApiError(503,
                               "Too many connections: this server keeps at most " +
