@@ -26,7 +26,7 @@ struct ServeArgs {
   std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
   std::string model, host = "127.0.0.1", api_key, chat_template, device = "cpu", model_name;
   int port = 8080, max_batch = 64, kv_cache_tokens = 0, ctx = 0, threads = 0, max_queue = 256;
-  int prefill_chunk = 512, kv_cache_mib = 2048;
+  int prefill_chunk = 512, kv_cache_mib = 2048, max_connections = 0;
   double timeout_s = 600, max_body_mib = 4, gpu_memory_utilization = 0.9;
 };
 
@@ -50,6 +50,9 @@ void serve(ServeArgs a) {
   check(a.timeout_s >= 0, "--timeout must be >= 0");
   check(a.max_body_mib > 0, "--max-body-mib must be > 0");
   check(a.kv_cache_mib >= 1, "--kv-cache-mib must be >= 1");
+  check(a.max_connections >= 0 && a.max_connections <= 16384,
+        "--max-connections must be 0..16384 (0: max batch + max queue + 32), got " +
+            std::to_string(a.max_connections));
 
   // Signals go to one waiting thread (blocked everywhere else, including engine threads).
   sigset_t sigs;
@@ -111,6 +114,7 @@ void serve(ServeArgs a) {
   server::HttpOptions ho;
   ho.api_key = a.api_key;
   ho.max_body_bytes = (size_t)(a.max_body_mib * 1024 * 1024);
+  ho.max_connections = a.max_connections;
   server::HttpServer http(service, scheduler, metrics, ho);
   const int port = http.bind(a.host, a.port);
   scheduler.start();
@@ -176,6 +180,9 @@ static Register reg("serve", 50, [](CLI::App& app) {
   sub->add_option("--timeout", a->timeout_s,
                   "seconds a request may take before it is ended (default 600; 0: no limit)");
   sub->add_option("--max-body-mib", a->max_body_mib, "largest request body in MiB (default 4)");
+  sub->add_option("--max-connections", a->max_connections,
+                  "client connections open at once (each has a thread); more get 503 (default: "
+                  "max batch + max queue + 32)");
   sub->add_option("--model-name", a->model_name,
                   "model id in the API (default: the model folder's name)");
   sub->callback([a] { serve(*a); });

@@ -653,9 +653,11 @@ void write_metadata_only(const std::string& path, const std::map<std::string, Va
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
   const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  int err = errno;
   if (std::fclose(f) != 0 || !ok) {
+    if (ok) err = errno;  // the write failed only when the buffer was flushed
     std::remove(tmp.c_str());
-    throw Error("cannot write '" + tmp + "'");
+    throw Error("cannot write '" + tmp + "': " + std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));

@@ -432,9 +432,10 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
       if (t.nbytes) f.write(static_cast<const char*>(t.data), (std::streamsize)t.nbytes);
     }
     f.flush();
+    const int err = errno;  // what the failing write() set (ENOSPC: disk full)
     if (!f) {
       std::remove(tmp.c_str());
-      throw Error("write_safetensors: writing '" + tmp + "' failed");
+      throw Error("write_safetensors: writing '" + tmp + "' failed: " + std::strerror(err));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -171,7 +171,12 @@ void write_text_file(const std::string& path, const std::string& text) {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     check(static_cast<bool>(f), "cannot create '" + tmp + "': " + std::strerror(errno));
     f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    check(static_cast<bool>(f), "cannot write '" + tmp + "'");
+    f.close();  // a small file is written only now: its errors (ENOSPC) show here
+    if (!f) {
+      const int err = errno;
+      std::remove(tmp.c_str());
+      throw Error("cannot write '" + tmp + "': " + std::strerror(err));
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));

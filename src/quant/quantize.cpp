@@ -2,6 +2,8 @@
 // checkpoint (FORMATS.md §2.1–§2.3).
 #include "quant/quantize.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 
@@ -160,17 +162,61 @@ std::string hf_config_from(const ModelConfig& c) {
   return j.dump(2);
 }
 
-void prepare_output(const std::string& dir) {
-  check(!dir.empty(), "-o: no output folder given");
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    check(fs::is_directory(dir, ec), "-o: '" + dir + "' exists and is not a folder");
-    check(fs::is_empty(dir, ec), "-o: output folder '" + dir + "' exists and is not empty");
-  } else {
-    fs::create_directories(dir, ec);
-    check(!ec, "-o: cannot create '" + dir + "': " + ec.message());
+// The output folder is written as a hidden staging folder beside it (".NAME.partial-PID") and
+// renamed into place when complete, so a failure (disk full, an error, a kill) never leaves a
+// partial checkpoint under the name: the destructor removes the staging folder unless committed.
+class StagingDir {
+ public:
+  explicit StagingDir(const std::string& out_arg) {
+    check(!out_arg.empty(), "-o: no output folder given");
+    fs::path out(out_arg);
+    if (!out.has_filename()) out = out.parent_path();  // "OUT/"
+    std::error_code ec;
+    if (fs::exists(out, ec)) {
+      check(fs::is_directory(out, ec), "-o: '" + out_arg + "' exists and is not a folder");
+      check(fs::is_empty(out, ec), "-o: output folder '" + out_arg + "' exists and is not empty");
+    }
+    fs::path parent = out.parent_path();
+    if (parent.empty()) parent = ".";
+    if (!fs::exists(parent, ec)) {
+      fs::create_directories(parent, ec);
+      check(!ec, "-o: cannot create '" + parent.string() + "': " + ec.message());
+    }
+    final_ = out.string();
+    dir_ = (parent / ("." + out.filename().string() + ".partial-" + std::to_string(::getpid())))
+               .string();
+    fs::remove_all(dir_, ec);  // a leftover of a killed run that had the same pid
+    fs::create_directory(dir_, ec);
+    check(!ec, "-o: cannot create '" + dir_ + "': " + ec.message());
   }
-}
+  ~StagingDir() {
+    if (committed_) return;
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+
+  /// Where to write.
+  const std::string& dir() const { return dir_; }
+  /// Moves the staging folder to the output name (replacing an empty folder there).
+  void commit() {
+    std::error_code ec;
+    fs::rename(dir_, final_, ec);
+    check(!ec, "cannot rename '" + dir_ + "' to '" + final_ + "': " + ec.message());
+    committed_ = true;
+  }
+
+ private:
+  std::string dir_, final_;
+  bool committed_ = false;
+};
+
+// Quantizes and writes every output file into `out_dir` (the staging folder).
+QuantizeSummary write_quantized(const QuantizeOptions& o, const Checkpoint& ck,
+                                const ModelConfig& cfg_in, const Loader& load, bool awq,
+                                std::string calib_path, bool pretokenized,
+                                const std::string& out_dir);
 
 }  // namespace
 
@@ -227,11 +273,30 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
                    std::to_string(cfg.intermediate_size) +
                    " must be multiples of it, output widths multiples of 8); nothing written");
   }
-  prepare_output(o.output);
+  StagingDir staging(o.output);
+  try {
+    QuantizeSummary sum = write_quantized(o, ck, cfg, load, awq, calib_path, pretokenized,
+                                          staging.dir());
+    staging.commit();
+    sum.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return sum;
+  } catch (const Error& e) {
+    throw Error("quantize: '" + o.output + "' was not written (the partial output was removed): " +
+                e.what());
+  }
+}
 
+namespace {
+
+QuantizeSummary write_quantized(const QuantizeOptions& o, const Checkpoint& ck,
+                                const ModelConfig& cfg_in, const Loader& load, bool awq,
+                                std::string calib_path, bool pretokenized,
+                                const std::string& out_dir) {
+  ModelConfig cfg = cfg_in;
   QuantizeSummary sum;
   sum.n_layers = static_cast<int>(cfg.num_hidden_layers);
-  ShardedWriter wr(o.output, o.max_shard_bytes);
+  ShardedWriter wr(out_dir, o.max_shard_bytes);
   const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
 
   // Non-layer tensors: fp16 (FORMATS.md §1.8: embed_tokens, final norm and lm_head stay fp16).
@@ -344,10 +409,10 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
   const std::string in_cfg = ck.naming == TensorNaming::HuggingFace
                                  ? read_text_file(o.input + "/config.json")
                                  : hf_config_from(cfg);
-  write_text_file(o.output + "/config.json", awq_config_json(in_cfg, qc));
+  write_text_file(out_dir + "/config.json", awq_config_json(in_cfg, qc));
   sum.files.push_back("config.json");
   if (ck.naming == TensorNaming::HuggingFace) {
-    for (const std::string& f : copy_tokenizer_files(o.input, o.output)) sum.files.push_back(f);
+    for (const std::string& f : copy_tokenizer_files(o.input, out_dir)) sum.files.push_back(f);
   } else {
     // A GGUF's tokenizer lives in its metadata: keep it, as a tokenizer-only GGUF that
     // Tokenizer::from_hf_dir reads when the folder has no tokenizer.json.
@@ -355,12 +420,12 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
     for (const auto& [key, value] : static_cast<const gguf::File*>(ck.gguf)->metadata())
       if (key.rfind("tokenizer.", 0) == 0) kv.emplace(key, value);
     if (!kv.empty()) {
-      gguf::write_metadata_only(o.output + "/tokenizer.gguf", kv);
+      gguf::write_metadata_only(out_dir + "/tokenizer.gguf", kv);
       sum.files.push_back("tokenizer.gguf");
     }
   }
-  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return sum;
 }
 
+}  // namespace
 }  // namespace perfx::quant

@@ -1,6 +1,7 @@
 // Engine: model + tokenizer + paged KV cache on one backend.
 #include "perfx/engine.h"
 
+#include <new>
 #include <algorithm>
 #include <chrono>
 
@@ -39,7 +40,8 @@ class EngineImpl : public Engine {
     check(o.ctx >= 0 && o.ctx <= kMaxCtx, "context size " + std::to_string(o.ctx) + " is out of range (0 = model default, or 1.." +
                                               std::to_string(kMaxCtx) + ")");
     check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= 64 * kMaxCtx,
-          "KV cache size " + std::to_string(o.kv_cache_tokens) + " tokens is out of range");
+          "--kv-cache-tokens " + std::to_string(o.kv_cache_tokens) + " is out of range (0 = default, or up to " +
+              std::to_string(64 * kMaxCtx) + ")");
     check(o.block_size > 0 && o.block_size <= 4096, "KV block size must be 1..4096");
     check(o.gpu_memory_utilization >= 0 && o.gpu_memory_utilization <= 1,
           "GPU memory utilization must be in (0, 1], got " + std::to_string(o.gpu_memory_utilization));
@@ -100,8 +102,16 @@ class EngineImpl : public Engine {
     };
     kvt.k = kv_type(o.cache_type_k, "--cache-type-k");
     kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
-    kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
-                              (int)c.head_dim, kvt);
+    try {
+      kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
+                                (int)c.head_dim, kvt);
+    } catch (const std::bad_alloc&) {
+      throw Error("cannot allocate the KV cache (" + std::to_string((int64_t)n_blocks * o.block_size) +
+                  " tokens): out of memory; lower --kv-cache-tokens, --kv-cache-mib or -c");
+    } catch (const Error& e) {
+      throw Error("cannot allocate the KV cache (" + std::to_string((int64_t)n_blocks * o.block_size) +
+                  " tokens): " + e.what());
+    }
     eos_ = eos_ids();
     // A device backend holds its own copy of the weights: the host checkpoint can go (mmapped
     // pages, a synthetic model's memory), keeping the host's resident memory small.

@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 
@@ -39,6 +40,21 @@ std::string route_label(const std::string& path) {
 
 }  // namespace
 
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  // Every byte of the longer string is visited whatever the contents; a length mismatch is
+  // folded into the same accumulator instead of returning early.
+  const size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? (unsigned char)a[i] : 0;
+    const unsigned char y = i < b.size() ? (unsigned char)b[i] : 0;
+    diff |= (unsigned)(x ^ y);
+  }
+  // volatile: keep the compiler from turning the loop back into an early-exit comparison.
+  volatile unsigned result = diff;
+  return result == 0;
+}
+
 struct HttpServer::Impl {
   CompletionService& service;
   Scheduler& scheduler;
@@ -52,11 +68,7 @@ struct HttpServer::Impl {
 
   bool authorized(const Request& req) const {
     if (opts.api_key.empty()) return true;
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    return auth.size() == prefix.size() + opts.api_key.size() &&
-           auth.compare(0, prefix.size(), prefix) == 0 &&
-           auth.compare(prefix.size(), std::string::npos, opts.api_key) == 0;
+    return constant_time_equal(req.get_header_value("Authorization"), "Bearer " + opts.api_key);
   }
 
   // Wraps a handler with the API-key check and error translation.
@@ -115,7 +127,15 @@ struct HttpServer::Impl {
                            {"waiting", scheduler.waiting()}});
     });
     svr.Get("/metrics", [this](const Request&, Response& res) {
-      res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+      std::string text = metrics.render();
+      text += "# HELP perfx_http_connections_open Client connections open (served or idle).\n"
+              "# TYPE perfx_http_connections_open gauge\nperfx_http_connections_open " +
+              std::to_string(svr.connections_open()) +
+              "\n# HELP perfx_http_connections_refused_total Connections answered 503 because "
+              "--max-connections were open.\n# TYPE perfx_http_connections_refused_total "
+              "counter\nperfx_http_connections_refused_total " +
+              std::to_string(svr.connections_refused()) + "\n";
+      res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
     });
     auto model_object = [this] {
       return ojson{{"id", service.model_id()},
@@ -171,9 +191,15 @@ struct HttpServer::Impl {
       svr.Patch(path, not_allowed("GET"));
     }
     svr.Options(".*", [](const Request&, Response& res) { res.status = 204; });
-    svr.set_error_handler([](const Request& req, Response& res) {
+    svr.set_error_handler([this](const Request& req, Response& res) {
       if (res.body.empty()) {
-        ApiError e = error_for_status(res.status, req.path);
+        ApiError e = res.status == 413
+                         ? ApiError(413,
+                                    "Request body too large: the limit is " +
+                                        std::to_string(opts.max_body_bytes) +
+                                        " bytes (perfx serve --max-body-mib).",
+                                    "invalid_request_error", "", "payload_too_large")
+                         : error_for_status(res.status, req.path);
         res.set_content(e.body(), "application/json");
       }
     });
@@ -200,8 +226,11 @@ HttpServer::HttpServer(CompletionService& service, Scheduler& scheduler, Metrics
   auto& svr = impl_->svr;
   const auto& o = impl_->opts;
   int threads = o.threads;
-  if (threads <= 0) threads = scheduler.options().max_batch + scheduler.options().max_queue + 32;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool((size_t)threads); };
+  if (threads <= 0)
+    threads = o.max_connections > 0
+                  ? o.max_connections
+                  : scheduler.options().max_batch + scheduler.options().max_queue + 32;
+  svr.set_connection_limits(threads, o.max_connections > 0 ? o.max_connections : threads);
   svr.set_payload_max_length(o.max_body_bytes);
   svr.set_keep_alive_max_count(100000);
   svr.set_keep_alive_timeout(5);
@@ -254,6 +283,10 @@ int HttpServer::bind(const std::string& host, int port) {
 
 void HttpServer::run() {
   impl_->svr.listen_after_bind();
+}
+
+size_t HttpServer::connections_open() const {
+  return impl_->svr.connections_open();
 }
 
 void HttpServer::stop() {

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "server/completions.h"
 #include "server/metrics.h"
@@ -11,10 +12,19 @@
 
 namespace perfx::server {
 
+/// True when `a` and `b` hold the same bytes. The time taken depends only on the lengths, never
+/// on where the strings differ (no early exit), so comparing a client's API key with it leaks
+/// nothing about the key's content. No errors.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
 struct HttpOptions {
   std::string api_key;               // empty: no authentication
   size_t max_body_bytes = 4u << 20;  // larger bodies get 413
-  int threads = 0;                   // connection threads; 0: from the queue limits
+  /// Connection threads; 0: max_connections when set, else max batch + max queue + 32.
+  int threads = 0;
+  /// Open client connections at once (being served or idle in keep-alive); one more is answered
+  /// 503 "too many connections" (naming the limit) and closed. 0: the number of threads.
+  int max_connections = 0;
   int read_timeout_s = 30;           // for reading a request
   int write_timeout_s = 30;          // for a single write to a slow client
 };
@@ -34,6 +44,9 @@ class HttpServer {
   void run();
   /// Stops run(); safe from any thread (and from a signal-watching thread).
   void stop();
+  /// Client connections open now (served or idle in keep-alive); also perfx_http_connections_open
+  /// in /metrics.
+  size_t connections_open() const;
 
  private:
   struct Impl;

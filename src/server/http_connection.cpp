@@ -8,8 +8,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
+
+#include "server/openai.h"
 
 namespace perfx::server {
 namespace {
@@ -60,8 +70,9 @@ class SocketStream : public httplib::Stream {
   SocketStream(int fd, time_t rs, time_t ru, time_t ws, time_t wu)
       : fd_(fd), read_sec_(rs), read_usec_(ru), write_sec_(ws), write_usec_(wu) {}
 
-  /// The next read() starts a request.
-  void begin_request() { at_request_ = true; }
+  /// The next request starts: reads its header block ahead. Returns "" or, when the block is too
+  /// large, the message of the 431 to answer.
+  std::string begin_request() { return read_header_block(); }
   /// Bytes already read from the socket and not yet consumed (a pipelined request).
   bool has_pending() const { return off_ < pending_.size(); }
 
@@ -73,10 +84,6 @@ class SocketStream : public httplib::Stream {
   }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (at_request_) {
-      at_request_ = false;
-      read_header_block();
-    }
     if (off_ < pending_.size()) {
       size_t n = std::min(size, pending_.size() - off_);
       std::memcpy(ptr, pending_.data() + off_, n);
@@ -134,28 +141,50 @@ class SocketStream : public httplib::Stream {
     return r;
   }
 
-  // Reads until the end of the header block is buffered (or 64 KiB, EOF, the read timeout; httplib
-  // then reports the error), and adds "Content-Length: 0" where the request has no body framing.
-  void read_header_block() {
-    constexpr size_t kMaxHead = 64 * 1024;
-    while (pending_.find("\r\n\r\n", off_) == std::string::npos &&
-           pending_.size() - off_ < kMaxHead) {
-      if (wait_fd(fd_, POLLIN, read_sec_, read_usec_) <= 0) return;
+  // Reads until the end of the header block is buffered (or EOF, the read timeout: httplib then
+  // reports the error), and adds "Content-Length: 0" where the request has no body framing.
+  // Returns a message when the block exceeds kMaxHeaderBlockBytes or one header line
+  // kMaxHeaderLineBytes (the caller answers 431), else "".
+  std::string read_header_block() {
+    // The block starts after any stray CRLFs (RFC 9112 §2.2) and ends at the first empty line.
+    auto block_end = [this](size_t& start) {
+      start = pending_.find_first_not_of("\r\n", off_);
+      return start == std::string::npos ? std::string::npos : pending_.find("\r\n\r\n", start);
+    };
+    size_t start = 0;
+    while (block_end(start) == std::string::npos) {
+      if (pending_.size() - off_ > kMaxHeaderBlockBytes) return too_large_block();
+      if (wait_fd(fd_, POLLIN, read_sec_, read_usec_) <= 0) return "";
       ssize_t n = recv_some(buf_, sizeof buf_);
-      if (n <= 0) return;
+      if (n <= 0) return "";
       pending_.append(buf_, (size_t)n);
     }
-    const size_t end = pending_.find("\r\n\r\n", off_);
-    if (end == std::string::npos) return;
-    size_t line = pending_.find_first_not_of("\r\n", off_);  // (stray CRLFs before a request)
+    pending_.erase(off_, start - off_);  // httplib would take a stray CRLF for the request line
+    const size_t end = block_end(start);
+    if (end + 4 - off_ > kMaxHeaderBlockBytes) return too_large_block();
+    const size_t first = pending_.find("\r\n", start);  // the end of the request line
+    for (size_t line = first + 2; line < end + 2;) {    // header lines (the request line: 414)
+      const size_t next = pending_.find("\r\n", line);
+      if (next - line > kMaxHeaderLineBytes)
+        return "A request header line is " + std::to_string(next - line) +
+               " bytes; the limit is " + std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
+      line = next + 2;
+    }
+    size_t line = start;
     const std::string method = pending_.substr(line, pending_.find(' ', line) - line);
-    if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return;
+    if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return "";
     for (line = pending_.find("\r\n", line) + 2; line < end + 2;
          line = pending_.find("\r\n", line) + 2) {
       const std::string name = lower(pending_.substr(line, pending_.find(':', line) - line));
-      if (name == "content-length" || name == "transfer-encoding") return;
+      if (name == "content-length" || name == "transfer-encoding") return "";
     }
     pending_.insert(end + 2, "Content-Length: 0\r\n");
+    return "";
+  }
+
+  static std::string too_large_block() {
+    return "The request's header block exceeds the limit of " +
+           std::to_string(kMaxHeaderBlockBytes / 1024) + " KiB (request line and headers).";
   }
 
   int fd_;
@@ -163,7 +192,99 @@ class SocketStream : public httplib::Stream {
   char buf_[4096];
   std::string pending_;  // bytes read from the socket and not yet returned, from off_
   size_t off_ = 0;
-  bool at_request_ = false;
+};
+
+// Writes a complete error response ("Connection: close") on `fd`, then half-closes and drains
+// what the client still sends (briefly), so that closing does not reset the connection before the
+// client has read the response.
+void answer_and_close(int fd, int status, const char* reason, const ApiError& e) {
+  const std::string body = e.body();
+  const std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason +
+                           "\r\nContent-Type: application/json\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  const std::string all = head + body;
+  size_t sent = 0;
+  while (sent < all.size()) {
+    if (wait_fd(fd, POLLOUT, 1, 0) <= 0) break;
+    const ssize_t n = send(fd, all.data() + sent, all.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    sent += (size_t)n;
+  }
+  shutdown(fd, SHUT_WR);
+  char buf[4096];
+  for (int i = 0; i < 20 && wait_fd(fd, POLLIN, 0, 50000) > 0; ++i)
+    if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+  close(fd);
+}
+
+// Set on the thread that refuses connections over the limit; t_refuse_silently when so many wait
+// to be refused that answering each (up to 50 ms for an idle client) would let them pile up.
+thread_local bool t_refuse = false;
+thread_local bool t_refuse_silently = false;
+constexpr size_t kMaxRefusalsQueued = 64;
+
+// httplib's thread pool behind a bound on open connections: the accept loop enqueues one task per
+// connection; a task beyond the bound runs on one refusing thread (t_refuse), which answers 503.
+class LimitedTaskQueue : public httplib::TaskQueue {
+ public:
+  LimitedTaskQueue(size_t threads, size_t max_connections,
+                   std::shared_ptr<std::atomic<size_t>> open)
+      : pool_(threads),
+        max_(max_connections),
+        open_(std::move(open)),
+        refuser_([this] { refuse_loop(); }) {}
+  ~LimitedTaskQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    if (open_->fetch_add(1) >= max_) {
+      (*open_)--;
+      std::lock_guard<std::mutex> lk(mu_);
+      refuse_.push_back(std::move(fn));
+      cv_.notify_one();
+      return;
+    }
+    pool_.enqueue([open = open_, fn = std::move(fn)] {
+      fn();
+      (*open)--;
+    });
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+      cv_.notify_one();
+    }
+    refuser_.join();
+    pool_.shutdown();
+  }
+
+ private:
+  void refuse_loop() {
+    t_refuse = true;
+    std::unique_lock<std::mutex> lk(mu_);
+    while (true) {
+      cv_.wait(lk, [this] { return stopping_ || !refuse_.empty(); });
+      if (refuse_.empty()) return;
+      std::function<void()> fn = std::move(refuse_.front());
+      refuse_.pop_front();
+      t_refuse_silently = refuse_.size() >= kMaxRefusalsQueued;
+      lk.unlock();
+      fn();  // process_and_close_socket on this thread: answers 503
+      lk.lock();
+    }
+  }
+
+  httplib::ThreadPool pool_;
+  const size_t max_;
+  std::shared_ptr<std::atomic<size_t>> open_;  // shared with the server (connections_open)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> refuse_;
+  bool stopping_ = false;
+  std::thread refuser_;
 };
 
 }  // namespace
@@ -188,36 +309,75 @@ bool client_connected(int fd) {
   return true;
 }
 
+void ConnectionAwareServer::set_connection_limits(int threads, int max_connections) {
+  const size_t t = (size_t)std::max(1, threads), m = (size_t)std::max(1, max_connections);
+  new_task_queue = [t, m, open = open_] { return new LimitedTaskQueue(t, m, open); };
+  max_connections_ = m;
+}
+
+uint64_t ConnectionAwareServer::connections_refused() const {
+  return refused_->load();
+}
+
 bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
+  if (t_refuse) {
+    (*refused_)++;
+    if (t_refuse_silently) {
+      close(sock);
+      return false;
+    }
+    answer_and_close(sock, 503, "Service Unavailable",
+                     ApiError(503,
+                              "Too many connections: this server keeps at most " +
+                                  std::to_string(max_connections_) +
+                                  " client connections open (perfx serve --max-connections); "
+                                  "retry later.",
+                              "server_error", "", "too_many_connections"));
+    return false;
+  }
   SocketStream strm(sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,
                     write_timeout_usec_);
   t_client_socket = sock;
   bool ret = false;
-  size_t count = keep_alive_max_count_;
-  while (count > 0) {
-    // Wait (in short slices, so that stop() is noticed) for the next request on this connection.
-    bool readable = false;
-    for (time_t waited_ms = 0; waited_ms <= keep_alive_timeout_sec_ * 1000; waited_ms += 50) {
-      // stop() closes the listening socket at once (is_running() stays true until every
-      // connection thread has returned), so an idle keep-alive connection ends within 50 ms.
-      if (!is_running() || svr_sock_ == INVALID_SOCKET) break;
-      if (strm.has_pending()) {
-        readable = true;
-        break;
+  // An exception here (outside httplib's handler guard) would end the thread and with it the
+  // process (std::terminate): drop this connection instead.
+  try {
+    size_t count = keep_alive_max_count_;
+    while (count > 0) {
+      // Wait (in short slices, so that stop() is noticed) for the next request on this connection.
+      bool readable = false;
+      for (time_t waited_ms = 0; waited_ms <= keep_alive_timeout_sec_ * 1000; waited_ms += 50) {
+        // stop() closes the listening socket at once (is_running() stays true until every
+        // connection thread has returned), so an idle keep-alive connection ends within 50 ms.
+        if (!is_running() || svr_sock_ == INVALID_SOCKET) break;
+        if (strm.has_pending()) {
+          readable = true;
+          break;
+        }
+        int r = wait_fd(sock, POLLIN, 0, 50000);
+        if (r < 0) break;
+        if (r > 0) {
+          readable = true;
+          break;
+        }
       }
-      int r = wait_fd(sock, POLLIN, 0, 50000);
-      if (r < 0) break;
-      if (r > 0) {
-        readable = true;
-        break;
+      if (!readable) break;
+      bool connection_closed = false;
+      const std::string too_large = strm.begin_request();
+      if (!too_large.empty()) {
+        t_client_socket = -1;
+        answer_and_close(sock, 431, "Request Header Fields Too Large",
+                         ApiError(431, too_large, "invalid_request_error", "",
+                                  "request_header_fields_too_large"));
+        return false;
       }
+      ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
+      if (!ret || connection_closed) break;
+      --count;
     }
-    if (!readable) break;
-    bool connection_closed = false;
-    strm.begin_request();
-    ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
-    if (!ret || connection_closed) break;
-    --count;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "perfx serve: warning: a connection was dropped: %s\n", e.what());
+    ret = false;
   }
   t_client_socket = -1;
   shutdown(sock, SHUT_RDWR);

@@ -4,14 +4,37 @@
 // client is still connected and cancel the generation within one scheduler step.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
 #include "server/httplib_config.h"
 
 namespace perfx::server {
 
+/// A request's header block (request line and headers) larger than this gets 431.
+constexpr size_t kMaxHeaderBlockBytes = 64 * 1024;
+/// One header line longer than this gets 431 (httplib's CPPHTTPLIB_HEADER_MAX_LENGTH).
+constexpr size_t kMaxHeaderLineBytes = 8192;
+
 class ConnectionAwareServer : public httplib::Server {
+ public:
+  /// Serves connections on `threads` threads and keeps at most `max_connections` (>= 1) open at
+  /// once: one more is answered 503 ("too many connections", naming the limit and the flag
+  /// --max-connections) and closed, instead of waiting, unbounded, for a free thread. Call before
+  /// listening.
+  void set_connection_limits(int threads, int max_connections);
+  /// Connections refused by the limit so far.
+  uint64_t connections_refused() const;
+  /// Client connections open now (being served or waiting for their next request).
+  size_t connections_open() const { return open_->load(); }
+
  private:
   // Called by httplib's accept loop (virtual in httplib::Server) for every accepted connection.
   bool process_and_close_socket(socket_t sock) override;
+  size_t max_connections_ = 0;
+  std::shared_ptr<std::atomic<size_t>> open_ = std::make_shared<std::atomic<size_t>>(0);
+  std::shared_ptr<std::atomic<uint64_t>> refused_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 /// The socket of the connection whose request this thread is handling; -1 outside a handler.

@@ -149,8 +149,12 @@ void parse_common(const ojson& body, GenerationRequest& r) {
     } else {
       bad_type("stop", "a string or an array of strings", *s);
     }
-    for (const auto& st : r.stop)
+    for (const auto& st : r.stop) {
       if (st.empty()) bad_value("stop", "stop sequences must not be empty.");
+      if (st.size() > kMaxStopBytes)
+        bad_value("stop", "a stop sequence is " + std::to_string(st.size()) +
+                              " bytes; the limit is " + std::to_string(kMaxStopBytes) + " bytes.");
+    }
   }
   if (get_int(body, "n", 1, 16, i)) r.n = (int)i;
   r.stream = get_bool(body, "stream", false);
@@ -294,6 +298,12 @@ GenerationRequest parse_chat_request(const ojson& body) {
     out["content"] = content == m.end() ? std::string() : message_content(*content, i);
     r.messages.push_back(std::move(out));
   }
+  // vLLM takes a template text here; this server renders only the template it was started with
+  // (--chat-template), so a request can never make it read a file.
+  if (field(body, "chat_template"))
+    bad_value("chat_template",
+              "per-request chat templates are not supported; the server's template is set with "
+              "perfx serve --chat-template.");
   r.template_kwargs = ojson::object();
   if (const ojson* tools = field(body, "tools")) {
     if (!tools->is_array()) bad_type("tools", "an array", *tools);

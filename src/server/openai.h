@@ -39,6 +39,10 @@ struct Prompt {
   std::vector<int32_t> ids;
 };
 
+/// API limits of a request (400 beyond them, naming the field): at most 16 stop sequences of at
+/// most kMaxStopBytes bytes each; n at most 16; max_tokens within the context.
+constexpr size_t kMaxStopBytes = 1024;
+
 /// A validated generation request (chat or completion).
 struct GenerationRequest {
   bool chat = false;

@@ -21,12 +21,13 @@
 
 namespace perfx::test {
 
-ServerProcess::ServerProcess(const std::string& args) {
+ServerProcess::ServerProcess(const std::string& args, bool pass_host) {
   dir_ = make_temp_dir("serve");
   int out[2];
   if (pipe(out) != 0) return;
   const std::string cmd = "exec " + std::string(PERFX_BIN) + " serve " + args +
-                          " --host 127.0.0.1 --port 0 2>" + dir_ + "/stderr </dev/null";
+                          (pass_host ? " --host 127.0.0.1" : "") + " --port 0 2>" + dir_ +
+                          "/stderr </dev/null";
   pid_ = fork();
   if (pid_ == 0) {
     dup2(out[1], 1);

@@ -10,8 +10,10 @@ namespace perfx::test {
 /// `PERFX_BIN serve <args> --host 127.0.0.1 --port 0`, stopped (SIGTERM) when destroyed.
 class ServerProcess {
  public:
-  /// Starts the server and waits (up to 120 s) for its "listening on" line. `args` are shell words.
-  explicit ServerProcess(const std::string& args);
+  /// Starts the server and waits (up to 120 s) for its "listening on http://127.0.0.1:PORT" line.
+  /// `args` are shell words. pass_host false: no --host flag (the server's default address; ok()
+  /// is then false unless that default is 127.0.0.1).
+  explicit ServerProcess(const std::string& args, bool pass_host = true);
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

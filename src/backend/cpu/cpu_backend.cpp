@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -36,8 +37,8 @@ class CpuBuffer : public Buffer {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-      throw Error("out of memory allocating " + std::to_string(bytes >> 20) +
-                  " MiB (lower -c / --kv-cache-tokens?)");
+      throw Error("out of memory allocating " + std::to_string(bytes >> 20) + " MiB (mmap: " +
+                  std::strerror(errno) + "; lower --kv-cache-tokens, --kv-cache-mib or -c)");
     data_ = p;
   }
   ~CpuBuffer() override {

@@ -453,5 +453,174 @@ TEST(Http, PostWithoutBodyFramingIsAnsweredAtOnce) {
   EXPECT_NE(got.find("text_completion"), std::string::npos) << got;
 }
 
+
+// Issue 13: the API key is compared in constant time (no early exit at the first differing byte).
+TEST(Http, ConstantTimeEqual) {
+  EXPECT_TRUE(constant_time_equal("", ""));
+  EXPECT_TRUE(constant_time_equal("Bearer sekrit", "Bearer sekrit"));
+  EXPECT_FALSE(constant_time_equal("Bearer sekrit", "Bearer sekriT"));  // last byte differs
+  EXPECT_FALSE(constant_time_equal("Bearer sekrit", "bearer sekrit"));  // first byte differs
+  EXPECT_FALSE(constant_time_equal("Bearer sekrit", "Bearer sekri"));   // a prefix
+  EXPECT_FALSE(constant_time_equal("Bearer sekri", "Bearer sekrit"));   // longer
+  EXPECT_FALSE(constant_time_equal("", "x"));
+  EXPECT_FALSE(constant_time_equal(std::string_view("a\0b", 3), std::string_view("a\0c", 3)));
+  EXPECT_TRUE(constant_time_equal(std::string_view("a\0b", 3), std::string_view("a\0b", 3)));
+  // A shorter string padded with NULs must not equal a longer one.
+  EXPECT_FALSE(constant_time_equal(std::string_view("ab", 2), std::string_view("ab\0", 3)));
+}
+
+// Sends raw bytes on a new connection and reads until the server closes (or 10 s pass).
+std::string raw_exchange(int port, const std::string& bytes) {
+  int fd = connect_to(port);
+  if (fd < 0) return "";
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += (size_t)n;
+  }
+  std::string got;
+  char buf[4096];
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < 10s) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, (size_t)n);
+  }
+  close(fd);
+  return got;
+}
+
+// Issue 13: header limits. httplib refused one line over 8 KiB with a bare 400 and accepted any
+// number of short lines (20,000 headers, ~200 KiB, were read into memory and served).
+TEST(Http, OversizedHeadersGet431NamingTheLimit) {
+  TestServer s;
+  const std::string get = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+  std::string r = raw_exchange(s.port, get + "X-Big: " + std::string(9000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 431", 0), 0u) << r.substr(0, 300);
+  EXPECT_NE(r.find("the limit is 8192 bytes per line"), std::string::npos) << r;
+  std::string many;
+  for (int i = 0; i < 20000; ++i) many += "X-" + std::to_string(i) + ": v\r\n";
+  r = raw_exchange(s.port, get + many + "\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 431", 0), 0u) << r.substr(0, 300);
+  EXPECT_NE(r.find("exceeds the limit of 64 KiB"), std::string::npos) << r;
+  EXPECT_NE(r.find("\"code\":\"request_header_fields_too_large\""), std::string::npos) << r;
+  // Just under the limits: served.
+  std::string fine;
+  for (int i = 0; i < 7; ++i) fine += "X-" + std::to_string(i) + ": " + std::string(8000, 'b') + "\r\n";
+  r = raw_exchange(s.port, get + fine + "\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r.substr(0, 300);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
+// Bug (found while adding the header limits): four bytes "\r\n\r\n" on a connection killed the
+// server (std::out_of_range from the header read-ahead, thrown on a pool thread: terminate).
+// Stray CRLFs before a request are now skipped (RFC 9112 §2.2).
+TEST(Http, StrayEmptyLinesDoNotCrashTheServer) {
+  TestServer s;
+  for (const char* junk : {"\r\n\r\n", "\r\n\r\n\r\n", "\n\r\n\r\n"}) {
+    int fd = connect_to(s.port);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(send(fd, junk, std::strlen(junk), MSG_NOSIGNAL), (ssize_t)std::strlen(junk));
+    close(fd);
+  }
+  std::string r = raw_exchange(s.port, "\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
+// Issue 13: connections beyond --max-connections are answered 503 at once instead of waiting in
+// httplib's unbounded queue for a thread (each holding a file descriptor).
+TEST(Http, ConnectionsOverTheLimitGet503NamingTheFlag) {
+  HttpOptions ho;
+  ho.max_connections = 2;
+  TestServer s({}, {}, ho);
+  // Until the constructor's /health connection has been closed on the server side too.
+  for (int i = 0; i < 1000 && s.http.connections_open() != 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(s.http.connections_open(), 0u);
+  // Two idle connections hold both slots (each waits up to the keep-alive timeout for a request).
+  int a = connect_to(s.port), b = connect_to(s.port);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  for (int i = 0; i < 1000 && s.http.connections_open() != 2; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(s.http.connections_open(), 2u);
+  const std::string r =
+      raw_exchange(s.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
+  EXPECT_NE(r.find("at most 2 client connections"), std::string::npos) << r;
+  EXPECT_NE(r.find("--max-connections"), std::string::npos) << r;
+  EXPECT_NE(r.find("\"code\":\"too_many_connections\""), std::string::npos) << r;
+  close(a);
+  close(b);
+  // The slots free up once the server sees the closes.
+  int status = 0;
+  for (int i = 0; i < 200 && status != 200; ++i) {
+    auto h = s.client().Get("/health");
+    status = h ? h->status : 0;
+    if (status != 200) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(status, 200);
+  const std::string m = s.client().Get("/metrics")->body;
+  // The one above, plus any of the retries that came before the server saw the closes.
+  const size_t k = m.find("\nperfx_http_connections_refused_total ");
+  ASSERT_NE(k, std::string::npos) << m;
+  EXPECT_GE(std::atoi(m.c_str() + k + 38), 1) << m;
+  EXPECT_NE(m.find("\nperfx_http_connections_open 1\n"), std::string::npos) << m;  // this one
+}
+
+// Issue 13: request limits each answer 400 naming the field and the limit; 413 names the flag.
+TEST(Http, RequestLimitsNameTheLimit) {
+  HttpOptions ho;
+  ho.max_body_bytes = 1500;
+  TestServer s({}, {}, ho);
+  auto r = s.post("/v1/completions", R"({"prompt": "x", "n": 17})");
+  expect_error(r, 400, "n");
+  EXPECT_NE(r->body.find("between 1 and 16"), std::string::npos) << r->body;
+  json stops = json::array();
+  for (int i = 0; i < 17; ++i) stops.push_back(std::string(1, (char)('a' + i)));
+  r = s.post("/v1/completions", json{{"prompt", "x"}, {"stop", stops}}.dump());
+  expect_error(r, 400, "stop");
+  EXPECT_NE(r->body.find("at most 16 stop sequences"), std::string::npos) << r->body;
+  r = s.post("/v1/completions", json{{"prompt", "x"}, {"stop", std::string(1025, 'z')}}.dump());
+  expect_error(r, 400, "stop");
+  EXPECT_NE(r->body.find("1025 bytes; the limit is 1024 bytes"), std::string::npos) << r->body;
+  r = s.post("/v1/completions", json{{"prompt", "x"}, {"stop", std::string(900, 'z')}, {"max_tokens", 1}}.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = s.post("/v1/completions", R"({"prompt": "x", "max_tokens": 2147483647})");
+  expect_error(r, 400, "prompt");
+  EXPECT_NE(r->body.find("maximum context length"), std::string::npos) << r->body;
+  r = s.post("/v1/completions", json{{"prompt", std::string(2000, 'y')}}.dump());
+  expect_error(r, 413);
+  EXPECT_NE(r->body.find("the limit is 1500 bytes (perfx serve --max-body-mib)"),
+            std::string::npos)
+      << r->body;
+}
+
+// Issue 13: nothing in a request reaches the filesystem: the model field is compared with the
+// served id, and a per-request chat template (a vLLM field) is refused.
+TEST(Http, RequestsNamingPathsGetCleanErrors) {
+  TestServer s;
+  for (const char* m : {"/etc/passwd", "../../../../etc/passwd", "file:///etc/passwd"}) {
+    auto r = s.post("/v1/chat/completions",
+                    json{{"model", m}, {"messages", {{{"role", "user"}, {"content", "x"}}}}}.dump());
+    expect_error(r, 404, "model");
+    EXPECT_EQ(r->body.find("root:"), std::string::npos) << r->body;
+  }
+  auto r = s.post("/v1/chat/completions",
+                  R"({"chat_template": "/etc/passwd", "messages": [{"role": "user", "content": "x"}]})");
+  expect_error(r, 400, "chat_template");
+  EXPECT_NE(r->body.find("--chat-template"), std::string::npos) << r->body;
+  r = s.client().Get("/v1/models/..%2F..%2Fetc%2Fpasswd");
+  expect_error(r, 404, "model");
+  EXPECT_EQ(r->body.find("root:"), std::string::npos) << r->body;
+  r = s.client().Get("/../../etc/passwd");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->status, 200);
+  EXPECT_EQ(r->body.find("root:"), std::string::npos) << r->body;
+}
+
 }  // namespace
 }  // namespace perfx::server
