@@ -348,15 +348,20 @@ def main():
         t.join()
     load_s = time.monotonic() - t0
 
-    # Idle: wait until nothing runs (abandoned streams are reaped within a step), then check.
+    # Idle: wait until nothing runs (abandoned streams are reaped within a step) and the server
+    # has closed the connections the clients just closed (its fd count back to the idle one, or
+    # 10 s: an idle keep-alive connection ends after 5 s), then check.
     server_alive = srv.poll() is None
     end = None
     if server_alive:
-        for _ in range(100):
+        for attempt in range(50):
+            if end is not None:
+                samples.pop()  # keep only the last idle-after sample
+                time.sleep(0.2)
             end = sample("idle-after")
-            if end["running"] == 0 and end["kv_blocks_used"] == 0:
+            if (end["running"] == 0 and end["kv_blocks_used"] == 0
+                    and end["fds"] == idle_before["fds"]):
                 break
-            time.sleep(0.2)
     exit_status = None
     if server_alive:
         srv.send_signal(signal.SIGTERM)
