@@ -254,6 +254,18 @@ TEST(TokenizerErrors, HugeTokenIdsAreErrorsNotGigabyteTables) {
           << e.what();
     }
   }
+  // A float where a token id belongs (found by fuzz_tokenizer_json, regress-float-token-id: 1.8e19
+  // converted to int was UB) is an error naming the field.
+  try {
+    Tokenizer::from_hf_json(R"({"added_tokens": [{"id": 1.8e19, "content": "<x>"}],
+                                "model": {"type": "BPE", "vocab": {"a": 0}}})",
+                            "");
+    ADD_FAILURE() << "float id accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("added_tokens id must be an integer token id"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_EQ(Tokenizer::from_hf_json(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 300000}}})",
                                     "")
                 ->vocab_size(),
