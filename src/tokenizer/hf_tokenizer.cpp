@@ -5,6 +5,7 @@
 // ByteFallback, Fuse, Strip, Metaspace, Sequence; post-processors TemplateProcessing, ByteLevel,
 // RobertaProcessing, BertProcessing, Sequence (only used to find the BOS id). Anything else is a
 // perfx::Error naming the component.
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "core/mmap.h"
@@ -37,6 +38,19 @@ bool bool_or(const json& j, const char* key, bool def) {
 size_t uint_or(const json& j, const char* key, size_t def) {
   auto it = j.find(key);
   return (it != j.end() && it->is_number_unsigned()) ? it->get<size_t>() : def;
+}
+
+// A token id: an integer in int32 range, else an error naming `what`. (get<int32_t>() on a float
+// such as 1.8e19 is an out-of-range float-to-int conversion, UB: found by fuzz_tokenizer_json.)
+int32_t token_id(const Ctx& c, const json& v, const std::string& what) {
+  if (v.is_number_integer() && !v.is_number_unsigned()) {
+    const int64_t i = v.get<int64_t>();
+    if (i >= INT32_MIN && i <= INT32_MAX) return static_cast<int32_t>(i);
+  } else if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u <= (uint64_t)INT32_MAX) return static_cast<int32_t>(u);
+  }
+  c.fail(what + " must be an integer token id (got " + v.dump().substr(0, 40) + ")");
 }
 
 // {"String": s} or {"Regex": r}: returns the text and whether it is a regex.
@@ -192,13 +206,13 @@ bool find_template_bos(const Ctx& c, const json& j, std::string& text, int32_t& 
     const json& specials = j.value("special_tokens", json::object());
     auto it = specials.find(text);
     if (it != specials.end() && it->contains("ids") && !(*it)["ids"].empty())
-      id = (*it)["ids"][0].get<int32_t>();
+      id = token_id(c, (*it)["ids"][0], "post_processor special_tokens ids");
     return true;
   }
   if (t == "RobertaProcessing" || t == "BertProcessing") {
     const json& cls = j.at("cls");
     text = cls.at(0).get<std::string>();
-    id = cls.at(1).get<int32_t>();
+    id = token_id(c, cls.at(1), "post_processor cls id");
     return true;
   }
   return false;  // ByteLevel and others add nothing in front
@@ -461,7 +475,7 @@ std::unique_ptr<Tokenizer> load_hf(const Ctx& c, const std::string& tokenizer_js
     if (j.contains("added_tokens")) {
       for (const json& a : j["added_tokens"]) {
         tok::AddedToken at;
-        at.id = a.at("id").get<int32_t>();
+        at.id = token_id(c, a.at("id"), "added_tokens id");
         at.content = a.at("content").get<std::string>();
         at.special = bool_or(a, "special", false);
         at.lstrip = bool_or(a, "lstrip", false);

@@ -1,13 +1,19 @@
 // Encode/decode through the configured parts.
 #include "tokenizer/pipeline.h"
 
+#include "perfx/status.h"
 #include "tokenizer/unicode.h"
 
 namespace perfx::tok {
 
 void PipelineTokenizer::finalize() {
   int32_t n = vocab ? vocab->size() : 0;
-  for (const AddedToken& t : added) n = std::max(n, t.id + 1);
+  for (const AddedToken& t : added) {
+    if (t.id > kMaxTokenId)
+      throw Error("tokenizer: added token id " + std::to_string(t.id) + " is too large (at most " +
+                  std::to_string(kMaxTokenId) + ")");
+    n = std::max(n, t.id + 1);
+  }
   id_text_.assign(n, std::string());
   special_.assign(n, false);
   if (vocab)

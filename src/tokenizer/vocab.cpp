@@ -46,6 +46,9 @@ int32_t Vocab::find(std::string_view t) const {
 
 void Vocab::set(int32_t id, std::string_view t) {
   if (id < 0) throw Error("tokenizer: negative token id");
+  if (id > kMaxTokenId)
+    throw Error("tokenizer: token id " + std::to_string(id) + " is too large (at most " +
+                std::to_string(kMaxTokenId) + ")");
   if (arena_.size() + t.size() > UINT32_MAX) throw Error("tokenizer: vocabulary too large");
   if (id >= size()) spans_.resize(static_cast<size_t>(id) + 1);
   if ((used_ + 1) * 2 > slots_.size()) rehash(slots_.empty() ? 1024 : slots_.size() * 2);

@@ -17,6 +17,11 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
+/// The largest token id a vocabulary may use: 2^24 - 1, 64 times the largest real vocabularies
+/// (~256k). A tokenizer.json naming a larger id would make the id tables allocate gigabytes
+/// (fuzz_tokenizer_json: a 3 KB file asked for 6 GB); it is an error instead.
+constexpr int32_t kMaxTokenId = (1 << 24) - 1;
+
 class Vocab {
  public:
   /// Sets the token text of `id` (growing the table) and maps the text to `id` (a later id with

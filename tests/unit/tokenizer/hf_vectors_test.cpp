@@ -239,5 +239,38 @@ TEST(TokenizerErrors, MissingFileMalformedAndUnsupported) {
                Error);
 }
 
+TEST(TokenizerErrors, HugeTokenIdsAreErrorsNotGigabyteTables) {
+  // Found by tests/fuzz/fuzz_tokenizer_json (corpus regress-huge-vocab-id): a 3 KB tokenizer.json
+  // with a vocab id of ~778 million made the id tables allocate 6 GB (libFuzzer out-of-memory).
+  for (const std::string& j :
+       {std::string(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 777777777}}})"),
+        std::string(R"({"added_tokens": [{"id": 2147483647, "content": "<x>", "special": true}],
+                        "model": {"type": "BPE", "vocab": {"a": 0}}})")}) {
+    try {
+      Tokenizer::from_hf_json(j, "");
+      ADD_FAILURE() << "no error for " << j;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is too large (at most 16777215)"), std::string::npos)
+          << e.what();
+    }
+  }
+  // A float where a token id belongs (found by fuzz_tokenizer_json, regress-float-token-id: 1.8e19
+  // converted to int was UB) is an error naming the field.
+  try {
+    Tokenizer::from_hf_json(R"({"added_tokens": [{"id": 1.8e19, "content": "<x>"}],
+                                "model": {"type": "BPE", "vocab": {"a": 0}}})",
+                            "");
+    ADD_FAILURE() << "float id accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("added_tokens id must be an integer token id"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(Tokenizer::from_hf_json(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 300000}}})",
+                                    "")
+                ->vocab_size(),
+            300001);
+}
+
 }  // namespace
 }  // namespace perfx::test
