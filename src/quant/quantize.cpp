@@ -4,8 +4,12 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -162,20 +166,33 @@ std::string hf_config_from(const ModelConfig& c) {
   return j.dump(2);
 }
 
-// The output folder is written as a hidden staging folder beside it (".NAME.partial-PID") and
-// renamed into place when complete, so a failure (disk full, an error, a kill) never leaves a
-// partial checkpoint under the name: the destructor removes the staging folder unless committed.
+// The checkpoint is written into a hidden staging folder and moved into place when complete, so
+// a failure (disk full, an error) never leaves a partial checkpoint under the output name; the
+// destructor removes the staging folder unless committed. A kill -9 leaves the hidden folder
+// (".NAME.partial-XXXXXX" or "OUT/.perfx-partial-XXXXXX"), never a partial OUT.
+//  - OUT does not exist: staging is a mkdtemp folder beside it, renamed to OUT at the end.
+//  - OUT is an existing empty folder (a mount point, a symlink to a folder, ".", a folder whose
+//    parent is read-only): staging is a mkdtemp folder inside it (same filesystem), and each
+//    entry is renamed up into OUT at the end; OUT itself (owner, mode, ACLs) is kept.
 class StagingDir {
  public:
   explicit StagingDir(const std::string& out_arg) {
     check(!out_arg.empty(), "-o: no output folder given");
-    fs::path out(out_arg);
-    if (!out.has_filename()) out = out.parent_path();  // "OUT/"
+    fs::path out = fs::path(out_arg).lexically_normal();
+    if (!out.has_filename() && out.has_parent_path() && out != out.root_path())
+      out = out.parent_path();  // "OUT/"
     std::error_code ec;
-    if (fs::exists(out, ec)) {
+    if (fs::exists(out, ec)) {  // follows a symlink
       check(fs::is_directory(out, ec), "-o: '" + out_arg + "' exists and is not a folder");
       check(fs::is_empty(out, ec), "-o: output folder '" + out_arg + "' exists and is not empty");
+      inside_ = true;
+      final_ = out.string();
+      dir_ = make_temp(out / ".perfx-partial-XXXXXX", out_arg);
+      return;
     }
+    const std::string name = out.filename().string();
+    check(!name.empty() && name != "." && name != "..",
+          "-o: '" + out_arg + "' does not name a folder");
     fs::path parent = out.parent_path();
     if (parent.empty()) parent = ".";
     if (!fs::exists(parent, ec)) {
@@ -183,11 +200,7 @@ class StagingDir {
       check(!ec, "-o: cannot create '" + parent.string() + "': " + ec.message());
     }
     final_ = out.string();
-    dir_ = (parent / ("." + out.filename().string() + ".partial-" + std::to_string(::getpid())))
-               .string();
-    fs::remove_all(dir_, ec);  // a leftover of a killed run that had the same pid
-    fs::create_directory(dir_, ec);
-    check(!ec, "-o: cannot create '" + dir_ + "': " + ec.message());
+    dir_ = make_temp(parent / ("." + name + ".partial-XXXXXX"), out_arg);
   }
   ~StagingDir() {
     if (committed_) return;
@@ -199,17 +212,41 @@ class StagingDir {
 
   /// Where to write.
   const std::string& dir() const { return dir_; }
-  /// Moves the staging folder to the output name (replacing an empty folder there).
+  /// Moves the staged files to the output name. Throws perfx::Error naming both paths (and
+  /// removes what it had moved) when a rename fails.
   void commit() {
     std::error_code ec;
-    fs::rename(dir_, final_, ec);
-    check(!ec, "cannot rename '" + dir_ + "' to '" + final_ + "': " + ec.message());
+    if (!inside_) {
+      fs::rename(dir_, final_, ec);
+      check(!ec, "cannot rename '" + dir_ + "' to '" + final_ + "': " + ec.message());
+      committed_ = true;
+      return;
+    }
+    std::vector<fs::path> moved;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      const fs::path to = fs::path(final_) / e.path().filename();
+      fs::rename(e.path(), to, ec);
+      if (ec) {
+        const std::string why = ec.message();
+        for (const auto& m : moved) fs::remove_all(m, ec);
+        throw Error("cannot move '" + e.path().string() + "' to '" + to.string() + "': " + why);
+      }
+      moved.push_back(to);
+    }
+    fs::remove(dir_, ec);
     committed_ = true;
   }
 
  private:
+  static std::string make_temp(const fs::path& pattern, const std::string& out_arg) {
+    std::string buf = pattern.string();
+    check(::mkdtemp(buf.data()) != nullptr,
+          "-o '" + out_arg + "': cannot create the staging folder '" + pattern.string() +
+              "': " + std::strerror(errno));
+    return buf;
+  }
   std::string dir_, final_;
-  bool committed_ = false;
+  bool inside_ = false, committed_ = false;
 };
 
 // Quantizes and writes every output file into `out_dir` (the staging folder).
@@ -281,7 +318,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
     sum.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return sum;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // perfx::Error, and also bad_alloc or filesystem_error
     throw Error("quantize: '" + o.output + "' was not written (the partial output was removed): " +
                 e.what());
   }

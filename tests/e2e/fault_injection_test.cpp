@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -25,10 +26,13 @@ std::string default_model() {
 }
 
 // Names in `dir` (one level).
-std::string listing(const std::string& dir) {
-  std::string out;
+std::string listing(const std::string& dir) {  // sorted names, each followed by a space
+  std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out += e.path().filename().string() + " ";
+  for (const auto& e : fs::directory_iterator(dir, ec)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += n + " ";
   return out;
 }
 
@@ -116,6 +120,36 @@ TEST(CliQuantize, DiskFullLeavesNoPartialOutputAndNamesThePath) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(listing(root + "/empty").find("model.safetensors"), std::string::npos);
   EXPECT_EQ(listing(root), "empty ");
+  fs::remove_all(root);
+}
+
+// Bug: the staging folder sat beside -o and was renamed onto it at the end, so an output that is
+// an existing empty folder reached through a symlink (ENOTDIR) or written as "OUT/." (EINVAL)
+// failed only after the whole run. An existing folder is now staged inside and filled in place.
+TEST(CliQuantize, ExistingOutputFolderThroughASymlinkOrDotIsFilledInPlace) {
+  if (!path_exists_for_test(default_model() + "/config.json"))
+    GTEST_SKIP() << "models/default is missing";
+  const std::string root = make_temp_dir("qout");
+  fs::create_directory(root + "/target");
+  fs::create_directory_symlink(root + "/target", root + "/link");
+  CmdResult r = run_perfx("quantize -m " + sh_quote(default_model()) + " -o " + root +
+                          "/link --method rtn");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(root + "/link"));
+  EXPECT_NE(listing(root + "/target").find("model.safetensors"), std::string::npos);
+  EXPECT_EQ(listing(root), "link target ");
+
+  fs::create_directory(root + "/dot");
+  r = run_perfx("quantize -m " + sh_quote(default_model()) + " -o " + root +
+                "/dot/. --method rtn");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(listing(root + "/dot").find("config.json"), std::string::npos);
+  EXPECT_EQ(listing(root + "/dot").find(".perfx-partial"), std::string::npos);
+  // The written checkpoint loads: the same greedy text from both.
+  CmdResult a = run_perfx("run -m " + root + "/target -p Hello -n 4 --temp 0");
+  CmdResult b = run_perfx("run -m " + root + "/dot -p Hello -n 4 --temp 0");
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
   fs::remove_all(root);
 }
 
