@@ -165,9 +165,17 @@ class SocketStream : public httplib::Stream {
     const size_t first = pending_.find("\r\n", start);  // the end of the request line
     for (size_t line = first + 2; line < end + 2;) {    // header lines (the request line: 414)
       const size_t next = pending_.find("\r\n", line);
-      if (next - line > kMaxHeaderLineBytes)
-        return "A request header line is " + std::to_string(next - line) +
-               " bytes; the limit is " + std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
+      // Counted with its CRLF, as httplib's read_headers() counts it (it answers a bare 400 to a
+      // line over CPPHTTPLIB_HEADER_MAX_LENGTH): every line it would refuse gets this 431.
+      if (next + 2 - line > kMaxHeaderLineBytes) {
+        std::string name = pending_.substr(line, std::min(next, pending_.find(':', line)) - line);
+        if (name.size() > 40) name = name.substr(0, 40) + "...";
+        for (char& c : name)  // the message goes into JSON: printable ASCII only
+          if (c < 0x20 || c > 0x7e) c = '?';
+        return "The request header line '" + name + ": ...' is " +
+               std::to_string(next + 2 - line) + " bytes with its CRLF; the limit is " +
+               std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
+      }
       line = next + 2;
     }
     size_t line = start;

@@ -14,7 +14,8 @@ namespace perfx::server {
 
 /// A request's header block (request line and headers) larger than this gets 431.
 constexpr size_t kMaxHeaderBlockBytes = 64 * 1024;
-/// One header line longer than this gets 431 (httplib's CPPHTTPLIB_HEADER_MAX_LENGTH).
+/// One header line longer than this, counted with its CRLF, gets 431 (httplib's
+/// CPPHTTPLIB_HEADER_MAX_LENGTH, which httplib counts the same way).
 constexpr size_t kMaxHeaderLineBytes = 8192;
 
 class ConnectionAwareServer : public httplib::Server {
