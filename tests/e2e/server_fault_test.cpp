@@ -55,9 +55,12 @@ TEST(ServeFaults, KvCacheAllocationFailureIsAClearError) {
   REQUIRE_DEFAULT_MODEL();
 #if !defined(__SANITIZE_ADDRESS__)  // ASan reserves terabytes of address space: no ulimit -v
   const std::string dir = make_temp_dir("kvfail");
-  // 1,000,000 tokens of fp32 KV for models/default: 7.6 GiB, over the 1 GiB limit.
-  const int rc = sh("ulimit -v 1000000; exec " + std::string(PERFX_BIN) + " serve -m " +
-                    sh_quote(default_model()) + " --port 0 --kv-cache-tokens 1000000 >" + dir +
+  // 1,000,000 tokens of fp32 KV for models/default: 7.6 GiB, over the 1 GiB limit. One compute
+  // thread and one malloc arena: on a many-core host the threads' stacks and arenas, created
+  // before the KV cache, could use up the limit first.
+  const int rc = sh("ulimit -v 1000000; MALLOC_ARENA_MAX=1 exec " + std::string(PERFX_BIN) +
+                    " serve -m " + sh_quote(default_model()) +
+                    " -t 1 --port 0 --kv-cache-tokens 1000000 >" + dir +
                     "/out 2>" + dir + "/err </dev/null");
   const std::string err = read_file(dir + "/err");
   sh("rm -rf " + dir);
