@@ -230,7 +230,15 @@ HttpServer::HttpServer(CompletionService& service, Scheduler& scheduler, Metrics
     threads = o.max_connections > 0
                   ? o.max_connections
                   : scheduler.options().max_batch + scheduler.options().max_queue + 32;
-  svr.set_connection_limits(threads, o.max_connections > 0 ? o.max_connections : threads);
+  try {
+    svr.set_connection_limits(threads, o.max_connections > 0 ? o.max_connections : threads);
+  } catch (const std::exception& e) {  // std::thread: the thread limit, or memory for stacks
+    throw Error("cannot start " + std::to_string(threads) + " connection threads (" +
+                (o.max_connections > 0 ? "--max-connections " + std::to_string(o.max_connections)
+                                       : std::string("--max-connections default: max batch + max "
+                                                     "queue + 32")) +
+                "): " + e.what());
+  }
   svr.set_payload_max_length(o.max_body_bytes);
   svr.set_keep_alive_max_count(100000);
   svr.set_keep_alive_timeout(5);

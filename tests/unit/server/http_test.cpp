@@ -602,6 +602,58 @@ TEST(Http, ConnectionsOverTheLimitGet503NamingTheFlag) {
   EXPECT_NE(m.find("\nperfx_http_connections_open 1\n"), std::string::npos) << m;  // this one
 }
 
+// True once the server has closed `fd` (EOF or reset) within `ms` milliseconds; what it sends
+// first is read and dropped.
+bool closed_by_server_within(int fd, int ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  char buf[4096];
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(ms)) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    if (recv(fd, buf, sizeof buf, 0) <= 0) return true;
+  }
+  return false;
+}
+
+// Review: the header read-ahead waited for each chunk up to the read timeout and did not look at
+// stop(): a client that had sent half a header block held the connection, and a stopping server,
+// for 30 s.
+TEST(Http, StopEndsAConnectionWaitingForTheRestOfItsHeaders) {
+  TestServer s;
+  for (int i = 0; i < 1000 && s.http.connections_open() != 0; ++i) std::this_thread::sleep_for(5ms);
+  int fd = connect_to(s.port);
+  ASSERT_GE(fd, 0);
+  const std::string half = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(send(fd, half.data(), half.size(), MSG_NOSIGNAL), (ssize_t)half.size());
+  for (int i = 0; i < 1000 && s.http.connections_open() != 1; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(s.http.connections_open(), 1u);
+  s.http.stop();
+  // 50 ms with the fix; the read timeout (30 s) before it.
+  EXPECT_TRUE(closed_by_server_within(fd, 10000));
+  close(fd);
+}
+
+// Review: the whole header block must arrive within one read timeout; a client sending one byte
+// now and then (each within the timeout) held its connection for as long as it liked.
+TEST(Http, HeaderBlockMustArriveWithinTheReadTimeout) {
+  HttpOptions ho;
+  ho.read_timeout_s = 1;
+  TestServer s({}, {}, ho);
+  int fd = connect_to(s.port);
+  ASSERT_GE(fd, 0);
+  const std::string start = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  ASSERT_EQ(send(fd, start.data(), start.size(), MSG_NOSIGNAL), (ssize_t)start.size());
+  // One byte every 200 ms (well within the 1 s timeout for each read) for up to 20 s.
+  bool closed = false;
+  for (int i = 0; i < 100 && !closed; ++i) {
+    closed = closed_by_server_within(fd, 200);
+    if (!closed) send(fd, "a", 1, MSG_NOSIGNAL);
+  }
+  EXPECT_TRUE(closed) << "the server kept a trickling header block for 20 s";
+  close(fd);
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
 // Issue 13: request limits each answer 400 naming the field and the limit; 413 names the flag.
 TEST(Http, RequestLimitsNameTheLimit) {
   HttpOptions ho;
