@@ -50,7 +50,10 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
     const unsigned char y = i < b.size() ? (unsigned char)b[i] : 0;
     diff |= (unsigned)(x ^ y);
   }
-  // volatile: keep the compiler from turning the loop back into an early-exit comparison.
+  // The loop has no data-dependent branch as written, but C++ promises nothing about timing: the
+  // volatile only makes the compiler compute `diff` in full before the test, it does not stop it
+  // from rewriting the loop. Best effort, as in most servers; not a verified constant-time
+  // primitive (OpenSSL's CRYPTO_memcmp would be, but perfx does not link OpenSSL directly).
   volatile unsigned result = diff;
   return result == 0;
 }

@@ -454,7 +454,8 @@ TEST(Http, PostWithoutBodyFramingIsAnsweredAtOnce) {
 }
 
 
-// Issue 13: the API key is compared in constant time (no early exit at the first differing byte).
+// Issue 13: the API key is compared with no early exit at the first differing byte (its length is
+// not hidden).
 TEST(Http, ConstantTimeEqual) {
   EXPECT_TRUE(constant_time_equal("", ""));
   EXPECT_TRUE(constant_time_equal("Bearer sekrit", "Bearer sekrit"));
