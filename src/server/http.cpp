@@ -134,8 +134,9 @@ struct HttpServer::Impl {
       text += "# HELP perfx_http_connections_open Client connections open (served or idle).\n"
               "# TYPE perfx_http_connections_open gauge\nperfx_http_connections_open " +
               std::to_string(svr.connections_open()) +
-              "\n# HELP perfx_http_connections_refused_total Connections answered 503 because "
-              "--max-connections were open.\n# TYPE perfx_http_connections_refused_total "
+              "\n# HELP perfx_http_connections_refused_total Connections refused because "
+              "--max-connections were open (answered 503, or closed unanswered during a flood or "
+              "a shutdown).\n# TYPE perfx_http_connections_refused_total "
               "counter\nperfx_http_connections_refused_total " +
               std::to_string(svr.connections_refused()) + "\n";
       res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
