@@ -184,7 +184,8 @@ static Register reg("serve", 50, [](CLI::App& app) {
   sub->add_option("--max-body-mib", a->max_body_mib, "largest request body in MiB (default 4)");
   sub->add_option("--max-connections", a->max_connections,
                   "client connections open at once, 1..4096 (each has a thread, so this also "
-                  "bounds concurrent requests); more get 503 (default: max batch + max queue + 32)");
+                  "bounds concurrent requests); more get 503 (default: max batch + max queue + "
+                  "32)");
   sub->add_option("--model-name", a->model_name,
                   "model id in the API (default: the model folder's name)");
   sub->callback([a] { serve(*a); });

@@ -157,7 +157,8 @@ class SocketStream : public httplib::Stream {
   int wait_readable_until(Clock::time_point deadline) const {
     while (true) {
       if (stopping_ && stopping_()) return 0;
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
       if (left.count() <= 0) return 0;
       const int r = wait_fd(fd_, POLLIN, 0, std::min<long long>(left.count(), 50000));
       if (r != 0) return r;
@@ -262,7 +263,8 @@ void answer_and_close(int fd, int status, const char* reason, const ApiError& e)
   char buf[16384];
   const auto deadline = Clock::now() + std::chrono::milliseconds(100);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
     if (left.count() <= 0 || wait_fd(fd, POLLIN, 0, std::min<long long>(left.count(), 50000)) <= 0)
       break;
     const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
