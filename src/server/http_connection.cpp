@@ -280,9 +280,9 @@ thread_local bool t_refuse = false;
 thread_local bool t_refuse_silently = false;
 constexpr size_t kMaxRefusalsQueued = 64;
 
-// A thread pool (as httplib's ThreadPool, which terminates the process when a thread cannot be
-// started) behind a bound on open connections: the accept loop enqueues one task per connection; a
-// task beyond the bound runs on one refusing thread (t_refuse), which answers 503.
+// A thread pool like httplib's ThreadPool (which terminates the process when a thread cannot be
+// started: this one throws) behind a bound on open connections: the accept loop enqueues one task
+// per connection; a task beyond the bound runs on one refusing thread (t_refuse), which answers 503.
 class LimitedTaskQueue : public httplib::TaskQueue {
  public:
   /// Starts `threads` connection threads and the refusing thread; throws std::system_error (after
