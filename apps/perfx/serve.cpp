@@ -50,8 +50,10 @@ void serve(ServeArgs a) {
   check(a.timeout_s >= 0, "--timeout must be >= 0");
   check(a.max_body_mib > 0, "--max-body-mib must be > 0");
   check(a.kv_cache_mib >= 1, "--kv-cache-mib must be >= 1");
-  check(a.max_connections >= 0 && a.max_connections <= 16384,
-        "--max-connections must be 0..16384 (0: max batch + max queue + 32), got " +
+  // Each connection has a thread, all started at once: 4096 is far beyond what a batch of at most
+  // 4096 sequences needs, and a larger value would mostly test the process's thread limit.
+  check(a.max_connections >= 0 && a.max_connections <= 4096,
+        "--max-connections must be 0..4096 (0: max batch + max queue + 32), got " +
             std::to_string(a.max_connections));
 
   // Signals go to one waiting thread (blocked everywhere else, including engine threads).
@@ -181,8 +183,9 @@ static Register reg("serve", 50, [](CLI::App& app) {
                   "seconds a request may take before it is ended (default 600; 0: no limit)");
   sub->add_option("--max-body-mib", a->max_body_mib, "largest request body in MiB (default 4)");
   sub->add_option("--max-connections", a->max_connections,
-                  "client connections open at once (each has a thread); more get 503 (default: "
-                  "max batch + max queue + 32)");
+                  "client connections open at once, 1..4096 (each has a thread, so this also "
+                  "bounds concurrent requests); more get 503 (default: max batch + max queue + "
+                  "32)");
   sub->add_option("--model-name", a->model_name,
                   "model id in the API (default: the model folder's name)");
   sub->callback([a] { serve(*a); });

@@ -50,7 +50,10 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
     const unsigned char y = i < b.size() ? (unsigned char)b[i] : 0;
     diff |= (unsigned)(x ^ y);
   }
-  // volatile: keep the compiler from turning the loop back into an early-exit comparison.
+  // The loop has no data-dependent branch as written, but C++ promises nothing about timing: the
+  // volatile only makes the compiler compute `diff` in full before the test, it does not stop it
+  // from rewriting the loop. Best effort, as in most servers; not a verified constant-time
+  // primitive (OpenSSL's CRYPTO_memcmp would be, but perfx does not link OpenSSL directly).
   volatile unsigned result = diff;
   return result == 0;
 }
@@ -131,8 +134,9 @@ struct HttpServer::Impl {
       text += "# HELP perfx_http_connections_open Client connections open (served or idle).\n"
               "# TYPE perfx_http_connections_open gauge\nperfx_http_connections_open " +
               std::to_string(svr.connections_open()) +
-              "\n# HELP perfx_http_connections_refused_total Connections answered 503 because "
-              "--max-connections were open.\n# TYPE perfx_http_connections_refused_total "
+              "\n# HELP perfx_http_connections_refused_total Connections refused because "
+              "--max-connections were open (answered 503, or closed unanswered during a flood or "
+              "a shutdown).\n# TYPE perfx_http_connections_refused_total "
               "counter\nperfx_http_connections_refused_total " +
               std::to_string(svr.connections_refused()) + "\n";
       res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
@@ -230,7 +234,15 @@ HttpServer::HttpServer(CompletionService& service, Scheduler& scheduler, Metrics
     threads = o.max_connections > 0
                   ? o.max_connections
                   : scheduler.options().max_batch + scheduler.options().max_queue + 32;
-  svr.set_connection_limits(threads, o.max_connections > 0 ? o.max_connections : threads);
+  try {
+    svr.set_connection_limits(threads, o.max_connections > 0 ? o.max_connections : threads);
+  } catch (const std::exception& e) {  // std::thread: the thread limit, or memory for stacks
+    throw Error("cannot start " + std::to_string(threads) + " connection threads (" +
+                (o.max_connections > 0 ? "--max-connections " + std::to_string(o.max_connections)
+                                       : std::string("--max-connections default: max batch + max "
+                                                     "queue + 32")) +
+                "): " + e.what());
+  }
   svr.set_payload_max_length(o.max_body_bytes);
   svr.set_keep_alive_max_count(100000);
   svr.set_keep_alive_timeout(5);

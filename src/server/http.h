@@ -12,9 +12,10 @@
 
 namespace perfx::server {
 
-/// True when `a` and `b` hold the same bytes. The time taken depends only on the lengths, never
-/// on where the strings differ (no early exit), so comparing a client's API key with it leaks
-/// nothing about the key's content. No errors.
+/// True when `a` and `b` hold the same bytes. There is no early exit: every byte of the longer
+/// string is visited whatever the contents, so the time does not depend on where the strings
+/// differ. The time does depend on the lengths: the key's length is not hidden. Best effort (the
+/// compiler is not bound to keep the loop branch-free). No errors.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
 struct HttpOptions {

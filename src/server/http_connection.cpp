@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/openai.h"
 
@@ -41,6 +43,8 @@ int port_of(const sockaddr_storage& a) {
   if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
   return 0;
 }
+
+using Clock = std::chrono::steady_clock;
 
 int wait_fd(int fd, short events, time_t sec, time_t usec) {
   pollfd p{fd, events, 0};
@@ -67,12 +71,19 @@ std::string lower(std::string s) {
 // data waited for the 30 s read timeout).
 class SocketStream : public httplib::Stream {
  public:
-  SocketStream(int fd, time_t rs, time_t ru, time_t ws, time_t wu)
-      : fd_(fd), read_sec_(rs), read_usec_(ru), write_sec_(ws), write_usec_(wu) {}
+  SocketStream(int fd, time_t rs, time_t ru, time_t ws, time_t wu, std::function<bool()> stopping)
+      : fd_(fd),
+        read_sec_(rs),
+        read_usec_(ru),
+        write_sec_(ws),
+        write_usec_(wu),
+        stopping_(std::move(stopping)) {}
 
-  /// The next request starts: reads its header block ahead. Returns "" or, when the block is too
-  /// large, the message of the 431 to answer.
-  std::string begin_request() { return read_header_block(); }
+  /// The next request starts: reads its header block ahead. Returns false when the connection is
+  /// to be dropped without an answer (the server is stopping, or the whole block did not arrive
+  /// within the read timeout); else true, with `too_large` "" or, when the block is too large, the
+  /// message of the 431 to answer.
+  bool begin_request(std::string& too_large) { return read_header_block(too_large); }
   /// Bytes already read from the socket and not yet consumed (a pipelined request).
   bool has_pending() const { return off_ < pending_.size(); }
 
@@ -141,11 +152,29 @@ class SocketStream : public httplib::Stream {
     return r;
   }
 
-  // Reads until the end of the header block is buffered (or EOF, the read timeout: httplib then
-  // reports the error), and adds "Content-Length: 0" where the request has no body framing.
-  // Returns a message when the block exceeds kMaxHeaderBlockBytes or one header line
-  // kMaxHeaderLineBytes (the caller answers 431), else "".
-  std::string read_header_block() {
+  // Waits up to `deadline` for input, in slices of 50 ms so that stop() is noticed. Returns > 0
+  // when readable, 0 at the deadline or when stopping, < 0 on a socket error.
+  int wait_readable_until(Clock::time_point deadline) const {
+    while (true) {
+      if (stopping_ && stopping_()) return 0;
+      const auto left =
+          std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return 0;
+      const int r = wait_fd(fd_, POLLIN, 0, std::min<long long>(left.count(), 50000));
+      if (r != 0) return r;
+    }
+  }
+
+  // Reads until the end of the header block is buffered, and adds "Content-Length: 0" where the
+  // request has no body framing. The whole block must arrive within one read timeout (a client
+  // trickling bytes cannot hold the connection longer) and stop() ends the wait within 50 ms: then
+  // returns false (drop the connection). At EOF or a socket error returns true with what was read
+  // (httplib then reports the error). Sets `too_large` when the block exceeds kMaxHeaderBlockBytes
+  // or one header line kMaxHeaderLineBytes (the caller answers 431).
+  bool read_header_block(std::string& too_large) {
+    too_large.clear();
+    const auto deadline =
+        Clock::now() + std::chrono::seconds(read_sec_) + std::chrono::microseconds(read_usec_);
     // The block starts after any stray CRLFs (RFC 9112 §2.2) and ends at the first empty line.
     auto block_end = [this](size_t& start) {
       start = pending_.find_first_not_of("\r\n", off_);
@@ -153,33 +182,50 @@ class SocketStream : public httplib::Stream {
     };
     size_t start = 0;
     while (block_end(start) == std::string::npos) {
-      if (pending_.size() - off_ > kMaxHeaderBlockBytes) return too_large_block();
-      if (wait_fd(fd_, POLLIN, read_sec_, read_usec_) <= 0) return "";
+      if (pending_.size() - off_ > kMaxHeaderBlockBytes) {
+        too_large = too_large_block();
+        return true;
+      }
+      const int r = wait_readable_until(deadline);
+      if (r == 0) return false;
+      if (r < 0) return true;
       ssize_t n = recv_some(buf_, sizeof buf_);
-      if (n <= 0) return "";
+      if (n <= 0) return true;
       pending_.append(buf_, (size_t)n);
     }
     pending_.erase(off_, start - off_);  // httplib would take a stray CRLF for the request line
     const size_t end = block_end(start);
-    if (end + 4 - off_ > kMaxHeaderBlockBytes) return too_large_block();
+    if (end + 4 - off_ > kMaxHeaderBlockBytes) {
+      too_large = too_large_block();
+      return true;
+    }
     const size_t first = pending_.find("\r\n", start);  // the end of the request line
     for (size_t line = first + 2; line < end + 2;) {    // header lines (the request line: 414)
       const size_t next = pending_.find("\r\n", line);
-      if (next - line > kMaxHeaderLineBytes)
-        return "A request header line is " + std::to_string(next - line) +
-               " bytes; the limit is " + std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
+      // Counted with its CRLF, as httplib's read_headers() counts it (it answers a bare 400 to a
+      // line over CPPHTTPLIB_HEADER_MAX_LENGTH): every line it would refuse gets this 431.
+      if (next + 2 - line > kMaxHeaderLineBytes) {
+        std::string name = pending_.substr(line, std::min(next, pending_.find(':', line)) - line);
+        if (name.size() > 40) name = name.substr(0, 40) + "...";
+        for (char& c : name)  // the message goes into JSON: printable ASCII only
+          if (c < 0x20 || c > 0x7e) c = '?';
+        too_large = "The request header line '" + name + ": ...' is " +
+                    std::to_string(next + 2 - line) + " bytes with its CRLF; the limit is " +
+                    std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
+        return true;
+      }
       line = next + 2;
     }
     size_t line = start;
     const std::string method = pending_.substr(line, pending_.find(' ', line) - line);
-    if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return "";
+    if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return true;
     for (line = pending_.find("\r\n", line) + 2; line < end + 2;
          line = pending_.find("\r\n", line) + 2) {
       const std::string name = lower(pending_.substr(line, pending_.find(':', line) - line));
-      if (name == "content-length" || name == "transfer-encoding") return "";
+      if (name == "content-length" || name == "transfer-encoding") return true;
     }
     pending_.insert(end + 2, "Content-Length: 0\r\n");
-    return "";
+    return true;
   }
 
   static std::string too_large_block() {
@@ -189,14 +235,16 @@ class SocketStream : public httplib::Stream {
 
   int fd_;
   time_t read_sec_, read_usec_, write_sec_, write_usec_;
+  std::function<bool()> stopping_;  // true once the server stops
   char buf_[4096];
   std::string pending_;  // bytes read from the socket and not yet returned, from off_
   size_t off_ = 0;
 };
 
 // Writes a complete error response ("Connection: close") on `fd`, then half-closes and drains
-// what the client still sends (briefly), so that closing does not reset the connection before the
-// client has read the response.
+// what the client still sends, so that closing does not reset the connection before the client has
+// read the response. The drain ends after 50 ms without input and at most 100 ms in all (a client
+// trickling bytes cannot hold the refusing thread, or a stopping server, longer).
 void answer_and_close(int fd, int status, const char* reason, const ApiError& e) {
   const std::string body = e.body();
   const std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason +
@@ -212,28 +260,45 @@ void answer_and_close(int fd, int status, const char* reason, const ApiError& e)
     sent += (size_t)n;
   }
   shutdown(fd, SHUT_WR);
-  char buf[4096];
-  for (int i = 0; i < 20 && wait_fd(fd, POLLIN, 0, 50000) > 0; ++i)
-    if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+  char buf[16384];
+  const auto deadline = Clock::now() + std::chrono::milliseconds(100);
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || wait_fd(fd, POLLIN, 0, std::min<long long>(left.count(), 50000)) <= 0)
+      break;
+    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+  }
   close(fd);
 }
 
-// Set on the thread that refuses connections over the limit; t_refuse_silently when so many wait
-// to be refused that answering each (up to 50 ms for an idle client) would let them pile up.
+// Set on the thread that refuses connections over the limit; t_refuse_silently when the server is
+// stopping, or when so many wait to be refused that answering each (50 ms for an idle client, at
+// most 100 ms) would let them pile up.
 thread_local bool t_refuse = false;
 thread_local bool t_refuse_silently = false;
 constexpr size_t kMaxRefusalsQueued = 64;
 
-// httplib's thread pool behind a bound on open connections: the accept loop enqueues one task per
-// connection; a task beyond the bound runs on one refusing thread (t_refuse), which answers 503.
+// A thread pool like httplib's ThreadPool (which terminates the process when a thread cannot be
+// started: this one throws) behind a bound on open connections: the accept loop enqueues one task
+// per connection; a task beyond the bound runs on one refusing thread (t_refuse), which answers 503.
 class LimitedTaskQueue : public httplib::TaskQueue {
  public:
+  /// Starts `threads` connection threads and the refusing thread; throws std::system_error (after
+  /// stopping those already started) when one cannot be started.
   LimitedTaskQueue(size_t threads, size_t max_connections,
                    std::shared_ptr<std::atomic<size_t>> open)
-      : pool_(threads),
-        max_(max_connections),
-        open_(std::move(open)),
-        refuser_([this] { refuse_loop(); }) {}
+      : max_(max_connections), open_(std::move(open)) {
+    try {
+      workers_.reserve(threads);
+      for (size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work_loop(); });
+      refuser_ = std::thread([this] { refuse_loop(); });
+    } catch (...) {
+      shutdown();
+      throw;
+    }
+  }
   ~LimitedTaskQueue() override { shutdown(); }
 
   void enqueue(std::function<void()> fn) override {
@@ -241,49 +306,71 @@ class LimitedTaskQueue : public httplib::TaskQueue {
       (*open_)--;
       std::lock_guard<std::mutex> lk(mu_);
       refuse_.push_back(std::move(fn));
-      cv_.notify_one();
+      refuse_cv_.notify_one();
       return;
     }
-    pool_.enqueue([open = open_, fn = std::move(fn)] {
+    std::lock_guard<std::mutex> lk(mu_);
+    jobs_.push_back([open = open_, fn = std::move(fn)] {
+      struct Closed {  // the connection is no longer open, however fn() ends
+        std::atomic<size_t>& open;
+        ~Closed() { open--; }
+      } closed{*open};
       fn();
-      (*open)--;
     });
+    jobs_cv_.notify_one();
   }
 
+  /// Queued connections are still served (or refused, silently), as by httplib's ThreadPool.
   void shutdown() override {
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (stopping_) return;
       stopping_ = true;
-      cv_.notify_one();
+      jobs_cv_.notify_all();
+      refuse_cv_.notify_all();
     }
-    refuser_.join();
-    pool_.shutdown();
+    if (refuser_.joinable()) refuser_.join();
+    for (std::thread& t : workers_)
+      if (t.joinable()) t.join();
   }
 
  private:
-  void refuse_loop() {
-    t_refuse = true;
+  void work_loop() {
     std::unique_lock<std::mutex> lk(mu_);
     while (true) {
-      cv_.wait(lk, [this] { return stopping_ || !refuse_.empty(); });
-      if (refuse_.empty()) return;
-      std::function<void()> fn = std::move(refuse_.front());
-      refuse_.pop_front();
-      t_refuse_silently = refuse_.size() >= kMaxRefusalsQueued;
+      jobs_cv_.wait(lk, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      std::function<void()> fn = std::move(jobs_.front());
+      jobs_.pop_front();
       lk.unlock();
-      fn();  // process_and_close_socket on this thread: answers 503
+      fn();  // process_and_close_socket, which lets no exception out
       lk.lock();
     }
   }
 
-  httplib::ThreadPool pool_;
+  void refuse_loop() {
+    t_refuse = true;
+    std::unique_lock<std::mutex> lk(mu_);
+    while (true) {
+      refuse_cv_.wait(lk, [this] { return stopping_ || !refuse_.empty(); });
+      if (refuse_.empty()) return;
+      std::function<void()> fn = std::move(refuse_.front());
+      refuse_.pop_front();
+      t_refuse_silently = stopping_ || refuse_.size() >= kMaxRefusalsQueued;
+      lk.unlock();
+      fn();  // process_and_close_socket on this thread: answers 503 (or closes)
+      lk.lock();
+    }
+  }
+
   const size_t max_;
   std::shared_ptr<std::atomic<size_t>> open_;  // shared with the server (connections_open)
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> refuse_;
+  std::condition_variable jobs_cv_, refuse_cv_;
+  std::deque<std::function<void()>> jobs_;    // connections to serve
+  std::deque<std::function<void()>> refuse_;  // connections to refuse
   bool stopping_ = false;
+  std::vector<std::thread> workers_;
   std::thread refuser_;
 };
 
@@ -311,7 +398,15 @@ bool client_connected(int fd) {
 
 void ConnectionAwareServer::set_connection_limits(int threads, int max_connections) {
   const size_t t = (size_t)std::max(1, threads), m = (size_t)std::max(1, max_connections);
-  new_task_queue = [t, m, open = open_] { return new LimitedTaskQueue(t, m, open); };
+  // The threads start now, so that a failure is reported before the server listens (and not by
+  // httplib's listen loop, or as std::terminate). The first listen takes this queue; a later one
+  // (after stop()) makes a new one.
+  queue_.reset();
+  queue_ = std::make_unique<LimitedTaskQueue>(t, m, open_);
+  new_task_queue = [this, t, m]() -> httplib::TaskQueue* {
+    if (queue_) return queue_.release();
+    return new LimitedTaskQueue(t, m, open_);
+  };
   max_connections_ = m;
 }
 
@@ -320,36 +415,40 @@ uint64_t ConnectionAwareServer::connections_refused() const {
 }
 
 bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
-  if (t_refuse) {
-    (*refused_)++;
-    if (t_refuse_silently) {
-      close(sock);
-      return false;
-    }
-    answer_and_close(sock, 503, "Service Unavailable",
-                     ApiError(503,
-                              "Too many connections: this server keeps at most " +
-                                  std::to_string(max_connections_) +
-                                  " client connections open (perfx serve --max-connections); "
-                                  "retry later.",
-                              "server_error", "", "too_many_connections"));
-    return false;
-  }
-  SocketStream strm(sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,
-                    write_timeout_usec_);
-  t_client_socket = sock;
-  bool ret = false;
+  // stop() closes the listening socket at once (is_running() stays true until every connection
+  // thread has returned).
+  const auto stopping = [this] { return !is_running() || svr_sock_ == INVALID_SOCKET; };
+  bool ret = false, closed = false;
   // An exception here (outside httplib's handler guard) would end the thread and with it the
   // process (std::terminate): drop this connection instead.
   try {
+    if (t_refuse) {
+      (*refused_)++;
+      if (t_refuse_silently || stopping()) {  // a flood, or the server is stopping: no answer
+        closed = true;
+        close(sock);
+        return false;
+      }
+      const std::string n = std::to_string(max_connections_) +
+                            (max_connections_ == 1 ? " client connection" : " client connections");
+      answer_and_close(sock, 503, "Service Unavailable",
+                       ApiError(503,
+                                "Too many connections: this server keeps at most " + n +
+                                    " open (perfx serve --max-connections); retry later.",
+                                "server_error", "", "too_many_connections"));
+      closed = true;  // answer_and_close closes last; it throws only before sending
+      return false;
+    }
+    SocketStream strm(sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,
+                      write_timeout_usec_, stopping);
+    t_client_socket = sock;
     size_t count = keep_alive_max_count_;
     while (count > 0) {
-      // Wait (in short slices, so that stop() is noticed) for the next request on this connection.
+      // Wait (in short slices, so that stop() is noticed) for the next request on this connection:
+      // an idle keep-alive connection ends within 50 ms of stop().
       bool readable = false;
       for (time_t waited_ms = 0; waited_ms <= keep_alive_timeout_sec_ * 1000; waited_ms += 50) {
-        // stop() closes the listening socket at once (is_running() stays true until every
-        // connection thread has returned), so an idle keep-alive connection ends within 50 ms.
-        if (!is_running() || svr_sock_ == INVALID_SOCKET) break;
+        if (stopping()) break;
         if (strm.has_pending()) {
           readable = true;
           break;
@@ -363,12 +462,14 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
       }
       if (!readable) break;
       bool connection_closed = false;
-      const std::string too_large = strm.begin_request();
+      std::string too_large;
+      if (!strm.begin_request(too_large)) break;  // stopping, or the headers took too long
       if (!too_large.empty()) {
         t_client_socket = -1;
         answer_and_close(sock, 431, "Request Header Fields Too Large",
                          ApiError(431, too_large, "invalid_request_error", "",
                                   "request_header_fields_too_large"));
+        closed = true;
         return false;
       }
       ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
@@ -378,10 +479,15 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "perfx serve: warning: a connection was dropped: %s\n", e.what());
     ret = false;
+  } catch (...) {
+    std::fprintf(stderr, "perfx serve: warning: a connection was dropped: unknown exception\n");
+    ret = false;
   }
   t_client_socket = -1;
-  shutdown(sock, SHUT_RDWR);
-  close(sock);
+  if (!closed) {
+    shutdown(sock, SHUT_RDWR);
+    close(sock);
+  }
   return ret;
 }
 

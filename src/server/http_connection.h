@@ -14,7 +14,8 @@ namespace perfx::server {
 
 /// A request's header block (request line and headers) larger than this gets 431.
 constexpr size_t kMaxHeaderBlockBytes = 64 * 1024;
-/// One header line longer than this gets 431 (httplib's CPPHTTPLIB_HEADER_MAX_LENGTH).
+/// One header line longer than this, counted with its CRLF, gets 431 (httplib's
+/// CPPHTTPLIB_HEADER_MAX_LENGTH, which httplib counts the same way).
 constexpr size_t kMaxHeaderLineBytes = 8192;
 
 class ConnectionAwareServer : public httplib::Server {
@@ -22,7 +23,8 @@ class ConnectionAwareServer : public httplib::Server {
   /// Serves connections on `threads` threads and keeps at most `max_connections` (>= 1) open at
   /// once: one more is answered 503 ("too many connections", naming the limit and the flag
   /// --max-connections) and closed, instead of waiting, unbounded, for a free thread. Call before
-  /// listening.
+  /// listening. Starts the threads now: throws std::system_error when one cannot be started
+  /// (those already started are stopped).
   void set_connection_limits(int threads, int max_connections);
   /// Connections refused by the limit so far.
   uint64_t connections_refused() const;
@@ -33,6 +35,7 @@ class ConnectionAwareServer : public httplib::Server {
   // Called by httplib's accept loop (virtual in httplib::Server) for every accepted connection.
   bool process_and_close_socket(socket_t sock) override;
   size_t max_connections_ = 0;
+  std::unique_ptr<httplib::TaskQueue> queue_;  // started by set_connection_limits, until listening
   std::shared_ptr<std::atomic<size_t>> open_ = std::make_shared<std::atomic<size_t>>(0);
   std::shared_ptr<std::atomic<uint64_t>> refused_ = std::make_shared<std::atomic<uint64_t>>(0);
 };

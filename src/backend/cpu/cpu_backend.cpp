@@ -36,9 +36,11 @@ class CpuBuffer : public Buffer {
     // MAP_NORESERVE: a large KV pool is fine as long as the blocks actually used fit in memory.
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    if (p == MAP_FAILED) {
+      const int err = errno;  // before the message's allocations, which may change errno
       throw Error("out of memory allocating " + std::to_string(bytes >> 20) + " MiB (mmap: " +
-                  std::strerror(errno) + "; lower --kv-cache-tokens, --kv-cache-mib or -c)");
+                  std::strerror(err) + "; lower --kv-cache-tokens, --kv-cache-mib or -c)");
+    }
     data_ = p;
   }
   ~CpuBuffer() override {
