@@ -169,7 +169,10 @@ void write_text_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    check(static_cast<bool>(f), "cannot create '" + tmp + "': " + std::strerror(errno));
+    if (!f) {
+      const int err = errno;  // before the message's allocations
+      throw Error("cannot create '" + tmp + "': " + std::strerror(err));
+    }
     f.write(text.data(), static_cast<std::streamsize>(text.size()));
     f.close();  // a small file is written only now: its errors (ENOSPC) show here
     if (!f) {
@@ -178,8 +181,10 @@ void write_text_file(const std::string& path, const std::string& text) {
       throw Error("cannot write '" + tmp + "': " + std::strerror(err));
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
+  }
 }
 
 std::vector<std::string> copy_tokenizer_files(const std::string& src_dir,
