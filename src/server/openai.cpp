@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <utility>
+#include <vector>
 
 namespace perfx::server {
 namespace {
@@ -263,6 +265,20 @@ ojson parse_json_body(const std::string& body) {
   if (!j.is_object())
     throw ApiError(400, "The request body must be a JSON object, not " + type_word(j) + ".",
                    "invalid_request_error", "", "invalid_json");
+  // nlohmann parses and destroys without recursion, but copying, dumping and the chat template's
+  // Value::from_json recurse, so the depth is bounded here, walking with an explicit stack.
+  std::vector<std::pair<const ojson*, int>> todo{{&j, 1}};
+  while (!todo.empty()) {
+    auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (depth > kMaxJsonDepth)
+      throw ApiError(400,
+                     "The request body nests arrays and objects more than " +
+                         std::to_string(kMaxJsonDepth) + " levels deep.",
+                     "invalid_request_error", "", "invalid_json");
+    if (v->is_structured())
+      for (const auto& c : *v) todo.emplace_back(&c, depth + 1);
+  }
   return j;
 }
 

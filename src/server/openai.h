@@ -63,7 +63,10 @@ struct GenerationRequest {
   bool ignore_eos = false;  // extension (vLLM, llama.cpp)
 };
 
-/// Parses a JSON body; ApiError 400 for invalid JSON or a non-object.
+/// Deepest nesting of arrays/objects a request body may have (the body object is level 1).
+inline constexpr int kMaxJsonDepth = 128;
+/// Parses a JSON body; ApiError 400 for invalid JSON, a non-object, or nesting deeper than
+/// kMaxJsonDepth (code invalid_json).
 ojson parse_json_body(const std::string& body);
 /// Validates a /v1/chat/completions body. ApiError 400 naming the parameter at fault.
 GenerationRequest parse_chat_request(const ojson& body);

@@ -647,9 +647,10 @@ void add_global_functions(Dict& globals) {
                 }
                 if (step == 0) throw Error("chat template: range() step must not be zero");
                 List out;
-                for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+                for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
                   out.push_back(Value::integer(k));
                   if (out.size() > 1000000) throw Error("chat template: range() too large");
+                  if (__builtin_add_overflow(k, step, &k)) break;  // past INT64_MAX/MIN: done
                 }
                 return Value::make_list(std::move(out));
               }));

@@ -1,6 +1,7 @@
 // Chat template evaluator: walks the syntax tree with Jinja's scoping (a for-loop iteration and a
 // macro call get their own frame; if-blocks do not), loop objects, namespaces and macros.
 #include <cmath>
+#include <cstdint>
 #include <unordered_map>
 
 #include "perfx/status.h"
@@ -409,12 +410,23 @@ class Evaluator {
       }
     }
     if (op == "*") {
+      // A template renders a prompt: a repetition past kMaxRepeatItems characters or items is an
+      // error, not minutes of work or an out-of-memory.
+      constexpr int64_t kMaxRepeatItems = 1 << 24;
+      auto too_big = [&](size_t unit) {
+        if (r.i > 0 && unit > 0 && (int64_t)unit > kMaxRepeatItems / r.i)
+          fail("repetition " + op + " " + std::to_string(r.i) + " is too large (over " +
+                   std::to_string(kMaxRepeatItems) + " characters or items)",
+               e.line);
+      };
       if (l.is_string() && r.type == Value::Type::Int) {
+        too_big(l.s.size());
         std::string out;
         for (int64_t k = 0; k < r.i; ++k) out += l.s;
         return Value::string(out);
       }
       if (l.is_list() && r.type == Value::Type::Int) {
+        too_big(l.list->size());
         List out;
         for (int64_t k = 0; k < r.i; ++k) out.insert(out.end(), l.list->begin(), l.list->end());
         return Value::make_list(std::move(out));
@@ -436,12 +448,21 @@ class Evaluator {
       return v.type == Value::Type::Bool ? (v.b ? 1.0 : 0.0) : v.as_double();
     };
     bool ints = l.type != Value::Type::Float && r.type != Value::Type::Float;
-    if (op == "+")
-      return ints ? Value::integer(as_int(l) + as_int(r)) : Value::number(as_num(l) + as_num(r));
-    if (op == "-")
-      return ints ? Value::integer(as_int(l) - as_int(r)) : Value::number(as_num(l) - as_num(r));
-    if (op == "*")
-      return ints ? Value::integer(as_int(l) * as_int(r)) : Value::number(as_num(l) * as_num(r));
+    // Python's ints do not overflow; ours are int64, so an overflow is an error (never UB).
+    auto overflow = [&]() { fail("integer overflow in " + op + " (values beyond 64 bits)", e.line); };
+    int64_t res = 0;
+    if (op == "+" || op == "-" || op == "*") {
+      if (!ints) {
+        const double a = as_num(l), b = as_num(r);
+        return Value::number(op == "+" ? a + b : op == "-" ? a - b : a * b);
+      }
+      const int64_t a = as_int(l), b = as_int(r);
+      const bool over = op == "+"   ? __builtin_add_overflow(a, b, &res)
+                        : op == "-" ? __builtin_sub_overflow(a, b, &res)
+                                    : __builtin_mul_overflow(a, b, &res);
+      if (over) overflow();
+      return Value::integer(res);
+    }
     if (op == "/") {
       if (as_num(r) == 0) fail("division by zero", e.line);
       return Value::number(as_num(l) / as_num(r));
@@ -450,6 +471,11 @@ class Evaluator {
       if (as_num(r) == 0) fail("division by zero", e.line);
       if (ints) {
         int64_t a = as_int(l), b = as_int(r);
+        if (b == -1) {  // INT64_MIN / -1 traps
+          if (op == "%") return Value::integer(0);
+          if (a == INT64_MIN) overflow();
+          return Value::integer(-a);
+        }
         int64_t q = a / b;
         if ((a % b != 0) && ((a < 0) != (b < 0))) --q;  // floor
         return op == "//" ? Value::integer(q) : Value::integer(a - q * b);
@@ -460,8 +486,12 @@ class Evaluator {
     }
     if (op == "**") {
       if (ints && as_int(r) >= 0) {
-        int64_t out = 1;
-        for (int64_t k = 0; k < as_int(r); ++k) out *= as_int(l);
+        const int64_t base = as_int(l), exp = as_int(r);
+        if (base == 0 || base == 1 || exp == 0) return Value::integer(exp == 0 ? 1 : base);
+        if (base == -1) return Value::integer(exp % 2 ? -1 : 1);
+        int64_t out = 1;  // |base| >= 2: at most 63 steps before an overflow
+        for (int64_t k = 0; k < exp; ++k)
+          if (__builtin_mul_overflow(out, base, &out)) overflow();
         return Value::integer(out);
       }
       return Value::number(std::pow(as_num(l), as_num(r)));
@@ -512,7 +542,10 @@ class Evaluator {
       case Expr::Kind::Unary: {
         Value v = eval(*e.a, f);
         if (e.name == "not") return Value::boolean(!v.truthy());
-        if (v.type == Value::Type::Int) return Value::integer(e.name == "-" ? -v.i : v.i);
+        if (v.type == Value::Type::Int) {
+          if (e.name == "-" && v.i == INT64_MIN) fail("integer overflow in unary -", e.line);
+          return Value::integer(e.name == "-" ? -v.i : v.i);
+        }
         if (v.type == Value::Type::Float) return Value::number(e.name == "-" ? -v.f : v.f);
         fail("bad operand type for unary " + e.name + ": " + v.type_name(), e.line);
       }

@@ -46,7 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       const std::string a = tpl->render(in);
       const std::string b = tpl->render(in);
-      FUZZ_ASSERT(a == b, "render is not deterministic");
+      // strftime_now reads the clock: two renders may straddle a second.
+      if (source.find("strftime_now") == std::string::npos)
+        FUZZ_ASSERT(a == b, "render is not deterministic");
     } catch (const Error&) {
     }
   }

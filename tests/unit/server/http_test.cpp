@@ -255,6 +255,29 @@ TEST(Http, MalformedRequestsGetOpenAIErrorsAndTheServerKeepsServing) {
   EXPECT_NE(met->body.find("code=\"413\""), std::string::npos);
 }
 
+// nlohmann parses a body of nested brackets without recursion, but copying, dumping and the chat
+// template's Value::from_json recurse, so nesting depth was bounded only by the body size (a
+// 500,000-level chat body, 1 MB, was accepted). Bodies nesting deeper than kMaxJsonDepth now get a
+// 400 naming the limit before anything recurses; the limit itself is accepted.
+TEST(Http, DeeplyNestedBodiesAre400NotAStackOverflow) {
+  TestServer s;
+  // {"messages":[{"role":"user","content":"hi","x":[[...]]}]}: the body is level 1, messages 2,
+  // the message 3, so `depth` levels need depth - 3 arrays.
+  auto nested = [](int depth) {
+    return R"({"messages":[{"role":"user","content":"hi","x":)" + std::string(depth - 3, '[') +
+           std::string(depth - 3, ']') + "}]}";
+  };
+  for (int depth : {kMaxJsonDepth + 1, 500000}) {
+    auto r = s.post("/v1/chat/completions", nested(depth));
+    expect_error(r, 400);
+    EXPECT_NE(r->body.find(std::to_string(kMaxJsonDepth) + " levels deep"), std::string::npos)
+        << r->body.substr(0, 300);
+  }
+  auto ok = s.post("/v1/chat/completions", nested(kMaxJsonDepth));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body.substr(0, 300);
+}
+
 TEST(Http, ApiKey) {
   HttpOptions ho;
   ho.api_key = "sekrit";

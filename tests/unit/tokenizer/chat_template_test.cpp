@@ -337,6 +337,33 @@ TEST(ChatTemplateErrors, EndlessRecursionAndDeepNestingAreErrors) {
   EXPECT_EQ(eval(rep("{% if 1 %}", 50) + "x" + rep("{% endif %}", 50)), "x");
 }
 
+TEST(ChatTemplateErrors, IntegerOverflowAndHugeRepetitionsAreErrors) {
+  // Found in review of the fuzz work: int64 arithmetic overflowed (UB: UBSan aborts), INT64_MIN
+  // // -1 trapped (SIGFPE), 2 ** 10**13 looped 10^13 times and 'x' * 10**12 ran out of memory.
+  auto error_of = [](const std::string& tpl) -> std::string {
+    try {
+      return "(no error) " + eval(tpl);
+    } catch (const Error& e) {
+      return e.what();
+    }
+  };
+  for (const char* tpl :
+       {"{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}",
+        "{{ 4294967296 * 4294967296 }}", "{{ 2 ** 10000000000000 }}", "{{ 3 ** 40 }}",
+        "{{ (-9223372036854775807 - 1) // -1 }}", "{{ -(-9223372036854775807 - 1) }}"}) {
+    EXPECT_THAT(error_of(tpl), ::testing::HasSubstr("integer overflow")) << tpl;
+  }
+  EXPECT_THAT(error_of("{{ 'x' * 1000000000000 }}"), ::testing::HasSubstr("too large"));
+  EXPECT_THAT(error_of("{{ [1, 2] * 100000000 }}"), ::testing::HasSubstr("too large"));
+  // In range, Python's answers.
+  EXPECT_EQ(eval("{{ 2 ** 62 }}|{{ (-2) ** 63 }}|{{ 1 ** 10000000000000 }}|{{ (-1) ** 7 }}"),
+            "4611686018427387904|-9223372036854775808|1|-1");
+  EXPECT_EQ(eval("{{ (-9223372036854775807 - 1) % -1 }}|{{ 7 // -1 }}|{{ -7 // 2 }}|{{ -7 % 2 }}"),
+            "0|-7|-4|1");
+  EXPECT_EQ(eval("{{ 'ab' * 3 }}|{{ range(9223372036854775806, 9223372036854775807, 5)|list }}"),
+            "ababab|[9223372036854775806]");
+}
+
 TEST(ChatTemplateLoad, BuiltinNamesJsonAndJinjaFiles) {
   EXPECT_EQ(load_chat_template("chatml"), builtin_chat_template("chatml"));
   EXPECT_THROW(load_chat_template("/nonexistent/template.jinja"), Error);
