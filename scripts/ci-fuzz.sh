@@ -16,6 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${PERFX_FUZZ_SECONDS:-90}
 SEED=${PERFX_FUZZ_SEED:-1}
+# PERFX_FUZZ_MODE=replay runs every committed corpus input once (deterministic: the regression
+# step of CI); the default, fuzz, mutates from the corpus as described above.
+MODE=${PERFX_FUZZ_MODE:-fuzz}
+ROOT=$PWD
 JOBS=${PERFX_FUZZ_JOBS:-$(nproc)}
 TARGETS=(gguf safetensors hf_config tokenizer_json tokenize chat_template openai_request stop_strings)
 declare -A RUNS=([gguf]=250000 [safetensors]=1000000 [hf_config]=750000 [tokenizer_json]=250000
@@ -35,6 +39,15 @@ run_target() {
   # directory in readdir order (filesystem-dependent), and seeds of equal size would run in a
   # different order on another machine. New inputs go to $dir/corpus, never re-read (-reload=0).
   find "$PWD/tests/fuzz/corpus/$t" -type f | LC_ALL=C sort | paste -sd, - >"$dir/seeds"
+  if [ "$MODE" = replay ]; then  # every committed input once: seeds and reproducers
+    if (cd "$dir/artifacts" && "$ROOT/build-fuzz/tests/fuzz/fuzz_$t" $(tr , ' ' <"$dir/seeds")) \
+        >"$dir/log" 2>&1; then
+      echo ok >"$dir/status"
+    else
+      echo "failed (exit $?)" >"$dir/status"
+    fi
+    return
+  fi
   if build-fuzz/tests/fuzz/fuzz_"$t" "$dir/corpus" -dict="tests/fuzz/dict/$t.dict" \
       -seed_inputs=@"$dir/seeds" -shuffle=0 -reload=0 -seed="$SEED" -runs="${RUNS[$t]}" -max_total_time="$SECONDS_PER_TARGET" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$dir/artifacts/" >"$dir/log" 2>&1; then
@@ -60,7 +73,11 @@ for t in "${TARGETS[@]}"; do
   artifacts=$(find "$dir/artifacts" -type f)
   if [ "$(cat "$dir/status" 2>/dev/null)" = ok ] && [ -z "$artifacts" ]; then
     note=""
-    [ "${execs:-0}" -lt "${RUNS[$t]}" ] && note=" (the ${SECONDS_PER_TARGET}s cap stopped it before ${RUNS[$t]})"
+    if [ "$MODE" = replay ]; then
+      execs=$(tr , '\n' <"$dir/seeds" | wc -l) note=" (the committed corpus, once)"
+    elif [ "${execs:-0}" -lt "${RUNS[$t]}" ]; then
+      note=" (the ${SECONDS_PER_TARGET}s cap stopped it before ${RUNS[$t]})"
+    fi
     printf "  %-16s ok   %10s executions%s\n" "$t" "${execs:-?}" "$note"
   else
     fail=1

@@ -194,6 +194,18 @@ TEST(TokenizerDecode, StripDecoderOtherThanOneLeadingIsRejected) {
           << e.what();
     }
   }
+  // A content of two characters (HF requires one) streamed "  b" where decode() gave "a  b" (found
+  // by fuzz_tokenizer_json in a CI run).
+  std::string two = head + "1, \"stop\": 0}]}}";
+  two.replace(two.find(R"("content": " ", "start")"), 23, R"("content": "  ", "start")");
+  try {
+    Tokenizer::from_hf_json(two, "");
+    ADD_FAILURE() << "accepted a Strip content of two characters";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Strip decoder content must be one character"),
+              std::string::npos)
+        << e.what();
+  }
   const auto tok = Tokenizer::from_hf_json(head + "1, \"stop\": 0}]}}", "");
   EXPECT_EQ(tok->decode({0, 1, 0, 0, 2}), " a  b");
   expect_stream_equals_decode(*tok, {0, 1, 0, 0, 2}, false, "strip 1");
