@@ -57,7 +57,11 @@ run_target() {
   fi
 }
 
-echo "ci-fuzz: ${#TARGETS[@]} targets, seed $SEED, a fixed number of runs each (at most ${SECONDS_PER_TARGET}s), $JOBS at a time (work folder $WORK)"
+if [ "$MODE" = replay ]; then
+  echo "ci-fuzz: ${#TARGETS[@]} targets, replaying the committed corpora (work folder $WORK)"
+else
+  echo "ci-fuzz: ${#TARGETS[@]} targets, seed $SEED, a fixed number of runs each (at most ${SECONDS_PER_TARGET}s), $JOBS at a time (work folder $WORK)"
+fi
 running=0
 for t in "${TARGETS[@]}"; do
   run_target "$t" &
