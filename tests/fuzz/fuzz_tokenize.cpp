@@ -16,6 +16,7 @@
 
 #include "formats/gguf.h"
 #include "fuzz_common.h"
+#include "fuzz_decode.h"
 #include "perfx/status.h"
 #include "perfx/tokenizer.h"
 #include "tokenizer/unicode_norm.h"
@@ -30,24 +31,6 @@ struct Loaded {
   enum { None, Exact, ExactIfNfc } round_trip;
 };
 std::vector<Loaded>* g_toks = nullptr;
-
-void check_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
-  for (bool skip : {false, true}) {
-    const std::string text = tok.decode(ids, skip);
-    FUZZ_ASSERT(fuzz::is_valid_utf8(text), "decode() returned invalid UTF-8");
-    StreamDecoder sd(tok, skip);
-    std::string streamed;
-    for (int32_t id : ids) streamed += sd.push(id);
-    streamed += sd.finish();
-    if (streamed != text) {
-      std::fprintf(stderr, "ids:");
-      for (int32_t id : ids) std::fprintf(stderr, " %d", id);
-      std::fprintf(stderr, "\nskip_special %d\ndecode:   '%s'\nstreamed: '%s'\n", (int)skip,
-                   text.c_str(), streamed.c_str());
-    }
-    FUZZ_ASSERT(streamed == text, "StreamDecoder pieces != decode()");
-  }
-}
 
 }  // namespace
 
@@ -83,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (bool special : {false, true}) {
       const auto ids = tok.encode(text, /*add_bos=*/special, special);
       for (int32_t id : ids) FUZZ_ASSERT(id >= 0 && id < vocab, "encode id out of range");
-      check_decode(tok, ids);
+      fuzz::check_decode(tok, ids);
       if (!special && valid &&
           (l.round_trip == Loaded::Exact ||
            (l.round_trip == Loaded::ExactIfNfc && tok::to_nfc(text) == text)))
@@ -92,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<int32_t> in_vocab;
     for (int32_t id : raw_ids)
       if (id >= 0) in_vocab.push_back((int32_t)((uint32_t)id % (uint32_t)vocab));
-    check_decode(tok, in_vocab);
+    fuzz::check_decode(tok, in_vocab);
     (void)tok.decode(raw_ids);
   }
   return 0;

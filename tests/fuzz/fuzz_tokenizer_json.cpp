@@ -12,32 +12,11 @@
 #include <vector>
 
 #include "fuzz_common.h"
+#include "fuzz_decode.h"
 #include "perfx/status.h"
 #include "perfx/tokenizer.h"
 
 using namespace perfx;
-
-namespace {
-
-void check_decode(const Tokenizer& tok, const std::vector<int32_t>& ids) {
-  for (bool skip : {false, true}) {
-    const std::string text = tok.decode(ids, skip);
-    FUZZ_ASSERT(fuzz::is_valid_utf8(text), "decode() returned invalid UTF-8");
-    StreamDecoder sd(tok, skip);
-    std::string streamed;
-    for (int32_t id : ids) streamed += sd.push(id);
-    streamed += sd.finish();
-    if (streamed != text) {
-      std::fprintf(stderr, "ids:");
-      for (int32_t id : ids) std::fprintf(stderr, " %d", id);
-      std::fprintf(stderr, "\nskip_special %d\ndecode:   '%s'\nstreamed: '%s'\n", (int)skip,
-                   text.c_str(), streamed.c_str());
-    }
-    FUZZ_ASSERT(streamed == text, "StreamDecoder pieces != decode()");
-  }
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto [tok_json, cfg_json] = fuzz::split_nul(data, size);
@@ -54,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (bool special : {false, true}) {
         const auto ids = tok->encode(s, /*add_bos=*/special, special);
         for (int32_t id : ids) FUZZ_ASSERT(id >= 0 && id < vocab, "encode id out of range");
-        check_decode(*tok, ids);
+        fuzz::check_decode(*tok, ids);
         (void)encode_prompt(*tok, s, special);
       }
     }
@@ -64,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)tok->id_to_token(id);
       (void)tok->is_special(id);
     }
-    check_decode(*tok, all);
+    fuzz::check_decode(*tok, all);
     (void)tok->token_to_id("Hello");
   } catch (const Error&) {
     // A tokenizer may reject text at encode time (documented for unsupported components).
