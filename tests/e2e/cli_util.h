@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "support/test_support.h"
+
 namespace perfx::test {
 
 struct CmdResult {
@@ -18,5 +20,15 @@ std::string make_temp_dir(const std::string& tag);
 /// Shell-quotes a string.
 std::string sh_quote(const std::string& s);
 void write_file(const std::string& path, const std::string& data);
+
+/// The bundled default model folder (<source>/models/default).
+inline std::string default_model() { return source_dir() + "/models/default"; }
+
+/// Skips the test (with the path) when models/default is missing.
+#define REQUIRE_DEFAULT_MODEL()                                                \
+  do {                                                                         \
+    if (!path_exists_for_test(default_model() + "/config.json"))               \
+      GTEST_SKIP() << "models/default is missing (" << default_model() << ")"; \
+  } while (0)
 
 }  // namespace perfx::test

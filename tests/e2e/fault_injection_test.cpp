@@ -21,10 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string default_model() {
-  return source_dir() + "/models/default";
-}
-
 // Names in `dir` (one level).
 std::string listing(const std::string& dir) {  // sorted names, each followed by a space
   std::vector<std::string> names;

@@ -23,16 +23,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string default_model() {
-  return source_dir() + "/models/default";
-}
-
-#define REQUIRE_DEFAULT_MODEL()                                                \
-  do {                                                                         \
-    if (!path_exists_for_test(default_model() + "/config.json"))               \
-      GTEST_SKIP() << "models/default is missing (" << default_model() << ")"; \
-  } while (0)
-
 // The value of an unlabelled metric line "name value".
 double metric(const std::string& text, const std::string& name) {
   size_t k = text.find("\n" + name + " ");

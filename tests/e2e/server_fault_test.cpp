@@ -23,16 +23,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string default_model() {
-  return source_dir() + "/models/default";
-}
-
-#define REQUIRE_DEFAULT_MODEL()                                                \
-  do {                                                                         \
-    if (!path_exists_for_test(default_model() + "/config.json"))               \
-      GTEST_SKIP() << "models/default is missing (" << default_model() << ")"; \
-  } while (0)
-
 // Runs a shell command line; returns the exit status (128 + signal when killed).
 int sh(const std::string& cmd) {
   const int st = std::system(cmd.c_str());
