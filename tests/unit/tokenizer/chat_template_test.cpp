@@ -49,6 +49,15 @@ std::string eval(const std::string& tpl, const json& extra = nullptr) {
   return render(tpl, json::array(), true, "<s>", "</s>", extra);
 }
 
+// The error a template raises, or "(no error) " + its output.
+std::string error_of(const std::string& tpl) {
+  try {
+    return "(no error) " + eval(tpl);
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 TEST(ChatTemplateReal, Llama3) {
   PERFX_REQUIRE_SHARED("tokenizers/llama3/tokenizer_config.json");
   std::string tpl = shared_template("llama3");
@@ -273,14 +282,6 @@ TEST(ChatTemplateJinja, ToJsonLikeTransformers) {
 }
 
 TEST(ChatTemplateErrors, NameTheUnsupportedConstruct) {
-  auto error_of = [](const std::string& tpl) -> std::string {
-    try {
-      eval(tpl);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
   EXPECT_EQ(error_of("line1\n{% include 'x.jinja' %}"),
             "chat template: unsupported statement 'include' at line 2");
   EXPECT_EQ(error_of("{% call foo() %}{% endcall %}"),
@@ -304,14 +305,6 @@ TEST(ChatTemplateErrors, EndlessRecursionAndDeepNestingAreErrors) {
   // Found by tests/fuzz/fuzz_chat_template (corpus regress-macro-recursion): a macro calling itself
   // overflowed the stack, as did very deep nesting of expressions or blocks (parser, evaluator and
   // the tree's destructor all recurse).
-  auto error_of = [](const std::string& tpl) -> std::string {
-    try {
-      eval(tpl);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "(no error)";
-  };
   EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"),
             "chat template: macro 'f' nested more than 64 calls deep (endless recursion?) at "
             "line 1");
@@ -340,13 +333,6 @@ TEST(ChatTemplateErrors, EndlessRecursionAndDeepNestingAreErrors) {
 TEST(ChatTemplateErrors, IntegerOverflowAndHugeRepetitionsAreErrors) {
   // Found in review of the fuzz work: int64 arithmetic overflowed (UB: UBSan aborts), INT64_MIN
   // // -1 trapped (SIGFPE), 2 ** 10**13 looped 10^13 times and 'x' * 10**12 ran out of memory.
-  auto error_of = [](const std::string& tpl) -> std::string {
-    try {
-      return "(no error) " + eval(tpl);
-    } catch (const Error& e) {
-      return e.what();
-    }
-  };
   for (const char* tpl :
        {"{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}",
         "{{ 4294967296 * 4294967296 }}", "{{ 2 ** 10000000000000 }}", "{{ 3 ** 40 }}",
