@@ -280,6 +280,30 @@ void validate_config(const ModelConfig& c, const std::string& origin, KeyName ke
     throw Error(origin + ": config key '" + key("partial_rotary_factor") +
                 "' must be in (0, 1] (got " + std::to_string(c.partial_rotary_factor) + ")");
   }
+  // The RoPE scaling parameters as stored (floats): a double that passed the parser's checks can
+  // still round to 0 (1e-50) or to inf (1e300) here, and GGUF's YaRN betas are read unchecked.
+  const RopeScaling& rs = c.rope_scaling;
+  auto positive_float = [&](const char* k, float v) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      throw Error(origin + ": config key '" + key(k) +
+                  "' must be > 0 and finite as a 32-bit float (got " + std::to_string(v) + ")");
+    }
+  };
+  if (rs.type != RopeScaling::Type::None) positive_float("rope_scaling.factor", rs.factor);
+  if (rs.type == RopeScaling::Type::Llama3) {
+    positive_float("rope_scaling.low_freq_factor", rs.low_freq_factor);
+    positive_float("rope_scaling.high_freq_factor", rs.high_freq_factor);
+  }
+  if (rs.type == RopeScaling::Type::Yarn) {
+    positive_float("rope_scaling.attention_factor", rs.attention_factor);
+    if (!std::isfinite(rs.beta_fast) || !std::isfinite(rs.beta_slow) ||
+        !(rs.beta_fast > rs.beta_slow)) {
+      throw Error(origin + ": config keys '" + key("rope_scaling.beta_fast") + "' (" +
+                  std::to_string(rs.beta_fast) + ") and '" + key("rope_scaling.beta_slow") +
+                  "' (" + std::to_string(rs.beta_slow) +
+                  ") must be finite 32-bit floats with beta_fast > beta_slow");
+    }
+  }
   const double rot = c.head_dim * (double)c.partial_rotary_factor;
   if (rot != std::floor(rot) || (int64_t)rot % 2 != 0) {
     throw Error(origin + ": config key '" + key("partial_rotary_factor") +
@@ -642,7 +666,11 @@ ModelConfig config_from_gguf(const gguf::File& f) {
       {"max_position_embeddings", p + "context_length"},
       {"rms_norm_eps", p + "attention.layer_norm_rms_epsilon"},
       {"rope_theta", p + "rope.freq_base"},
-      {"partial_rotary_factor", p + "rope.dimension_count"}};
+      {"partial_rotary_factor", p + "rope.dimension_count"},
+      {"rope_scaling.factor", p + "rope.scaling.factor"},
+      {"rope_scaling.attention_factor", p + "rope.scaling.attn_factor"},
+      {"rope_scaling.beta_fast", p + "rope.scaling.yarn_beta_fast"},
+      {"rope_scaling.beta_slow", p + "rope.scaling.yarn_beta_slow"}};
   validate_config(c, origin, [&](const char* k) {
     auto it = gguf_keys.find(k);
     return it == gguf_keys.end() ? std::string(k) : it->second;

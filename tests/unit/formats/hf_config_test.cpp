@@ -304,6 +304,24 @@ TEST(HfConfig, HugeRopeScalingFactor) {
   EXPECT_EQ(d.trained_context(), 32768);
 }
 
+TEST(HfConfig, RopeScalingMustBeFiniteAndPositiveAsFloats) {
+  // A review of the fuzz work: the parser checked these as doubles, so a value that rounds to 0 or
+  // to inf as a float passed (0 made RoPE divide by zero; inf gave inf/NaN angles).
+  EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_scaling": {"type": "dynamic",
+                                                                       "factor": 1e-50}})"),
+              HasSubstr("'rope_scaling.factor' must be > 0 and finite as a 32-bit float"));
+  EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_scaling": {"rope_type": "llama3",
+      "factor": 8, "low_freq_factor": 1, "high_freq_factor": 1e300,
+      "original_max_position_embeddings": 8192}})"),
+              HasSubstr("'rope_scaling.high_freq_factor' must be > 0 and finite as a 32-bit"));
+  EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_scaling": {"type": "yarn",
+                                 "factor": 4, "attention_factor": 1e300}})"),
+              HasSubstr("'rope_scaling.attention_factor' must be > 0 and finite as a 32-bit"));
+  EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_scaling": {"type": "yarn",
+                                 "factor": 4, "beta_fast": 1e300}})"),
+              HasSubstr("must be finite 32-bit floats with beta_fast > beta_slow"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // AWQ
 
@@ -594,4 +612,17 @@ TEST(HfConfig, FromGgufErrors) {
   GgufBuilder typ = qwen_like("llama");
   typ.kv_str("llama.rope.scaling.type", "longrope").kv_f32("llama.rope.scaling.factor", 2);
   EXPECT_THAT(err(typ), HasSubstr("unsupported value 'longrope'"));
+  // GGUF's YaRN betas were read without a check (a review of the fuzz work).
+  GgufBuilder betas = qwen_like("llama");
+  betas.kv_str("llama.rope.scaling.type", "yarn")
+      .kv_f32("llama.rope.scaling.factor", 4.0f)
+      .kv_f32("llama.rope.scaling.yarn_beta_fast", 1.0f)
+      .kv_f32("llama.rope.scaling.yarn_beta_slow", 32.0f);
+  EXPECT_THAT(err(betas), HasSubstr("config keys 'llama.rope.scaling.yarn_beta_fast' (1.000000) and "
+                                    "'llama.rope.scaling.yarn_beta_slow' (32.000000) must be finite"));
+  GgufBuilder attn = qwen_like("llama");
+  attn.kv_str("llama.rope.scaling.type", "yarn")
+      .kv_f32("llama.rope.scaling.factor", 4.0f)
+      .kv_f32("llama.rope.scaling.attn_factor", -1.0f);
+  EXPECT_THAT(err(attn), HasSubstr("'llama.rope.scaling.attn_factor' must be > 0 and finite"));
 }
