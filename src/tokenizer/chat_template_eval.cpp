@@ -1,8 +1,11 @@
 // Chat template evaluator: walks the syntax tree with Jinja's scoping (a for-loop iteration and a
 // macro call get their own frame; if-blocks do not), loop objects, namespaces and macros.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "perfx/status.h"
 #include "tokenizer/chat_template_internal.h"
@@ -20,10 +23,34 @@ enum class Flow { Normal, Break, Continue };
 class Evaluator {
  public:
   static constexpr int kMaxMacroDepth = 64;
+  // Statements and expressions in progress, across macro calls. The parser bounds one template's
+  // nesting (200 blocks, 200 expression levels), but macro calls stack those bounds on top of
+  // each other; this one counter bounds the evaluator's recursion as a whole. Real templates stay
+  // far below it (a recursive tool-schema macro: tens of levels).
+  static constexpr int kMaxEvalDepth = 1000;
 
   explicit Evaluator(const Dict& globals) {
     for (const auto& kv : globals.items) root_.vars[kv.first] = kv.second;
+    // Every namespace() of this render is kept, so that the destructor can empty them: a
+    // namespace can hold itself (a shared_ptr cycle, leaked otherwise) or a long chain of others
+    // (destroyed recursively otherwise).
+    auto ns = root_.vars.find("namespace");
+    if (ns != root_.vars.end() && ns->second.type == Value::Type::Function) {
+      std::shared_ptr<Function> make = ns->second.fn;
+      ns->second = Value::function([this, make](CallArgs& a) {
+        Value v = (*make)(a);
+        if (v.is_dict()) namespaces_.push_back(v.dict);
+        return v;
+      });
+    }
   }
+
+  ~Evaluator() {
+    for (const auto& d : namespaces_) d->items.clear();  // the others stay alive until the end
+  }
+
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   std::string run(const Body& tree) {
     std::string out;
@@ -42,7 +69,27 @@ class Evaluator {
     return Flow::Normal;
   }
 
+  // Bounds the recursion of exec() and eval() together (kMaxEvalDepth).
+  class EvalDepth {
+   public:
+    EvalDepth(int& d, int line) : d_(d) {
+      if (++d_ > kMaxEvalDepth) {
+        --d_;
+        fail("statements and expressions nested more than " + std::to_string(kMaxEvalDepth) +
+                 " levels deep (counting macro calls)",
+             line);
+      }
+    }
+    ~EvalDepth() { --d_; }
+    EvalDepth(const EvalDepth&) = delete;
+    EvalDepth& operator=(const EvalDepth&) = delete;
+
+   private:
+    int& d_;
+  };
+
   Flow exec(const Node& n, Frame& f, std::string& out, bool in_loop) {
+    EvalDepth depth(eval_depth_, n.line);
     switch (n.kind) {
       case Node::Kind::Text:
         out += n.text;
@@ -120,7 +167,7 @@ class Evaluator {
     for (size_t k = 0; k < targets.size(); ++k) f.vars[targets[k]] = (*item.list)[k];
   }
 
-  void exec_for(const Node& n, Frame& f, std::string& out) {
+  [[gnu::noinline]] void exec_for(const Node& n, Frame& f, std::string& out) {
     List all = iterate(eval(*n.expr, f), n.line);
     List items;
     if (n.filter) {
@@ -165,7 +212,7 @@ class Evaluator {
     }
   }
 
-  void exec_set(const Node& n, Frame& f) {
+  [[gnu::noinline]] void exec_set(const Node& n, Frame& f) {
     Value v;
     if (n.expr) {
       v = eval(*n.expr, f);
@@ -180,13 +227,34 @@ class Evaluator {
         fail("cannot set attribute '" + n.targets[1] + "' of " + target.type_name() +
                  " (only namespace() objects can be assigned to)",
              n.line);
+      // Lists and dicts cannot change once built, so only a namespace attribute can deepen a
+      // value across loop iterations ({% set ns.a = [ns.a] %}): bound it here, or the value's
+      // destructor and printer would recurse as deep as the loop ran.
+      if (nesting(v, 0) > kMaxValueDepth)
+        fail("value assigned to '" + n.targets[0] + "." + n.targets[1] + "' nested more than " +
+                 std::to_string(kMaxValueDepth) + " levels deep",
+             n.line);
       target.dict->set(n.targets[1], std::move(v));
       return;
     }
     bind_targets(n.targets, v, f, n.line);
   }
 
-  void define_macro(const Node& n, Frame& f) {
+  // Levels of lists and (non-namespace) dicts in `v`, counted up to kMaxValueDepth + 1; a
+  // namespace counts as one level (its own attributes were checked when they were set).
+  static int nesting(const Value& v, int depth) {
+    if (depth > kMaxValueDepth) return depth;
+    int deepest = depth;
+    if (v.is_list()) {
+      for (const auto& e : *v.list) deepest = std::max(deepest, nesting(e, depth + 1));
+    } else if (v.is_dict() && !v.dict->is_namespace) {
+      for (const auto& kv : v.dict->items)
+        deepest = std::max(deepest, nesting(kv.second, depth + 1));
+    }
+    return std::max(deepest, depth + (v.is_list() || v.is_dict() ? 1 : 0));
+  }
+
+  [[gnu::noinline]] void define_macro(const Node& n, Frame& f) {
     const Node* node = &n;
     f.vars[n.targets[0]] = Value::function([this, node](CallArgs& args) {
       // A macro that calls itself without end (fuzz_chat_template found one) would overflow the
@@ -238,7 +306,7 @@ class Evaluator {
     return Value::undefined(name);
   }
 
-  CallArgs eval_args(const Expr& e, Frame& f) {
+  [[gnu::noinline]] CallArgs eval_args(const Expr& e, Frame& f) {
     CallArgs args;
     for (const auto& it : e.items) args.pos.push_back(eval(*it, f));
     for (const auto& kv : e.kwargs) args.kw.emplace_back(kv.first, eval(*kv.second, f));
@@ -281,7 +349,7 @@ class Evaluator {
     fail("cannot index " + obj.type_name(), line);
   }
 
-  Value slice(const Expr& e, Frame& f) {
+  [[gnu::noinline]] Value slice(const Expr& e, Frame& f) {
     Value obj = eval(*e.a, f);
     auto opt = [&](size_t k, bool& present) -> int64_t {
       present = false;
@@ -322,7 +390,7 @@ class Evaluator {
     fail("cannot slice " + obj.type_name(), e.line);
   }
 
-  Value call(const Expr& e, Frame& f) {
+  [[gnu::noinline]] Value call(const Expr& e, Frame& f) {
     CallArgs args = eval_args(e, f);
     if (e.a->kind == Expr::Kind::Attr) {
       Value obj = eval(*e.a->a, f);
@@ -342,14 +410,14 @@ class Evaluator {
     return (*fn.fn)(args);
   }
 
-  Value filter_chain(const Expr& e, Value input, Frame& f) {
+  [[gnu::noinline]] Value filter_chain(const Expr& e, Value input, Frame& f) {
     Value base = e.a ? filter_chain(*e.a, std::move(input), f) : std::move(input);
     CallArgs args = eval_args(e, f);
     return apply_filter(e.name, base, args, e.line);
   }
 
   // a < b <= c ...: each operand evaluated once, stops at the first false comparison.
-  Value compare(const Expr& e, Frame& f) {
+  [[gnu::noinline]] Value compare(const Expr& e, Frame& f) {
     Value l = eval(*e.items[0], f);
     for (size_t k = 0; k < e.ops.size(); ++k) {
       Value r = eval(*e.items[k + 1], f);
@@ -388,7 +456,7 @@ class Evaluator {
     fail("unknown comparison '" + op + "'", line);
   }
 
-  Value binary(const Expr& e, Frame& f) {
+  [[gnu::noinline]] Value binary(const Expr& e, Frame& f) {
     const std::string& op = e.name;
     if (op == "and") {
       Value l = eval(*e.a, f);
@@ -500,6 +568,7 @@ class Evaluator {
   }
 
   Value eval(const Expr& e, Frame& f) {
+    EvalDepth depth(eval_depth_, e.line);
     switch (e.kind) {
       case Expr::Kind::Literal:
         return e.value;
@@ -562,6 +631,8 @@ class Evaluator {
 
   Frame root_;
   int macro_depth_ = 0;  // macro calls in progress (kMaxMacroDepth)
+  int eval_depth_ = 0;   // exec() and eval() calls in progress (kMaxEvalDepth)
+  std::vector<std::shared_ptr<Dict>> namespaces_;  // every namespace() of this render
 };
 
 }  // namespace

@@ -114,7 +114,12 @@ struct CallArgs {
   Value get(size_t i, const std::string& name, Value def = Value::undefined()) const;
 };
 
-/// Python ==.
+/// How deep printing (str/repr/tojson) and == may walk into nested lists and dicts before
+/// failing with an Error. A namespace can hold itself (`{% set ns.me = ns %}`) or a chain built in
+/// a loop, so these walks would otherwise recurse without end (a stack overflow).
+inline constexpr int kMaxValueDepth = 256;
+
+/// Python ==. Throws perfx::Error past kMaxValueDepth levels.
 bool equals(const Value& a, const Value& b);
 /// Python <; throws for unorderable types.
 bool less(const Value& a, const Value& b);

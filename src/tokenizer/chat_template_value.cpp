@@ -13,6 +13,27 @@ void fail(const std::string& msg, int line) {
   throw Error("chat template: " + msg + " at line " + std::to_string(line));
 }
 
+namespace {
+
+// Counts the nesting of the recursive value walks below on this thread (kMaxValueDepth).
+thread_local int t_walk_depth = 0;
+
+class WalkDepth {
+ public:
+  WalkDepth() {
+    if (++t_walk_depth > kMaxValueDepth) {
+      --t_walk_depth;
+      throw Error("chat template: a value nested more than " + std::to_string(kMaxValueDepth) +
+                  " levels deep (a namespace that contains itself?)");
+    }
+  }
+  ~WalkDepth() { --t_walk_depth; }
+  WalkDepth(const WalkDepth&) = delete;
+  WalkDepth& operator=(const WalkDepth&) = delete;
+};
+
+}  // namespace
+
 Value Value::make_list(List items) {
   Value v = of(Type::List);
   v.list = std::make_shared<List>(std::move(items));
@@ -252,6 +273,7 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
         out += "[]";
         return;
       }
+      WalkDepth guard;
       out += '[';
       bool first = true;
       for (const auto& e : *v.list) {
@@ -269,6 +291,7 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
         out += "{}";
         return;
       }
+      WalkDepth guard;
       out += '{';
       bool first = true;
       for (const auto& kv : v.dict->items) {
@@ -314,6 +337,7 @@ std::string Value::repr() const {
     case Type::String:
       return string_repr(s);
     case Type::List: {
+      WalkDepth guard;
       std::string out = is_tuple ? "(" : "[";
       for (size_t k = 0; k < list->size(); ++k) {
         if (k) out += ", ";
@@ -323,6 +347,7 @@ std::string Value::repr() const {
       return out + (is_tuple ? ")" : "]");
     }
     case Type::Dict: {
+      WalkDepth guard;
       std::string out = "{";
       bool first = true;
       for (const auto& kv : dict->items) {
@@ -368,6 +393,26 @@ std::string Value::type_name() const {
   return "?";
 }
 
+namespace {
+
+bool equal_lists(const List& a, const List& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (!equals(a[k], b[k])) return false;
+  return true;
+}
+
+bool equal_dicts(const Dict& a, const Dict& b) {
+  if (a.items.size() != b.items.size()) return false;
+  for (const auto& kv : a.items) {
+    const Value* o = b.find(kv.first);
+    if (!o || !equals(kv.second, *o)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool equals(const Value& a, const Value& b) {
   using T = Value::Type;
   auto numeric = [](const Value& v) {
@@ -381,24 +426,17 @@ bool equals(const Value& a, const Value& b) {
     return as_num(a) == as_num(b);
   }
   if (a.type != b.type) return false;
+  if (a.type == T::List || a.type == T::Dict) {
+    if (a.type == T::List ? a.list == b.list : a.dict == b.dict) return true;  // the same object
+    WalkDepth guard;
+    return a.type == T::List ? equal_lists(*a.list, *b.list) : equal_dicts(*a.dict, *b.dict);
+  }
   switch (a.type) {
     case T::Undefined:
     case T::None:
       return true;
     case T::String:
       return a.s == b.s;
-    case T::List:
-      if (a.list->size() != b.list->size()) return false;
-      for (size_t k = 0; k < a.list->size(); ++k)
-        if (!equals((*a.list)[k], (*b.list)[k])) return false;
-      return true;
-    case T::Dict:
-      if (a.dict->items.size() != b.dict->items.size()) return false;
-      for (const auto& kv : a.dict->items) {
-        const Value* o = b.dict->find(kv.first);
-        if (!o || !equals(kv.second, *o)) return false;
-      }
-      return true;
     case T::Function:
       return a.fn == b.fn;
     default:
@@ -420,6 +458,7 @@ bool less(const Value& a, const Value& b) {
   }
   if (a.type == T::String && b.type == T::String) return a.s < b.s;  // UTF-8 keeps code point order
   if (a.type == T::List && b.type == T::List) {
+    WalkDepth guard;
     size_t n = std::min(a.list->size(), b.list->size());
     for (size_t k = 0; k < n; ++k) {
       if (less((*a.list)[k], (*b.list)[k])) return true;

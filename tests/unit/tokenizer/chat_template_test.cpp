@@ -330,6 +330,50 @@ TEST(ChatTemplateErrors, EndlessRecursionAndDeepNestingAreErrors) {
   EXPECT_EQ(eval(rep("{% if 1 %}", 50) + "x" + rep("{% endif %}", 50)), "x");
 }
 
+TEST(ChatTemplateErrors, MacroCallsCannotStackTheNestingLimits) {
+  // A review of the fuzz work: the parser bounds one template's nesting and the evaluator bounds
+  // macro calls, but the two multiplied (64 calls x 200 blocks x 200 expression levels could
+  // exhaust the stack). One counter now bounds the evaluator's recursion as a whole. Each call of
+  // m() below is 40 levels deep, so 30 calls pass 1000 levels (the fix's limit) well before the
+  // 64-call macro limit; the ASan build checks that reaching the limit does not overflow the stack.
+  std::string ifs, endifs;
+  for (int i = 0; i < 39; ++i) ifs += "{% if n > 0 %}", endifs += "{% endif %}";
+  const std::string m = "{% macro m(n) %}" + ifs + "{{ m(n - 1) }}" + endifs + "{% endmacro %}";
+  EXPECT_THAT(error_of(m + "{{ m(30) }}"),
+              ::testing::HasSubstr("nested more than 1000 levels deep (counting macro calls)"));
+  EXPECT_EQ(eval(m + "{{ m(10) }}x"), "x");  // 10 calls: about 400 levels
+  // The same with expressions: 39 nested list displays around each call.
+  const std::string l = "{% macro l(n) %}{% if n > 0 %}{{ " + std::string(39, '[') + "l(n - 1)" +
+                        std::string(39, ']') + " }}{% endif %}{% endmacro %}";
+  EXPECT_THAT(error_of(l + "{{ l(30) }}"),
+              ::testing::HasSubstr("nested more than 1000 levels deep (counting macro calls)"));
+  EXPECT_EQ(eval(l + "{{ l(1) }}"), std::string(39, '[') + "''" + std::string(39, ']'));
+}
+
+TEST(ChatTemplateErrors, NamespacesThatHoldThemselvesOrLongChains) {
+  // A review of the fuzz work. A namespace stored in itself was a shared_ptr cycle (a leak per
+  // render: LeakSanitizer reports it in the ASan build) and printing it recursed without end.
+  EXPECT_EQ(eval("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns.me.me.a }}"
+                 "{{ ns == ns.me }}"),
+            "1True");
+  EXPECT_THAT(error_of("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
+              ::testing::HasSubstr("a value nested more than 256 levels deep"));
+  EXPECT_THAT(error_of("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns|tojson }}"),
+              ::testing::HasSubstr("a value nested more than 256 levels deep"));
+  // A loop deepened a list without bound (its destructor then recursed as deep as the loop ran).
+  EXPECT_THAT(error_of("{% set ns = namespace(a=[]) %}{% for i in range(100000) %}"
+                       "{% set ns.a = [ns.a] %}{% endfor %}"),
+              ::testing::HasSubstr("value assigned to 'ns.a' nested more than 256 levels deep"));
+  EXPECT_EQ(eval("{% set ns = namespace(a=[]) %}{% for i in range(3) %}{% set ns.a = [ns.a] %}"
+                 "{% endfor %}{{ ns.a }}"),
+            "[[[[]]]]");
+  // A chain of 50,000 namespaces built head first: destroying its head recursed 50,000 levels.
+  EXPECT_EQ(eval("{% set st = namespace(cur=namespace()) %}{% set head = st.cur %}"
+                 "{% for i in range(50000) %}{% set nxt = namespace() %}{% set c = st.cur %}"
+                 "{% set c.x = nxt %}{% set st.cur = nxt %}{% endfor %}{{ head.x.x.x is defined }}"),
+            "True");
+}
+
 TEST(ChatTemplateErrors, IntegerOverflowAndHugeRepetitionsAreErrors) {
   // Found in review of the fuzz work: int64 arithmetic overflowed (UB: UBSan aborts), INT64_MIN
   // // -1 trapped (SIGFPE), 2 ** 10**13 looped 10^13 times and 'x' * 10**12 ran out of memory.
