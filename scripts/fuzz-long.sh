@@ -2,7 +2,8 @@
 # Long fuzzing: runs every fuzz target (or the ones named) for a time budget each, or until N
 # executions, JOBS targets at a time (default: the free cores, nproc - 1, at least 1), each under
 # `nice`, from a copy of its committed corpus (the repo is not modified), then prints a table:
-# target, executions, exec/s, coverage (cov / ft of libFuzzer's last stats line), time, crashes.
+# target, executions, exec/s, coverage (cov / ft of libFuzzer's last stats line), wall time, CPU
+# time (user + system seconds: less than the wall time when the cores were shared), crashes.
 #
 #   scripts/fuzz-long.sh [-t SECONDS] [-n RUNS] [-j JOBS] [-o DIR] [-b BUILD_DIR] [TARGET...]
 #
@@ -41,9 +42,10 @@ run_one() {
   [ -f "tests/fuzz/dict/$t.dict" ] && dict=(-dict="tests/fuzz/dict/$t.dict")
   local start end
   start=$(date +%s)
-  nice -n 10 "$BUILD/tests/fuzz/fuzz_$t" "$dir/corpus" "${dict[@]}" -max_total_time="$TIME" \
-    -runs="$RUNS" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix="$dir/artifacts/" >"$dir/log" 2>&1 || echo $? >"$dir/rc"
+  local TIMEFORMAT='%U %S'  # the CPU seconds the target got (the cores may be shared)
+  { time { nice -n 10 "$BUILD/tests/fuzz/fuzz_$t" "$dir/corpus" "${dict[@]}" \
+    -max_total_time="$TIME" -runs="$RUNS" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix="$dir/artifacts/" >"$dir/log" 2>&1 || echo $? >"$dir/rc"; }; } 2>"$dir/cpu"
   end=$(date +%s)
   echo $((end - start)) >"$dir/seconds"
 }
@@ -58,7 +60,7 @@ done
 wait
 
 fail=0
-printf "%-16s %14s %9s %7s %8s %8s %8s\n" target executions exec/s cov ft seconds crashes
+printf "%-16s %14s %9s %7s %8s %8s %8s %8s\n" target executions exec/s cov ft seconds cpu_s crashes
 for t in "${TARGETS[@]}"; do
   dir="$OUT/$t"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
@@ -67,8 +69,9 @@ for t in "${TARGETS[@]}"; do
   cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.*ft: \([0-9]*\).*/\1/p' <<<"$last")
   crashes=$(find "$dir/artifacts" -type f | wc -l)
-  printf "%-16s %14s %9s %7s %8s %8s %8s\n" "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
-    "$(cat "$dir/seconds")" "$crashes"
+  cpu=$(awk '{printf "%d", $1 + $2}' "$dir/cpu" 2>/dev/null || true)
+  printf "%-16s %14s %9s %7s %8s %8s %8s %8s\n" "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
+    "$(cat "$dir/seconds")" "${cpu:-?}" "$crashes"
   if [ "$crashes" -gt 0 ] || [ -f "$dir/rc" ]; then
     fail=1
     echo "  $t FAILED (log $dir/log); reproducers:" >&2
