@@ -296,12 +296,19 @@ void validate_config(const ModelConfig& c, const std::string& origin, KeyName ke
   }
   if (rs.type == RopeScaling::Type::Yarn) {
     positive_float("rope_scaling.attention_factor", rs.attention_factor);
-    if (!std::isfinite(rs.beta_fast) || !std::isfinite(rs.beta_slow) ||
-        !(rs.beta_fast > rs.beta_slow)) {
-      throw Error(origin + ": config keys '" + key("rope_scaling.beta_fast") + "' (" +
-                  std::to_string(rs.beta_fast) + ") and '" + key("rope_scaling.beta_slow") +
-                  "' (" + std::to_string(rs.beta_slow) +
-                  ") must be finite 32-bit floats with beta_fast > beta_slow");
+    // YaRN's correction range takes log(M / (2π·beta)) / log(rope_theta) (arXiv 2309.00071 §3.2,
+    // transformers' _compute_yarn_parameters): the betas must be positive and rope_theta > 1.
+    positive_float("rope_scaling.beta_fast", rs.beta_fast);
+    positive_float("rope_scaling.beta_slow", rs.beta_slow);
+    if (!(rs.beta_fast > rs.beta_slow)) {
+      throw Error(origin + ": config key '" + key("rope_scaling.beta_fast") + "' (" +
+                  std::to_string(rs.beta_fast) + ") must be greater than '" +
+                  key("rope_scaling.beta_slow") + "' (" + std::to_string(rs.beta_slow) + ")");
+    }
+    if (!(c.rope_theta > 1)) {
+      throw Error(origin + ": config key '" + key("rope_theta") +
+                  "' must be > 1 for yarn rope scaling (got " + std::to_string(c.rope_theta) +
+                  ")");
     }
   }
   const double rot = c.head_dim * (double)c.partial_rotary_factor;
@@ -611,8 +618,11 @@ ModelConfig config_from_gguf(const gguf::File& f) {
     rs.beta_fast = (float)get_num(p + "rope.scaling.yarn_beta_fast", 32.0);
     rs.beta_slow = (float)get_num(p + "rope.scaling.yarn_beta_slow", 1.0);
     // llama.cpp multiplies its own 0.1·ln(F)+1 by rope.scaling.attn_factor (default 1).
-    rs.attention_factor =
-        (float)(yarn_mscale(sfactor, 1.0) * get_num(p + "rope.scaling.attn_factor", 1.0));
+    const double attn = get_num(p + "rope.scaling.attn_factor", 1.0);
+    if (!(attn > 0) || !(attn <= std::numeric_limits<float>::max()))
+      fail("metadata key '" + p + "rope.scaling.attn_factor' must be > 0 and finite (got " +
+           std::to_string(attn) + ")");
+    rs.attention_factor = (float)(yarn_mscale(sfactor, 1.0) * attn);
   } else if (!stype.empty() && stype != "none") {
     fail("metadata key '" + p + "rope.scaling.type' has unsupported value '" + stype +
          "' (none, linear, yarn)");

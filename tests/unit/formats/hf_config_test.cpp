@@ -319,7 +319,15 @@ TEST(HfConfig, RopeScalingMustBeFiniteAndPositiveAsFloats) {
               HasSubstr("'rope_scaling.attention_factor' must be > 0 and finite as a 32-bit"));
   EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_scaling": {"type": "yarn",
                                  "factor": 4, "beta_fast": 1e300}})"),
-              HasSubstr("must be finite 32-bit floats with beta_fast > beta_slow"));
+              HasSubstr("'rope_scaling.beta_fast' must be > 0 and finite as a 32-bit float"));
+  // A negative beta_slow made every YaRN frequency NaN (log of a negative number), and
+  // rope_theta 1 divided by log(1) = 0 (a second review).
+  EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_scaling": {"type": "yarn",
+                                 "factor": 4, "beta_fast": 32, "beta_slow": -1}})"),
+              HasSubstr("'rope_scaling.beta_slow' must be > 0 and finite as a 32-bit float"));
+  EXPECT_THAT(parse_error(R"({"model_type": "llama", "rope_theta": 1,
+                              "rope_scaling": {"type": "yarn", "factor": 4}})"),
+              HasSubstr("'rope_theta' must be > 1 for yarn rope scaling"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,11 +626,12 @@ TEST(HfConfig, FromGgufErrors) {
       .kv_f32("llama.rope.scaling.factor", 4.0f)
       .kv_f32("llama.rope.scaling.yarn_beta_fast", 1.0f)
       .kv_f32("llama.rope.scaling.yarn_beta_slow", 32.0f);
-  EXPECT_THAT(err(betas), HasSubstr("config keys 'llama.rope.scaling.yarn_beta_fast' (1.000000) and "
-                                    "'llama.rope.scaling.yarn_beta_slow' (32.000000) must be finite"));
+  EXPECT_THAT(err(betas), HasSubstr("config key 'llama.rope.scaling.yarn_beta_fast' (1.000000) must "
+                                    "be greater than 'llama.rope.scaling.yarn_beta_slow' (32.000000)"));
   GgufBuilder attn = qwen_like("llama");
   attn.kv_str("llama.rope.scaling.type", "yarn")
       .kv_f32("llama.rope.scaling.factor", 4.0f)
       .kv_f32("llama.rope.scaling.attn_factor", -1.0f);
-  EXPECT_THAT(err(attn), HasSubstr("'llama.rope.scaling.attn_factor' must be > 0 and finite"));
+  EXPECT_THAT(err(attn), HasSubstr("'llama.rope.scaling.attn_factor' must be > 0 and finite (got "
+                                   "-1.000000)"));
 }
