@@ -70,30 +70,37 @@ List split(const std::string& s, const Value& sep, int64_t maxsplit) {
 }
 
 std::string replace_all(const std::string& s, const std::string& from, const std::string& to,
-                        int64_t count) {
+                        int64_t count, int line) {
+  std::string out;
+  auto grow = [&](const std::string& piece) {
+    check_size(out.size() + piece.size(), "the result of replace", line);
+    out += piece;
+  };
   if (from.empty()) {
     std::u32string u = to_u32(s);
-    std::string out = to;
+    grow(to);
     int64_t n = 1;
     for (char32_t c : u) {
-      out += from_u32(std::u32string(1, c));
+      grow(from_u32(std::u32string(1, c)));
       if (count < 0 || n < count) {
-        out += to;
+        grow(to);
         ++n;
       }
     }
+    charge_work(static_cast<int64_t>(out.size() / 256), line);
     return out;
   }
-  std::string out;
   size_t k = 0;
   int64_t n = 0;
   while (true) {
     size_t p = s.find(from, k);
     if (p == std::string::npos || (count >= 0 && n >= count)) {
-      out += s.substr(k);
+      grow(s.substr(k));
+      charge_work(static_cast<int64_t>(out.size() / 256), line);
       return out;
     }
-    out += s.substr(k, p - k) + to;
+    grow(s.substr(k, p - k));
+    grow(to);
     k = p + from.size();
     ++n;
   }
@@ -143,6 +150,7 @@ int64_t length(const Value& v, int line) {
 }
 
 List as_list(const Value& v, int line) {
+  charge_work(static_cast<int64_t>(v.is_list() ? v.list->size() / 16 : 0), line);
   switch (v.type) {
     case Value::Type::List:
       return *v.list;
@@ -152,8 +160,11 @@ List as_list(const Value& v, int line) {
       return keys;
     }
     case Value::Type::String: {
+      const std::u32string u = to_u32(v.s);
+      check_items(u.size(), "the list of a string's characters", line);
+      charge_work(static_cast<int64_t>(u.size() / 16), line);
       List chars;
-      for (char32_t c : to_u32(v.s)) chars.push_back(Value::string(from_u32(std::u32string(1, c))));
+      for (char32_t c : u) chars.push_back(Value::string(from_u32(std::u32string(1, c))));
       return chars;
     }
     case Value::Type::Undefined:
@@ -286,6 +297,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int 
   if (name == "length" || name == "count") return Value::integer(length(v, line));
   if (name == "tojson") {
     Value ind = args.get(0, "indent");
+    if (ind.type == Value::Type::Int && (ind.i < 0 || ind.i > 1024))
+      fail("tojson indent must be in [0, 1024] (got " + std::to_string(ind.i) + ")", line);
     return Value::string(v.to_json(ind.type == Value::Type::Int ? static_cast<int>(ind.i) : -1));
   }
   if (name == "string") return Value::string(v.str());
@@ -311,10 +324,13 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int 
     std::string out;
     bool first = true;
     for (const auto& item : as_list(v, line)) {
+      const std::string piece = (attr.is_string() ? attr_path(item, attr.s) : item).str();
+      check_size(out.size() + sep.size() + piece.size(), "the result of join", line);
       if (!first) out += sep;
       first = false;
-      out += (attr.is_string() ? attr_path(item, attr.s) : item).str();
+      out += piece;
     }
+    charge_work(static_cast<int64_t>(out.size() / 256), line);
     return Value::string(out);
   }
   if (name == "list") return Value::make_list(as_list(v, line));
@@ -411,7 +427,7 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int 
   if (name == "replace") {
     int64_t count = args.get(2, "count", Value::integer(-1)).i;
     return Value::string(
-        replace_all(v.str(), args.get(0, "old").str(), args.get(1, "new").str(), count));
+        replace_all(v.str(), args.get(0, "old").str(), args.get(1, "new").str(), count, line));
   }
   if (name == "int") return to_int(v, args.get(0, "default"));
   if (name == "float") return to_float(v, args.get(0, "default"));
@@ -433,6 +449,7 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int 
     int64_t width = args.get(0, "width", Value::integer(4)).i;
     bool first = args.get(1, "first", Value::boolean(false)).truthy();
     bool blank = args.get(2, "blank", Value::boolean(false)).truthy();
+    check_size(static_cast<size_t>(std::max<int64_t>(width, 0)), "the indent width", line);
     std::string pad(static_cast<size_t>(std::max<int64_t>(width, 0)), ' ');
     std::string s = v.str(), out;
     size_t k = 0;
@@ -440,6 +457,7 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int 
     while (k <= s.size()) {
       size_t nl = s.find('\n', k);
       std::string ln = s.substr(k, nl == std::string::npos ? std::string::npos : nl - k);
+      check_size(out.size() + pad.size() + ln.size() + 1, "the result of indent", line);
       if (line_start && (!is_first || first) && (blank || !ln.empty())) out += pad;
       out += ln;
       if (nl == std::string::npos) break;
@@ -447,6 +465,7 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int 
       k = nl + 1;
       is_first = false;
     }
+    charge_work(static_cast<int64_t>(out.size() / 256), line);
     return Value::string(out);
   }
   if (name == "wordcount")
@@ -531,7 +550,7 @@ Value call_method(const Value& self, const std::string& name, CallArgs& args, in
     if (name == "replace") {
       int64_t count = args.get(2, "count", Value::integer(-1)).i;
       return Value::string(
-          replace_all(s, args.get(0, "old").str(), args.get(1, "new").str(), count));
+          replace_all(s, args.get(0, "old").str(), args.get(1, "new").str(), count, line));
     }
     if (name == "find" || name == "index" || name == "count") {
       std::string sub = args.get(0, "sub").str();
@@ -552,10 +571,13 @@ Value call_method(const Value& self, const std::string& name, CallArgs& args, in
       std::string out;
       bool first = true;
       for (const auto& x : as_list(args.get(0, "iterable"), line)) {
+        const std::string piece = x.str();
+        check_size(out.size() + s.size() + piece.size(), "the result of join", line);
         if (!first) out += s;
         first = false;
-        out += x.str();
+        out += piece;
       }
+      charge_work(static_cast<int64_t>(out.size() / 256), line);
       return Value::string(out);
     }
     if (name == "splitlines") {

@@ -38,6 +38,8 @@ class Evaluator {
     if (ns != root_.vars.end() && ns->second.type == Value::Type::Function) {
       std::shared_ptr<Function> make = ns->second.fn;
       ns->second = Value::function([this, make](CallArgs& a) {
+        for (const auto& p : a.pos) check_nesting(p, "namespace()", 0);
+        for (const auto& kv : a.kw) check_nesting(kv.second, "namespace(" + kv.first + "=...)", 0);
         Value v = (*make)(a);
         if (v.is_dict()) namespaces_.push_back(v.dict);
         return v;
@@ -73,6 +75,7 @@ class Evaluator {
   class EvalDepth {
    public:
     EvalDepth(int& d, int line) : d_(d) {
+      charge_work(1, line);
       if (++d_ > kMaxEvalDepth) {
         --d_;
         fail("statements and expressions nested more than " + std::to_string(kMaxEvalDepth) +
@@ -92,10 +95,10 @@ class Evaluator {
     EvalDepth depth(eval_depth_, n.line);
     switch (n.kind) {
       case Node::Kind::Text:
-        out += n.text;
+        append(out, n.text, n.line);
         return Flow::Normal;
       case Node::Kind::Output:
-        out += eval(*n.expr, f).str();
+        append(out, eval(*n.expr, f).str(), n.line);
         return Flow::Normal;
       case Node::Kind::If:
         for (const auto& br : n.branches) {
@@ -114,7 +117,7 @@ class Evaluator {
       case Node::Kind::FilterBlock: {
         std::string inner;
         Flow fl = exec_body(n.body, f, inner, in_loop);
-        out += filter_chain(*n.expr, Value::string(std::move(inner)), f).str();
+        append(out, filter_chain(*n.expr, Value::string(std::move(inner)), f).str(), n.line);
         return fl;
       }
       case Node::Kind::Break:
@@ -132,6 +135,13 @@ class Evaluator {
     return Flow::Normal;
   }
 
+  // Appends to the text being rendered (the prompt, or a macro's, set block's or filter block's).
+  static void append(std::string& out, const std::string& s, int line) {
+    check_size(out.size() + s.size(), "the rendered text", line);
+    charge_work(static_cast<int64_t>(s.size() / 256), line);
+    out += s;
+  }
+
   static List iterate(const Value& v, int line) {
     switch (v.type) {
       case Value::Type::List:
@@ -142,9 +152,10 @@ class Evaluator {
         return keys;
       }
       case Value::Type::String: {
+        const std::u32string u = to_u32(v.s);
+        check_items(u.size(), "the list of a string's characters", line);
         List chars;
-        for (char32_t c : to_u32(v.s))
-          chars.push_back(Value::string(from_u32(std::u32string(1, c))));
+        for (char32_t c : u) chars.push_back(Value::string(from_u32(std::u32string(1, c))));
         return chars;
       }
       case Value::Type::Undefined:
@@ -172,6 +183,7 @@ class Evaluator {
     List items;
     if (n.filter) {
       for (const auto& it : all) {
+        charge_work(1, n.line);
         Frame tmp;
         tmp.parent = &f;
         bind_targets(n.targets, it, tmp, n.line);
@@ -186,6 +198,7 @@ class Evaluator {
     }
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < len; ++k) {
+      charge_work(1, n.line);
       Frame it;
       it.parent = &f;
       bind_targets(n.targets, items[static_cast<size_t>(k)], it, n.line);
@@ -227,31 +240,46 @@ class Evaluator {
         fail("cannot set attribute '" + n.targets[1] + "' of " + target.type_name() +
                  " (only namespace() objects can be assigned to)",
              n.line);
-      // Lists and dicts cannot change once built, so only a namespace attribute can deepen a
-      // value across loop iterations ({% set ns.a = [ns.a] %}): bound it here, or the value's
-      // destructor and printer would recurse as deep as the loop ran.
-      if (nesting(v, 0) > kMaxValueDepth)
-        fail("value assigned to '" + n.targets[0] + "." + n.targets[1] + "' nested more than " +
-                 std::to_string(kMaxValueDepth) + " levels deep",
-             n.line);
+      check_nesting(v, n.targets[0] + "." + n.targets[1], n.line);
       target.dict->set(n.targets[1], std::move(v));
       return;
     }
+    check_nesting(v, n.targets.size() == 1 ? n.targets[0] : "(" + n.targets[0] + ", ...)",
+                  n.line);
     bind_targets(n.targets, v, f, n.line);
   }
 
-  // Levels of lists and (non-namespace) dicts in `v`, counted up to kMaxValueDepth + 1; a
-  // namespace counts as one level (its own attributes were checked when they were set).
-  static int nesting(const Value& v, int depth) {
-    if (depth > kMaxValueDepth) return depth;
-    int deepest = depth;
-    if (v.is_list()) {
-      for (const auto& e : *v.list) deepest = std::max(deepest, nesting(e, depth + 1));
-    } else if (v.is_dict() && !v.dict->is_namespace) {
-      for (const auto& kv : v.dict->items)
-        deepest = std::max(deepest, nesting(kv.second, depth + 1));
+  // Levels of lists and (non-namespace) dicts in `v`, counted up to kMaxValueDepth + 1 (then the
+  // walk stops); a namespace counts as one level (its attributes are checked when they are set).
+  // `memo` holds the height of each list or dict already measured: parts can be shared (60 times
+  // `{% set x = [x, x] %}` is 2^60 paths through 61 lists), so each is measured once.
+  static int height(const Value& v, int depth, std::unordered_map<const void*, int>& memo) {
+    const bool list = v.is_list(), dict = v.is_dict() && !v.dict->is_namespace;
+    if (!list && !dict) return v.is_dict() ? 1 : 0;
+    const void* key = list ? static_cast<const void*>(v.list.get()) : v.dict.get();
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+    if (depth > kMaxValueDepth) return kMaxValueDepth + 1;
+    int h = 0;
+    if (list) {
+      for (const auto& e : *v.list) h = std::max(h, height(e, depth + 1, memo));
+    } else {
+      for (const auto& kv : v.dict->items) h = std::max(h, height(kv.second, depth + 1, memo));
     }
-    return std::max(deepest, depth + (v.is_list() || v.is_dict() ? 1 : 0));
+    memo[key] = std::min(h + 1, kMaxValueDepth + 1);
+    return memo[key];
+  }
+
+  // Every value stored in a variable or a namespace attribute (by set or namespace()) nests at
+  // most kMaxValueDepth levels: a loop that wraps a value in a list each time (`{% set ns.a =
+  // [ns.a] %}`, or a long run of `{% set x = [x] %}`) would otherwise build a value whose
+  // destructor and printer recurse as deep as the loop ran.
+  static void check_nesting(const Value& v, const std::string& name, int line) {
+    std::unordered_map<const void*, int> memo;
+    if (height(v, 0, memo) <= kMaxValueDepth) return;
+    const std::string msg = "value assigned to '" + name + "' nested more than " +
+                            std::to_string(kMaxValueDepth) + " levels deep";
+    if (line > 0) fail(msg, line);
+    throw Error("chat template: " + msg);
   }
 
   [[gnu::noinline]] void define_macro(const Node& n, Frame& f) {
@@ -468,10 +496,21 @@ class Evaluator {
     }
     Value l = eval(*e.a, f);
     Value r = eval(*e.b, f);
-    if (op == "~") return Value::string(l.str() + r.str());
+    if (op == "~") {
+      std::string a = l.str(), b = r.str();
+      check_size(a.size() + b.size(), "the result of ~", e.line);
+      charge_work(static_cast<int64_t>((a.size() + b.size()) / 256), e.line);
+      return Value::string(a + b);
+    }
     if (op == "+") {
-      if (l.is_string() && r.is_string()) return Value::string(l.s + r.s);
+      if (l.is_string() && r.is_string()) {
+        check_size(l.s.size() + r.s.size(), "the result of +", e.line);
+        charge_work(static_cast<int64_t>((l.s.size() + r.s.size()) / 256), e.line);
+        return Value::string(l.s + r.s);
+      }
       if (l.is_list() && r.is_list()) {
+        check_items(l.list->size() + r.list->size(), "the result of +", e.line);
+        charge_work(static_cast<int64_t>((l.list->size() + r.list->size()) / 16), e.line);
         List out = *l.list;
         out.insert(out.end(), r.list->begin(), r.list->end());
         return Value::make_list(std::move(out));
@@ -489,12 +528,16 @@ class Evaluator {
       };
       if (l.is_string() && r.type == Value::Type::Int) {
         too_big(l.s.size());
+        charge_work(static_cast<int64_t>(l.s.size()) * std::max<int64_t>(r.i, 0) / 256, e.line);
         std::string out;
         for (int64_t k = 0; k < r.i; ++k) out += l.s;
         return Value::string(out);
       }
       if (l.is_list() && r.type == Value::Type::Int) {
         too_big(l.list->size());
+        check_items(l.list->size() * static_cast<size_t>(std::max<int64_t>(r.i, 0)),
+                    "the repetition *", e.line);
+        charge_work(static_cast<int64_t>(l.list->size()) * std::max<int64_t>(r.i, 0) / 16, e.line);
         List out;
         for (int64_t k = 0; k < r.i; ++k) out.insert(out.end(), l.list->begin(), l.list->end());
         return Value::make_list(std::move(out));
@@ -638,6 +681,7 @@ class Evaluator {
 }  // namespace
 
 std::string render(const Body& tree, const Dict& globals) {
+  RenderBudget budget;
   return Evaluator(globals).run(tree);
 }
 

@@ -114,14 +114,49 @@ struct CallArgs {
   Value get(size_t i, const std::string& name, Value def = Value::undefined()) const;
 };
 
-/// How deep printing (str/repr/tojson) and == may walk into nested lists and dicts before
-/// failing with an Error. A namespace can hold itself (`{% set ns.me = ns %}`) or a chain built in
-/// a loop, so these walks would otherwise recurse without end (a stack overflow).
-inline constexpr int kMaxValueDepth = 256;
+// ------------------------------------------------------------------------------------------------
+// Limits of one render. A chat template renders a prompt (kilobytes to a few megabytes); these turn
+// a runaway template into a perfx::Error instead of a stack overflow, minutes of work or an
+// out-of-memory (found by fuzz_chat_template and its reviews).
 
-/// Python ==. Throws perfx::Error past kMaxValueDepth levels.
+/// How deep a value may nest: a value stored in a variable or namespace attribute may hold at most
+/// kMaxValueDepth levels of lists and dicts; printing (str/repr/tojson), == and < stop at twice
+/// that (a namespace can hold itself, `{% set ns.me = ns %}`, or a chain of others).
+inline constexpr int kMaxValueDepth = 256;
+/// The longest string a template may build, the rendered prompt included (16 MiB).
+inline constexpr size_t kMaxStringBytes = size_t{1} << 24;
+/// The longest list a repetition or concatenation may build (a Value is ~120 bytes: 120 MiB).
+inline constexpr size_t kMaxListItems = size_t{1} << 20;
+/// Work units per render: one per statement, expression or loop iteration, one per 256 bytes a
+/// concatenation, repetition, join, replace, indent or output append builds, one per 16 list
+/// items copied. About 6 s of the ASan fuzz build, well under a second of a release build; real
+/// templates use tens per message.
+inline constexpr int64_t kMaxRenderWork = int64_t{1} << 20;
+/// Containers one print, == or < may visit (a value whose parts are shared can stand for far more
+/// than it holds: 60 times `{% set ns.x = [ns.x, ns.x] %}` is 2^60 leaves).
+inline constexpr int64_t kMaxWalkNodes = int64_t{1} << 22;
+
+/// Throws perfx::Error ("<what> would be longer than N bytes") when n is larger than
+/// kMaxStringBytes; `line` 0 leaves out the line.
+void check_size(size_t n, const std::string& what, int line);
+/// The same for a list of n items against kMaxListItems.
+void check_items(size_t n, const std::string& what, int line);
+/// Adds `units` to the work of the render in progress on this thread; throws perfx::Error past
+/// kMaxRenderWork. Outside a render (RenderBudget) it does nothing.
+void charge_work(int64_t units, int line);
+
+/// Opens the work budget of a render on this thread for its lifetime (renders do not nest).
+class RenderBudget {
+ public:
+  RenderBudget();
+  ~RenderBudget();
+  RenderBudget(const RenderBudget&) = delete;
+  RenderBudget& operator=(const RenderBudget&) = delete;
+};
+
+/// Python ==. Throws perfx::Error past 2 * kMaxValueDepth levels or kMaxWalkNodes containers.
 bool equals(const Value& a, const Value& b);
-/// Python <; throws for unorderable types.
+/// Python <; throws perfx::Error for unorderable types and as equals() does.
 bool less(const Value& a, const Value& b);
 /// Converts a string to code points and back (lengths, indexing and slicing count characters).
 std::u32string to_u32(const std::string& s);

@@ -1,5 +1,6 @@
 // Chat template values: construction from JSON, Python truthiness/str/repr, JSON output,
 // comparison, and UTF-8 <-> code point conversion.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,17 +16,24 @@ void fail(const std::string& msg, int line) {
 
 namespace {
 
-// Counts the nesting of the recursive value walks below on this thread (kMaxValueDepth).
+// The work of the render in progress on this thread (kMaxRenderWork); -1 outside a render.
+thread_local int64_t t_work = -1;
+// The nesting of the recursive value walks below on this thread, and the containers the
+// outermost walk in progress has visited (kMaxValueDepth, kMaxWalkNodes).
 thread_local int t_walk_depth = 0;
+thread_local int64_t t_walk_nodes = 0;
 
 class WalkDepth {
  public:
   WalkDepth() {
-    if (++t_walk_depth > kMaxValueDepth) {
-      --t_walk_depth;
-      throw Error("chat template: a value nested more than " + std::to_string(kMaxValueDepth) +
-                  " levels deep (a namespace that contains itself?)");
-    }
+    if (t_walk_depth == 0) t_walk_nodes = 0;
+    if (++t_walk_nodes > kMaxWalkNodes)
+      throw Error("chat template: a value too large to print or compare (over " +
+                  std::to_string(kMaxWalkNodes) + " lists and dicts)");
+    if (t_walk_depth >= 2 * kMaxValueDepth)
+      throw Error("chat template: a value nested more than " + std::to_string(2 * kMaxValueDepth) +
+                  " levels deep to print or compare (a namespace that contains itself?)");
+    ++t_walk_depth;
   }
   ~WalkDepth() { --t_walk_depth; }
   WalkDepth(const WalkDepth&) = delete;
@@ -33,6 +41,36 @@ class WalkDepth {
 };
 
 }  // namespace
+
+namespace {
+
+void size_error(const std::string& what, size_t limit, const char* unit, int line) {
+  const std::string msg = what + " would be longer than " + std::to_string(limit) + unit;
+  if (line > 0) fail(msg, line);
+  throw Error("chat template: " + msg);
+}
+
+}  // namespace
+
+void check_size(size_t n, const std::string& what, int line) {
+  if (n > kMaxStringBytes) size_error(what, kMaxStringBytes, " bytes", line);
+}
+
+void check_items(size_t n, const std::string& what, int line) {
+  if (n > kMaxListItems) size_error(what, kMaxListItems, " items", line);
+}
+
+void charge_work(int64_t units, int line) {
+  if (t_work < 0) return;
+  t_work += units;
+  if (t_work > kMaxRenderWork)
+    fail("the template needs more than " + std::to_string(kMaxRenderWork) +
+             " steps of work (a loop, recursion or string too large for a prompt)",
+         line);
+}
+
+RenderBudget::RenderBudget() { t_work = 0; }
+RenderBudget::~RenderBudget() { t_work = -1; }
 
 Value Value::make_list(List items) {
   Value v = of(Type::List);
@@ -241,8 +279,10 @@ void json_string(const std::string& s, std::string& out) {
 
 void json_dump(const Value& v, int indent, int depth, std::string& out) {
   auto newline = [&](int d) {
+    check_size(out.size() + 1 + static_cast<size_t>(indent) * static_cast<size_t>(d),
+               "the tojson output", 0);
     out += '\n';
-    out.append(static_cast<size_t>(indent * d), ' ');
+    out.append(static_cast<size_t>(indent) * static_cast<size_t>(d), ' ');
   };
   switch (v.type) {
     case Value::Type::Undefined:
@@ -277,6 +317,7 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
       out += '[';
       bool first = true;
       for (const auto& e : *v.list) {
+        check_size(out.size(), "the tojson output", 0);
         if (!first) out += indent >= 0 ? "," : ", ";
         first = false;
         if (indent >= 0) newline(depth + 1);
@@ -295,6 +336,7 @@ void json_dump(const Value& v, int indent, int depth, std::string& out) {
       out += '{';
       bool first = true;
       for (const auto& kv : v.dict->items) {
+        check_size(out.size(), "the tojson output", 0);
         if (!first) out += indent >= 0 ? "," : ", ";
         first = false;
         if (indent >= 0) newline(depth + 1);
@@ -340,6 +382,7 @@ std::string Value::repr() const {
       WalkDepth guard;
       std::string out = is_tuple ? "(" : "[";
       for (size_t k = 0; k < list->size(); ++k) {
+        check_size(out.size(), "the printed value", 0);
         if (k) out += ", ";
         out += (*list)[k].repr();
       }
@@ -351,6 +394,7 @@ std::string Value::repr() const {
       std::string out = "{";
       bool first = true;
       for (const auto& kv : dict->items) {
+        check_size(out.size(), "the printed value", 0);
         if (!first) out += ", ";
         first = false;
         out += string_repr(kv.first) + ": " + kv.second.repr();
@@ -444,30 +488,43 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-bool less(const Value& a, const Value& b) {
+namespace {
+
+// Python's ordering as -1, 0 or 1 (one walk per list level, where a < b then b < a was two).
+int compare3(const Value& a, const Value& b) {
   using T = Value::Type;
   auto numeric = [](const Value& v) {
     return v.type == T::Int || v.type == T::Float || v.type == T::Bool;
   };
   if (numeric(a) && numeric(b)) {
+    if (a.type == T::Int && b.type == T::Int) return a.i < b.i ? -1 : a.i > b.i ? 1 : 0;
     auto as_num = [](const Value& v) {
       return v.type == T::Bool ? (v.b ? 1.0 : 0.0) : v.as_double();
     };
-    if (a.type == T::Int && b.type == T::Int) return a.i < b.i;
-    return as_num(a) < as_num(b);
+    const double x = as_num(a), y = as_num(b);
+    return x < y ? -1 : y < x ? 1 : 0;  // NaN: neither less nor greater, as in Python
   }
-  if (a.type == T::String && b.type == T::String) return a.s < b.s;  // UTF-8 keeps code point order
+  if (a.type == T::String && b.type == T::String) {  // UTF-8 keeps code point order
+    const int c = a.s.compare(b.s);
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
+  }
   if (a.type == T::List && b.type == T::List) {
+    if (a.list == b.list) return 0;
     WalkDepth guard;
-    size_t n = std::min(a.list->size(), b.list->size());
+    const size_t n = std::min(a.list->size(), b.list->size());
     for (size_t k = 0; k < n; ++k) {
-      if (less((*a.list)[k], (*b.list)[k])) return true;
-      if (less((*b.list)[k], (*a.list)[k])) return false;
+      const Value &x = (*a.list)[k], &y = (*b.list)[k];
+      if (equals(x, y)) continue;  // Python compares the first unequal items
+      return compare3(x, y);
     }
-    return a.list->size() < b.list->size();
+    return a.list->size() < b.list->size() ? -1 : a.list->size() > b.list->size() ? 1 : 0;
   }
   throw Error("chat template: cannot compare " + a.type_name() + " with " + b.type_name());
 }
+
+}  // namespace
+
+bool less(const Value& a, const Value& b) { return compare3(a, b) < 0; }
 
 std::u32string to_u32(const std::string& s) {
   std::u32string out;

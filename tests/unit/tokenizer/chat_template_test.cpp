@@ -357,9 +357,9 @@ TEST(ChatTemplateErrors, NamespacesThatHoldThemselvesOrLongChains) {
                  "{{ ns == ns.me }}"),
             "1True");
   EXPECT_THAT(error_of("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
-              ::testing::HasSubstr("a value nested more than 256 levels deep"));
+              ::testing::HasSubstr("a value nested more than 512 levels deep to print"));
   EXPECT_THAT(error_of("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns|tojson }}"),
-              ::testing::HasSubstr("a value nested more than 256 levels deep"));
+              ::testing::HasSubstr("a value nested more than 512 levels deep to print"));
   // A loop deepened a list without bound (its destructor then recursed as deep as the loop ran).
   EXPECT_THAT(error_of("{% set ns = namespace(a=[]) %}{% for i in range(100000) %}"
                        "{% set ns.a = [ns.a] %}{% endfor %}"),
@@ -372,6 +372,59 @@ TEST(ChatTemplateErrors, NamespacesThatHoldThemselvesOrLongChains) {
                  "{% for i in range(50000) %}{% set nxt = namespace() %}{% set c = st.cur %}"
                  "{% set c.x = nxt %}{% set st.cur = nxt %}{% endfor %}{{ head.x.x.x is defined }}"),
             "True");
+}
+
+TEST(ChatTemplateErrors, RunawayTemplatesAreErrorsNotHangsOrOutOfMemory) {
+  // fuzz_chat_template on 16 cores (regress-nested-loops-timeout): nested loops ran past the
+  // 30 s timeout. A render now has a work budget (kMaxRenderWork) and size limits.
+  EXPECT_THAT(error_of("{% for i in range(1500) %}{% for j in range(1500) %}x{% endfor %}"
+                       "{% endfor %}"),
+              ::testing::HasSubstr("needs more than 1048576 steps of work"));
+  EXPECT_THAT(error_of("{% for i in range(1000000) %}{% for j in [] %}{% endfor %}{% endfor %}"),
+              ::testing::HasSubstr("steps of work"));
+  // Exponential fan-out through recursion.
+  EXPECT_THAT(error_of("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
+                       "{% endmacro %}{{ f(40) }}"),
+              ::testing::HasSubstr("steps of work"));
+  // Strings and lists that would not fit in memory, made by one filter or operator.
+  EXPECT_THAT(error_of("{{ 'x'|indent(1000000000000) }}"),
+              ::testing::HasSubstr("the indent width would be longer than 16777216 bytes"));
+  EXPECT_THAT(error_of("{{ ('a' * 4096)|replace('a', 'b' * 8192) }}"),
+              ::testing::HasSubstr("the result of replace would be longer than 16777216 bytes"));
+  EXPECT_THAT(error_of("{{ [1, 2]|tojson(indent=1000000000) }}"),
+              ::testing::HasSubstr("tojson indent must be in [0, 1024]"));
+  EXPECT_THAT(error_of("{{ ([0] * 1048576 + [1])|length }}"),
+              ::testing::HasSubstr("the result of + would be longer than 1048576 items"));
+  EXPECT_THAT(error_of("{% set s = 'x' * 16000000 %}{{ s ~ s }}"),
+              ::testing::HasSubstr("the result of ~ would be longer than 16777216 bytes"));
+  EXPECT_THAT(error_of("{% set s = 'x' * 16000000 %}{{ s }}{{ s }}"),
+              ::testing::HasSubstr("the rendered text would be longer than 16777216 bytes"));
+  EXPECT_THAT(error_of("{% for c in 'x' * 2000000 %}{% endfor %}"),
+              ::testing::HasSubstr("the list of a string's characters would be longer"));
+  // Shared parts: 64 doublings make a value of 2^64 paths through 65 lists. Storing it is cheap
+  // (each list is measured once); printing and comparing it stop at the walk limit, and < walks
+  // each level once (it compared a < b and then b < a at every level: 2^depth steps).
+  EXPECT_EQ(eval("{% set ns = namespace(x=0) %}{% for i in range(64) %}"
+                 "{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x|length }}"),
+            "2");
+  EXPECT_THAT(error_of("{% set ns = namespace(x=0) %}{% for i in range(64) %}"
+                       "{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x }}"),
+              ::testing::HasSubstr("too large to print or compare"));
+  EXPECT_EQ(eval("{% set ns = namespace(a=0, b=0) %}{% for i in range(200) %}"
+                 "{% set ns.a = [ns.a] %}{% set ns.b = [ns.b] %}{% endfor %}"
+                 "{{ ns.a < ns.b }}{{ ns.a <= ns.b }}{{ ns.a == ns.b }}"),
+            "FalseTrueTrue");
+  // Deep values built around the namespace attribute check (a second review).
+  EXPECT_THAT(error_of("{% set st = namespace(cur=namespace(a=0)) %}{% for i in range(300) %}"
+                       "{% set st.cur = namespace(a=[st.cur.a]) %}{% endfor %}"),
+              ::testing::HasSubstr("value assigned to 'namespace(a=...)' nested more than 256"));
+  std::string sets;
+  for (int i = 0; i < 300; ++i) sets += "{% set x = [x] %}";
+  EXPECT_THAT(error_of("{% set x = 0 %}" + sets),
+              ::testing::HasSubstr("value assigned to 'x' nested more than 256 levels deep"));
+  // Python's order for lists: the first unequal items decide.
+  EXPECT_EQ(eval("{{ [1, 2] < [1, 3] }}{{ [1, [2]] < [1, [2], 0] }}{{ [2] < [1, 9] }}"),
+            "TrueTrueFalse");
 }
 
 TEST(ChatTemplateErrors, IntegerOverflowAndHugeRepetitionsAreErrors) {
