@@ -28,15 +28,20 @@ for t in "${TARGETS[@]}"; do
   [ -n "$rate" ] || rate=$(sed -n 's/.*exec\/s: \([0-9]*\).*/\1/p' <<<"$last")
   cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.*ft: \([0-9]*\).*/\1/p' <<<"$last")
-  crashes=$(find "$dir/artifacts" -type f 2>/dev/null | wc -l)
+  # libFuzzer's findings: crash-, leak-, timeout-, oom- (slow-unit- files are reports, not faults).
+  crashes=$( (find "$dir/artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o \
+              -name 'timeout-*' -o -name 'oom-*' \) 2>/dev/null || true) | wc -l)
+  rc=$(cat "$dir/rc" 2>/dev/null || true)
   cpu=$(awk '{printf "%d", $1 + $2}' "$dir/cpu" 2>/dev/null || true)
   secs=$(cat "$dir/seconds" 2>/dev/null || echo running)
   printf "%-16s %14s %9s %7s %8s %8s %8s %8s\n" "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" \
     "${ft:-?}" "$secs" "${cpu:-?}" "$crashes"
-  if [ "$crashes" -gt 0 ] || [ -f "$dir/rc" ]; then
+  if [ "$rc" = 72 ] && [ "$crashes" -eq 0 ]; then
+    echo "  $t was interrupted (exit code 72, no finding)" >&2
+  elif [ "$crashes" -gt 0 ] || [ -n "$rc" ]; then
     fail=1
-    echo "  $t FAILED (log $dir/log); reproducers:" >&2
-    find "$dir/artifacts" -type f | sed 's/^/    /' >&2
+    echo "  $t FAILED (exit code ${rc:-none}; log $dir/log); reproducers:" >&2
+    (find "$dir/artifacts" -type f 2>/dev/null || true) | sed 's/^/    /' >&2
   fi
 done
 echo "logs, corpora and artifacts: $OUT" >&2

@@ -41,7 +41,7 @@ std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
   globals.set("add_generation_prompt", jinja::Value::boolean(in.add_generation_prompt));
   globals.set("bos_token", jinja::Value::string(in.bos_token));
   globals.set("eos_token", jinja::Value::string(in.eos_token));
-  return jinja::render(impl_->tree, globals);
+  return jinja::render(impl_->tree, globals, in.max_work);
 }
 
 namespace {

@@ -24,6 +24,11 @@ struct ChatTemplateInputs {
   std::string eos_token;
   /// Further top-level variables (tools, enable_thinking, ...); an object or null.
   nlohmann::ordered_json extra;
+  /// The render's work budget in steps (one per statement, expression or loop iteration, one per
+  /// 256 bytes built, one per 16 list items copied); past it render() throws. The default, 2^20,
+  /// is far above what real templates need (tens of steps per message) and well under a second.
+  /// The fuzz target lowers it to keep its inputs fast.
+  int64_t max_work = int64_t{1} << 20;
 };
 
 /// A parsed chat template. Parsing happens once; render() is const and may run on several threads.
@@ -37,8 +42,9 @@ class ChatTemplate {
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
   /// Renders the template. Throws perfx::Error for an unsupported filter/test/method, a type error,
-  /// or raise_exception() called by the template (the message then starts "chat template raised:
-  /// ").
+  /// raise_exception() called by the template (the message then starts "chat template raised:
+  /// "), or a runaway template: more than inputs.max_work steps, a string over 16 MiB, a list
+  /// over 2^20 items, a value nested over 256 levels or recursion over 1000 levels.
   std::string render(const ChatTemplateInputs& inputs) const;
 
   /// The template text.

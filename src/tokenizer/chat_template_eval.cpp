@@ -680,8 +680,8 @@ class Evaluator {
 
 }  // namespace
 
-std::string render(const Body& tree, const Dict& globals) {
-  RenderBudget budget;
+std::string render(const Body& tree, const Dict& globals, int64_t max_work) {
+  RenderBudget budget(max_work);
   return Evaluator(globals).run(tree);
 }
 

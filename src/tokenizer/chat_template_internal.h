@@ -127,11 +127,7 @@ inline constexpr int kMaxValueDepth = 256;
 inline constexpr size_t kMaxStringBytes = size_t{1} << 24;
 /// The longest list a repetition or concatenation may build (a Value is ~120 bytes: 120 MiB).
 inline constexpr size_t kMaxListItems = size_t{1} << 20;
-/// Work units per render: one per statement, expression or loop iteration, one per 256 bytes a
-/// concatenation, repetition, join, replace, indent or output append builds, one per 16 list
-/// items copied. About 6 s of the ASan fuzz build, well under a second of a release build; real
-/// templates use tens per message.
-inline constexpr int64_t kMaxRenderWork = int64_t{1} << 20;
+
 /// Containers one print, == or < may visit (a value whose parts are shared can stand for far more
 /// than it holds: 60 times `{% set ns.x = [ns.x, ns.x] %}` is 2^60 leaves).
 inline constexpr int64_t kMaxWalkNodes = int64_t{1} << 22;
@@ -141,14 +137,15 @@ inline constexpr int64_t kMaxWalkNodes = int64_t{1} << 22;
 void check_size(size_t n, const std::string& what, int line);
 /// The same for a list of n items against kMaxListItems.
 void check_items(size_t n, const std::string& what, int line);
-/// Adds `units` to the work of the render in progress on this thread; throws perfx::Error past
-/// kMaxRenderWork. Outside a render (RenderBudget) it does nothing.
+/// Adds `units` to the work of the render in progress on this thread (ChatTemplateInputs::max_work
+/// says what a unit is); throws perfx::Error past the render's budget. Outside a render
+/// (RenderBudget) it does nothing.
 void charge_work(int64_t units, int line);
 
-/// Opens the work budget of a render on this thread for its lifetime (renders do not nest).
+/// Opens a work budget of `max_work` units on this thread for its lifetime (renders do not nest).
 class RenderBudget {
  public:
-  RenderBudget();
+  explicit RenderBudget(int64_t max_work);
   ~RenderBudget();
   RenderBudget(const RenderBudget&) = delete;
   RenderBudget& operator=(const RenderBudget&) = delete;
@@ -264,7 +261,7 @@ Body parse(const std::vector<Segment>& segments);
 // Evaluation
 
 /// Renders the tree with the given top-level variables.
-std::string render(const Body& tree, const Dict& globals);
+std::string render(const Body& tree, const Dict& globals, int64_t max_work);
 
 /// Applies the filter `name` (chat_template_builtins.cpp). Throws for an unknown filter.
 Value apply_filter(const std::string& name, const Value& v, CallArgs& args, int line);

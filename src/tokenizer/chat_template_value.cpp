@@ -16,8 +16,9 @@ void fail(const std::string& msg, int line) {
 
 namespace {
 
-// The work of the render in progress on this thread (kMaxRenderWork); -1 outside a render.
+// The work of the render in progress on this thread and its budget; t_work -1 outside a render.
 thread_local int64_t t_work = -1;
+thread_local int64_t t_max_work = 0;
 // The nesting of the recursive value walks below on this thread, and the containers the
 // outermost walk in progress has visited (kMaxValueDepth, kMaxWalkNodes).
 thread_local int t_walk_depth = 0;
@@ -63,13 +64,16 @@ void check_items(size_t n, const std::string& what, int line) {
 void charge_work(int64_t units, int line) {
   if (t_work < 0) return;
   t_work += units;
-  if (t_work > kMaxRenderWork)
-    fail("the template needs more than " + std::to_string(kMaxRenderWork) +
+  if (t_work > t_max_work)
+    fail("the template needs more than " + std::to_string(t_max_work) +
              " steps of work (a loop, recursion or string too large for a prompt)",
          line);
 }
 
-RenderBudget::RenderBudget() { t_work = 0; }
+RenderBudget::RenderBudget(int64_t max_work) {
+  t_work = 0;
+  t_max_work = max_work;
+}
 RenderBudget::~RenderBudget() { t_work = -1; }
 
 Value Value::make_list(List items) {

@@ -8,6 +8,7 @@
 # Needs .devfuzz/bin.tar.xz (the fuzz_* binaries of `cmake --preset fuzz`, built on the VM) and
 # .devfuzz/lib (libraries the device lacks), carried by the run call:
 #   tar -C build-fuzz/tests/fuzz -cJf .devfuzz/bin.tar.xz fuzz_gguf fuzz_chat_template ...
+#   git rev-parse --short HEAD >.devfuzz/commit   (the device's checkout may not show the commit)
 #   TARGETS="gguf:5 chat_template:5 openai_request:5" SECONDS_PER_JOB=420 bash tools/device/fuzz_device.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -21,7 +22,7 @@ export LD_LIBRARY_PATH="$ROOT/.devfuzz/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:symbolize=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 {
-  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "binaries: $(cat .devfuzz/commit 2>/dev/null || echo '?'); $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   echo "targets: $TARGETS; ${SECONDS_PER_JOB}s per job"
 } >"$OUT/fuzz_summary.txt"
 for spec in $TARGETS; do
@@ -36,7 +37,7 @@ for spec in $TARGETS; do
      -artifact_prefix="$d/artifacts/" >"$d/main.log" 2>&1) &
 done
 wait
-printf "%-16s %5s %14s %7s %8s %8s\n" target jobs executions cov ft crashes >>"$OUT/fuzz_summary.txt"
+printf "%-16s %5s %14s %7s %8s %8s %6s\n" target jobs executions cov ft crashes slow >>"$OUT/fuzz_summary.txt"
 for spec in $TARGETS; do
   t=${spec%%:*}
   d="$WORK/$t"
@@ -45,9 +46,11 @@ for spec in $TARGETS; do
   jobs=$(cat "$d"/fuzz-*.log 2>/dev/null | grep -c '^stat::number_of_executed_units' || true)
   cov=$(cat "$d"/fuzz-*.log 2>/dev/null | sed -n 's/^#[0-9].*cov: \([0-9]*\) ft: \([0-9]*\).*/\1 \2/p' |
         sort -n | tail -1)
-  crashes=$(find "$d/artifacts" -type f | wc -l)
-  printf "%-16s %5s %14s %7s %8s %8s\n" "$t" "$jobs" "$execs" "${cov%% *}" "${cov##* }" "$crashes" \
-    >>"$OUT/fuzz_summary.txt"
+  crashes=$(find "$d/artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
+             -o -name 'oom-*' \) | wc -l)  # slow-unit-* are reports, not faults
+  slow=$(find "$d/artifacts" -type f -name 'slow-unit-*' | wc -l)
+  printf "%-16s %5s %14s %7s %8s %8s %6s\n" "$t" "$jobs" "$execs" "${cov%% *}" "${cov##* }" \
+    "$crashes" "$slow" >>"$OUT/fuzz_summary.txt"
   if [ "$crashes" -gt 0 ]; then
     for l in "$d"/fuzz-*.log; do
       grep -q -E 'ERROR|SUMMARY|FUZZ_ASSERT|runtime error' "$l" && tail -60 "$l" >>"$OUT/crash_logs.txt"

@@ -49,6 +49,15 @@ std::string eval(const std::string& tpl, const json& extra = nullptr) {
   return render(tpl, json::array(), true, "<s>", "</s>", extra);
 }
 
+// The error a render raises, or "(no error) " + its output.
+std::string error_of_render(const ChatTemplate& t, const ChatTemplateInputs& in) {
+  try {
+    return "(no error) " + t.render(in);
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 // The error a template raises, or "(no error) " + its output.
 std::string error_of(const std::string& tpl) {
   try {
@@ -376,12 +385,20 @@ TEST(ChatTemplateErrors, NamespacesThatHoldThemselvesOrLongChains) {
 
 TEST(ChatTemplateErrors, RunawayTemplatesAreErrorsNotHangsOrOutOfMemory) {
   // fuzz_chat_template on 16 cores (regress-nested-loops-timeout): nested loops ran past the
-  // 30 s timeout. A render now has a work budget (kMaxRenderWork) and size limits.
+  // 30 s timeout. A render now has a work budget (ChatTemplateInputs::max_work) and size limits.
   EXPECT_THAT(error_of("{% for i in range(1500) %}{% for j in range(1500) %}x{% endfor %}"
                        "{% endfor %}"),
               ::testing::HasSubstr("needs more than 1048576 steps of work"));
   EXPECT_THAT(error_of("{% for i in range(1000000) %}{% for j in [] %}{% endfor %}{% endfor %}"),
               ::testing::HasSubstr("steps of work"));
+  // The budget is the caller's: the same loop within a larger one, or past a smaller one.
+  {
+    ChatTemplate t("{% for i in range(1000) %}{{ i % 10 }}{% endfor %}");
+    ChatTemplateInputs in;
+    EXPECT_EQ(t.render(in).size(), 1000u);
+    in.max_work = 1000;
+    EXPECT_THAT(error_of_render(t, in), ::testing::HasSubstr("needs more than 1000 steps of work"));
+  }
   // Exponential fan-out through recursion.
   EXPECT_THAT(error_of("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
                        "{% endmacro %}{{ f(40) }}"),
