@@ -441,7 +441,21 @@ class Evaluator {
   [[gnu::noinline]] Value filter_chain(const Expr& e, Value input, Frame& f) {
     Value base = e.a ? filter_chain(*e.a, std::move(input), f) : std::move(input);
     CallArgs args = eval_args(e, f);
-    return apply_filter(e.name, base, args, e.line);
+    return built(apply_filter(e.name, base, args, e.line), e.line);
+  }
+
+  // A filter's or call's result: within the size limits, and charged to the work budget (a
+  // filter applied in a loop to its own output, such as `{% set ns.a = [ns.a]|string %}`, grew a
+  // string exponentially: repr doubles its backslashes).
+  static Value built(Value v, int line) {
+    if (v.is_string()) {
+      check_size(v.s.size(), "a string", line);
+      charge_work(static_cast<int64_t>(v.s.size() / 256), line);
+    } else if (v.is_list()) {
+      check_items(v.list->size(), "a list", line);
+      charge_work(static_cast<int64_t>(v.list->size() / 16), line);
+    }
+    return v;
   }
 
   // a < b <= c ...: each operand evaluated once, stops at the first false comparison.
@@ -639,11 +653,11 @@ class Evaluator {
       case Expr::Kind::Slice:
         return slice(e, f);
       case Expr::Kind::Call:
-        return call(e, f);
+        return built(call(e, f), e.line);
       case Expr::Kind::Filter: {
         Value v = eval(*e.a, f);
         CallArgs args = eval_args(e, f);
-        return apply_filter(e.name, v, args, e.line);
+        return built(apply_filter(e.name, v, args, e.line), e.line);
       }
       case Expr::Kind::Test: {
         Value v = eval(*e.a, f);

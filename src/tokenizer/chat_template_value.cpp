@@ -391,6 +391,7 @@ std::string Value::repr() const {
         out += (*list)[k].repr();
       }
       if (is_tuple && list->size() == 1) out += ",";
+      check_size(out.size(), "the printed value", 0);
       return out + (is_tuple ? ")" : "]");
     }
     case Type::Dict: {
@@ -403,6 +404,7 @@ std::string Value::repr() const {
         first = false;
         out += string_repr(kv.first) + ": " + kv.second.repr();
       }
+      check_size(out.size(), "the printed value", 0);
       return out + "}";
     }
     case Type::Function:
