@@ -59,24 +59,5 @@ for t in "${TARGETS[@]}"; do
 done
 wait
 
-fail=0
-printf "%-16s %14s %9s %7s %8s %8s %8s %8s\n" target executions exec/s cov ft seconds cpu_s crashes
-for t in "${TARGETS[@]}"; do
-  dir="$OUT/$t"
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$dir/log" | tail -1)
-  last=$(grep -E '^#[0-9]+.*cov: [0-9]+ ft: [0-9]+' "$dir/log" | tail -1 || true)
-  cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' <<<"$last")
-  ft=$(sed -n 's/.*ft: \([0-9]*\).*/\1/p' <<<"$last")
-  crashes=$(find "$dir/artifacts" -type f | wc -l)
-  cpu=$(awk '{printf "%d", $1 + $2}' "$dir/cpu" 2>/dev/null || true)
-  printf "%-16s %14s %9s %7s %8s %8s %8s %8s\n" "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" \
-    "$(cat "$dir/seconds")" "${cpu:-?}" "$crashes"
-  if [ "$crashes" -gt 0 ] || [ -f "$dir/rc" ]; then
-    fail=1
-    echo "  $t FAILED (log $dir/log); reproducers:" >&2
-    find "$dir/artifacts" -type f | sed 's/^/    /' >&2
-  fi
-done
-echo "logs, corpora and artifacts: $OUT" >&2
-exit $fail
+# The table, and exit code 1 for any finding (scripts/fuzz-report.sh).
+exec scripts/fuzz-report.sh "$OUT" "${TARGETS[@]}"  # the script cd-ed to the repo root

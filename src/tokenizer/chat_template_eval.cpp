@@ -275,11 +275,10 @@ class Evaluator {
   // destructor and printer recurse as deep as the loop ran.
   static void check_nesting(const Value& v, const std::string& name, int line) {
     std::unordered_map<const void*, int> memo;
-    if (height(v, 0, memo) <= kMaxValueDepth) return;
-    const std::string msg = "value assigned to '" + name + "' nested more than " +
-                            std::to_string(kMaxValueDepth) + " levels deep";
-    if (line > 0) fail(msg, line);
-    throw Error("chat template: " + msg);
+    if (height(v, 0, memo) > kMaxValueDepth)
+      fail("value assigned to '" + name + "' nested more than " + std::to_string(kMaxValueDepth) +
+               " levels deep",
+           line);
   }
 
   [[gnu::noinline]] void define_macro(const Node& n, Frame& f) {

@@ -133,7 +133,7 @@ inline constexpr size_t kMaxListItems = size_t{1} << 20;
 inline constexpr int64_t kMaxWalkNodes = int64_t{1} << 22;
 
 /// Throws perfx::Error ("<what> would be longer than N bytes") when n is larger than
-/// kMaxStringBytes; `line` 0 leaves out the line.
+/// kMaxStringBytes (fail(): `line` 0 leaves out the line).
 void check_size(size_t n, const std::string& what, int line);
 /// The same for a list of n items against kMaxListItems.
 void check_items(size_t n, const std::string& what, int line);
@@ -272,7 +272,7 @@ Value call_method(const Value& self, const std::string& name, CallArgs& args, in
 /// The global functions (range, namespace, raise_exception, strftime_now, dict) as values.
 void add_global_functions(Dict& globals);
 
-/// Throws perfx::Error("chat template: <msg> at line <line>").
+/// Throws perfx::Error("chat template: <msg> at line <line>"); line 0 (not known) leaves it out.
 [[noreturn]] void fail(const std::string& msg, int line);
 
 }  // namespace perfx::jinja

@@ -11,7 +11,7 @@
 namespace perfx::jinja {
 
 void fail(const std::string& msg, int line) {
-  throw Error("chat template: " + msg + " at line " + std::to_string(line));
+  throw Error("chat template: " + msg + (line > 0 ? " at line " + std::to_string(line) : ""));
 }
 
 namespace {
@@ -46,9 +46,7 @@ class WalkDepth {
 namespace {
 
 void size_error(const std::string& what, size_t limit, const char* unit, int line) {
-  const std::string msg = what + " would be longer than " + std::to_string(limit) + unit;
-  if (line > 0) fail(msg, line);
-  throw Error("chat template: " + msg);
+  fail(what + " would be longer than " + std::to_string(limit) + unit, line);
 }
 
 }  // namespace
