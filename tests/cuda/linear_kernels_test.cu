@@ -886,6 +886,7 @@ std::vector<W4Shape> w4_shapes() {
       {{136}, 640, 128, false},        // one part, K = 5 groups
       {{200, 56}, 1088, 64, false},    // K = 17 chunks
       {{8}, 256, 256, false},          // N < 16, group 256
+      {{48}, 1536, 512, false},        // group 512 (w4_gemv3's largest)
       {{24, 24, 24}, 4128, 32, true},  // K % 64 = 32, long K, Q4_0-like
       {{1000}, 2048, 128, false},      // N = 1000 (62.5 row blocks)
       {{4096}, 4096, 128, false},      // Llama o_proj size
@@ -1020,6 +1021,42 @@ void gpu_w4_cases() {
             const DType yt = out_for(xt, i + k);
             pb.check(lab, yt, v.d.N + ((i + k) % 4), [&](void* y, int64_t ldy) {
               w4_gemv2(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, cfg);
+            });
+          }
+        }
+    }
+
+    if (family_on("gemv")) {
+      // w4_gemv3 (M <= 8): splits 1/2/4/8 and the default rule, a small grid cap (several tasks
+      // per CTA: the ring crosses row blocks and segments), PDL launch.
+      for (int M : ms_for(s, true))
+        for (DType xt : {DType::F16, DType::BF16}) {
+          const int i = combo++;
+          const float x_off = (M == 8 && xt == DType::F16) ? 3.f : 0.f;
+          Problem pb(sh + (x_off != 0.f ? " x+3" : ""), W, v.d.N, v.d.K, M, xt, (i / 2) & 1,
+                     v.d.K + 8 * (i % 3), r, x_off);
+          struct C3 {
+            int split, cap;
+            bool pdl;
+          };
+          const C3 cfgs[] = {{0, 0, false}, {1, 3, false}, {2, 0, (i % 3) == 0},
+                             {4, 2, false}, {8, 0, true},  {8, 1, false}};
+          int ci = 0;
+          for (const C3& c3 : cfgs) {
+            const int k = ci++;
+            if (g_opt.quick && k % 2 == 1) continue;
+            W4Gemv3Config cfg;
+            cfg.split = c3.split;
+            cfg.grid_cap = c3.cap;
+            cfg.pdl = c3.pdl;
+            char lab[96];
+            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d",
+                          c3.split ? c3.split : w4_gemv3_default_split(v, M), c3.cap,
+                          xt == DType::BF16 ? "bf16" : "f16", cfg.pdl ? "/pdl" : "",
+                          v.d.group_size);
+            const DType yt = out_for(xt, i + k);
+            pb.check(lab, yt, v.d.N + ((i + k) % 4), [&](void* y, int64_t ldy) {
+              w4_gemv3(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, cfg);
             });
           }
         }
@@ -1468,11 +1505,30 @@ std::vector<V2Bench> v2_bench_configs() {
           {"w4_gemv2/8w/persist", mk(8, -1, false, false)}};
 }
 
+/// The w4_gemv3 configurations the bench times.
+struct V3Bench {
+  const char* label;
+  W4Gemv3Config cfg;
+};
+std::vector<V3Bench> v3_bench_configs() {
+  auto mk = [](int split, bool probe) {
+    W4Gemv3Config c;
+    c.split = split;
+    c.probe = probe;
+    return c;
+  };
+  return {{"w4_gemv3/auto", mk(0, false)},   {"w4_gemv3/s1", mk(1, false)},
+          {"w4_gemv3/s2", mk(2, false)},     {"w4_gemv3/s4", mk(4, false)},
+          {"w4_gemv3/s8", mk(8, false)},     {"w4_gemv3/probe-s8", mk(8, true)},
+          {"w4_gemv3/probe-s4", mk(4, true)}};
+}
+
 /// --bench-one SHAPE M KERNEL [ITERS]: one configuration launched ITERS times (default 60)
 /// without graphs over rotating weight copies (for ncu: --launch-skip / --launch-count).
 /// SHAPE: a bench shape with '_' for ' ' (7B_gate_up); KERNEL: gemv (w4_gemv, 8 warps, auto x
 /// staging), gemv:W (W warps), gemv2 (default config) or a v2 label without the "w4_gemv2/"
-/// prefix (def/sub, 4w/r1, 8w/persist, ...).
+/// prefix (def/sub, 4w/r1, 8w/persist, ...), gemv3 (default split) or gemv3:S (split S); a
+/// suffix "probe" (gemv3:8probe) times the loads alone.
 int bench_one_main(const std::string& shape, int M, const std::string& kernel, int iters) {
   const BS* bs = nullptr;
   for (const BS& b : kBenchShapes) {
@@ -1504,6 +1560,14 @@ int bench_one_main(const std::string& shape, int M, const std::string& kernel, i
     launch = [&, cfg](int i) {
       w4_gemv2(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, bs->K, y.p, DType::F16, bs->N,
                nullptr, g_stream, cfg);
+    };
+  } else if (kernel.rfind("gemv3", 0) == 0) {
+    W4Gemv3Config c3;
+    c3.split = kernel.size() > 6 ? std::atoi(kernel.c_str() + 6) : 0;
+    c3.probe = kernel.find("probe") != std::string::npos;
+    launch = [&, c3](int i) {
+      w4_gemv3(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, bs->K, y.p, DType::F16, bs->N,
+               nullptr, g_stream, c3);
     };
   } else if (kernel.rfind("gemv", 0) == 0) {
     const int warps = kernel.size() > 5 ? std::atoi(kernel.c_str() + 5) : 8;
@@ -1574,6 +1638,17 @@ void bench() {
                 R);
           }
       }
+      if (M <= 8)
+        for (const V3Bench& vb : v3_bench_configs()) {
+          const W4Gemv3Config c3 = vb.cfg;
+          bench_one(
+              s.name, M, vb.label, wb, s.N, s.K,
+              [&, c3](cudaStream_t st, int i) {
+                w4_gemv3(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, s.K, y.p, DType::F16,
+                         s.N, nullptr, st, c3);
+              },
+              R);
+        }
       if (M <= 16 && w4_gemv2_fits(w.view(), M, 8))
         for (const V2Bench& vb : v2_bench_configs())
           bench_one(
@@ -1693,6 +1768,34 @@ void bench() {
         std::printf(" %11.2f", t);
       }
       std::printf("\n");
+    }
+  // w4_gemv3 splits next to the best v1 and v2 times (us), M <= 8.
+  std::vector<const char*> v3_labels;
+  for (const V3Bench& vb : v3_bench_configs()) v3_labels.push_back(vb.label);
+  std::printf(
+      "\n== w4_gemv3 (us per call; %% of the read-only ceiling for the best v3)\n%-12s %3s %8s %8s",
+      "shape", "M", "v1-best", "v2-best");
+  for (const char* l : v3_labels) std::printf(" %9s", l + 9);
+  std::printf(" %6s\n", "%read");
+  for (const BS& bs : kBenchShapes)
+    for (int M : {1, 4, 8}) {
+      double b1 = 0, b2 = 0, b3 = 0, gb3 = 0;
+      for (const BenchRow& c : g_rows) {
+        if (c.shape != bs.name || c.M != M) continue;
+        if (c.kernel.rfind("w4_gemv/", 0) == 0 && (b1 == 0 || c.us < b1)) b1 = c.us;
+        if (c.kernel.rfind("w4_gemv2/", 0) == 0 && (b2 == 0 || c.us < b2)) b2 = c.us;
+      }
+      std::printf("%-12s %3d %8.2f %8.2f", bs.name, M, b1, b2);
+      for (const char* l : v3_labels) {
+        double t = 0;
+        for (const BenchRow& c : g_rows)
+          if (c.shape == bs.name && c.M == M && c.kernel == l) {
+            t = c.us;
+            if (b3 == 0 || t < b3) b3 = t, gb3 = c.gbs;
+          }
+        std::printf(" %9.2f", t);
+      }
+      std::printf(" %6.1f\n", g_read_bw > 0 ? 100 * gb3 * 1e9 / g_read_bw : 0.0);
     }
   for (const BenchRow& b : g_rows)
     if (b.kernel.rfind("w8", 0) == 0 && b.kernel.find("auto") != std::string::npos)

@@ -9,8 +9,8 @@
 # there instead, with .devdeps from shared/tools/pack-devdeps.sh); .devshared holds the shared model
 # fixtures. Every log goes into $OUT/logs.tar.gz; the summary is printed last.
 # Steps: STEPS="kernels conformance model memcheck bench profile opencl" (default all); NCU=1 adds
-# Nsight Compute on the W4 GEMV (in the kernels step); GEMV=v2|v2s picks the new W4 GEMV for the
-# model-level runs (PERFX_CUDA_W4_GEMV).
+# Nsight Compute on the W4 GEMV (in the kernels step); GEMV=old|v1|v2|v2s|v3 picks the W4 GEMV
+# for the model-level runs (PERFX_CUDA_W4_GEMV; default: w4_gemv3 on the large matrices).
 #   run: command "bash tools/device/cuda_check.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -130,9 +130,13 @@ if has bench; then
   PERFX_CUDA_LINEAR_LOG=1 bench 7b_awq -m random:llama-2-7b -p 512 -n 128 -r 3
   bench tiny_awq -m random:tinyllama-1.1b -p 512 -n 128 -r 3
   bench 7b_q4_0 -m random:llama-2-7b:q4_0 -p 512 -n 128 -r 2
-  bench 7b_f16 -m random:llama-2-7b:f16 -p 512 -n 128 -r 2
+  # Dense fp16 weights (no W4 kernel): BENCH_F16=1 adds it.
+  [ "${BENCH_F16:-0}" = 1 ] && bench 7b_f16 -m random:llama-2-7b:f16 -p 512 -n 128 -r 2
   bench 7b_awq_batch -m random:llama-2-7b -p 0 -n 64 -B 8,64 -r 2
-  PERFX_CUDA_W4_GEMV=v1 bench 7b_awq_gemv_v1 -m random:llama-2-7b -p 0 -n 128 -r 3
+  # The same decode with the GEMV ladder before w4_gemv3 (v1/v2 by shape), for the A/B.
+  PERFX_CUDA_W4_GEMV=old bench 7b_awq_gemv_old -m random:llama-2-7b -p 0 -n 128 -r 3
+  PERFX_CUDA_W4_GEMV=old bench tiny_awq_gemv_old -m random:tinyllama-1.1b -p 0 -n 128 -r 3
+  PERFX_CUDA_W4_GEMV=old bench 7b_q4_0_gemv_old -m random:llama-2-7b:q4_0 -p 0 -n 128 -r 2
 fi
 
 if has opencl; then

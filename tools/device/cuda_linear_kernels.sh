@@ -6,7 +6,10 @@
 # /tmp/cuda_linear_out); a short summary is printed last. Budget: < 3 minutes.
 #   tools/device/cuda_linear_kernels.sh               # build + tests + memcheck + bench
 #   tools/device/cuda_linear_kernels.sh --build-only  # compile and link only (works without a GPU)
-#   NCU=1 tools/device/cuda_linear_kernels.sh         # + Nsight Compute on 7B gate_up M=1 (NCU_KERNEL)
+#   NCU=1 tools/device/cuda_linear_kernels.sh         # + Nsight Compute on 7B gate_up M=1 (NCU_KERNEL:
+#                                                      # one or more kernels, space-separated)
+#   NCU_ONLY=1 ...                                     # build + Nsight Compute only
+#   SKIP_BENCH=1 ...                                   # build + tests + memcheck, no bench
 #   ARCH="-gencode=..." NVCC=... BUILD_DIR=... override the defaults.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,7 +27,7 @@ if [ -n "${PREBUILT:-}" ]; then
 else
 # ---- build: every translation unit in parallel, then link
 pids=()
-for f in src/backend/cuda/linear_pack.cu src/backend/cuda/linear_gemv.cu src/backend/cuda/linear_gemv2.cu \
+for f in src/backend/cuda/linear_pack.cu src/backend/cuda/linear_gemv.cu src/backend/cuda/linear_gemv2.cu src/backend/cuda/linear_gemv3.cu \
          src/backend/cuda/linear_gemm.cu src/backend/cuda/linear_dense.cu \
          src/backend/cuda/linear_dispatch.cu tests/cuda/linear_kernels_test.cu; do
   b=$(basename "$f" .cu)
@@ -52,7 +55,29 @@ echo "build: ok in $(( $(date +%s) - T0 )) s; warnings $warn; kernels with spill
 fi
 [ "${1:-}" = "--build-only" ] && exit 0
 
+# ---- optional: Nsight Compute on the 7B gate_up M = 1 GEMV (NCU=1; NCU_KERNEL=gemv2 (default
+# config, default) | gemv (the old kernel) | a v2 label such as 4w/r1). Text: $OUT/ncu_*.txt,
+# report: $OUT/ncu_*.ncu-rep.
+run_ncu() {
+  local NCU_BIN NK tag
+  NCU_BIN=${NCU_BIN:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+  if [ ! -x "$NCU_BIN" ]; then echo "ncu: not found ($NCU_BIN)"; return; fi
+  for NK in ${NCU_KERNEL:-gemv2}; do
+    tag=$(echo "$NK" | tr '/:' '__')
+    timeout 90 "$NCU_BIN" --clock-control none --set full --kernel-name regex:w4_gemv \
+      --launch-skip 20 --launch-count 2 -f -o "$OUT/ncu_gate_up_m1_$tag" \
+      "$T" --bench-one 7B_gate_up 1 "$NK" 40 > "$OUT/ncu_run_$tag.log" 2>&1
+    echo "ncu ($NK): rc=$? $(grep -m1 'bench-one' "$OUT/ncu_run_$tag.log")"
+    "$NCU_BIN" --import "$OUT/ncu_gate_up_m1_$tag.ncu-rep" --print-summary none --page details \
+      > "$OUT/ncu_gate_up_m1_$tag.txt" 2>&1
+    grep -E "^  [a-z_0-9]+.*w4_gemv|Duration|Memory Throughput|DRAM Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible" \
+      "$OUT/ncu_gate_up_m1_$tag.txt" | head -24
+  done
+}
 T="$BUILD/linear_kernels_test"
+# NCU_ONLY=1: build, then only the Nsight Compute step (no tests, no bench).
+if [ "${NCU_ONLY:-0}" = "1" ]; then run_ncu; exit 0; fi
+
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 echo "gpu: $(cat "$OUT/gpu.txt")"
 
@@ -106,8 +131,9 @@ else
   echo "memcheck: compute-sanitizer not found"
 fi
 
-# ---- benchmark
-timeout 90 "$T" --bench-only > "$OUT/bench.log" 2>&1
+# ---- benchmark (SKIP_BENCH=1: tests only)
+if [ "${SKIP_BENCH:-0}" != "1" ]; then
+timeout 180 "$T" --bench-only > "$OUT/bench.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
   status=1
@@ -115,28 +141,9 @@ if [ $rc -ne 0 ]; then
   grep -E "ERROR|FATAL" "$OUT/bench.log" | head -5 | cut -c1-200
 fi
 grep -m1 "device-to-device" "$OUT/bench.log"
-
-# ---- optional: Nsight Compute on the 7B gate_up M = 1 GEMV (NCU=1; NCU_KERNEL=gemv2 (default
-# config, default) | gemv (the old kernel) | a v2 label such as 4w/r1). Text: $OUT/ncu_*.txt,
-# report: $OUT/ncu_*.ncu-rep.
-if [ "${NCU:-0}" = "1" ]; then
-  NCU_BIN=${NCU_BIN:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
-  NK=${NCU_KERNEL:-gemv2}
-  tag=$(echo "$NK" | tr '/:' '__')
-  if [ -x "$NCU_BIN" ]; then
-    timeout 90 "$NCU_BIN" --clock-control none --set full --kernel-name regex:w4_gemv \
-      --launch-skip 20 --launch-count 2 -f -o "$OUT/ncu_gate_up_m1_$tag" \
-      "$T" --bench-one 7B_gate_up 1 "$NK" 40 > "$OUT/ncu_run_$tag.log" 2>&1
-    echo "ncu ($NK): rc=$? $(grep -m1 'bench-one' "$OUT/ncu_run_$tag.log")"
-    "$NCU_BIN" --import "$OUT/ncu_gate_up_m1_$tag.ncu-rep" --print-summary none --page details \
-      > "$OUT/ncu_gate_up_m1_$tag.txt" 2>&1
-    grep -E "^  [a-z_0-9]+.*w4_gemv|Duration|Memory Throughput|DRAM Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|No Eligible" \
-      "$OUT/ncu_gate_up_m1_$tag.txt" | head -24
-  else
-    echo "ncu: not found ($NCU_BIN)"
-  fi
 fi
 
+[ "${NCU:-0}" = "1" ] && run_ncu
 echo "total $(( $(date +%s) - T0 )) s; logs in $OUT: build.log test_*.log memcheck.log bench.log"
 sed -n '/^== summary/,$p' "$OUT/bench.log"
 exit $status

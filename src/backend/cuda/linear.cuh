@@ -6,6 +6,9 @@
 //
 // Kernels (docs/cuda_linear_notes.md has the numbers):
 //   w4_gemv        M = 1..8      weights streamed to registers, dequantized there, fed to mma as A
+//   w4_gemv2       M = 1..16     zero point folded out, x staged in shared memory (opt-in)
+//   w4_gemv3       M = 1..8      v1's math, lean per-chunk code, split-K warps (decode default on
+//                                matrices of >= 16M weights)
 //   w4_gemm S32    M = 9..32     cp.async multi-stage tiles, split-K over CTAs when N is small
 //   w4_gemm S64    M = 33..64
 //   w4_gemm L128   M >= 65       128x128 tiles
@@ -223,6 +226,31 @@ bool w4_gemv2_fits(const W4View& w, int M, int warps = 0);
 /// block per CTA.
 W4Gemv2Config w4_gemv2_default_config(const W4View& w, int M);
 
+/// Configuration of w4_gemv3 (zeros = the default rule).
+struct W4Gemv3Config {
+  int split = 0;     // warps splitting one row block's K: 1, 2, 4 or 8 (0: w4_gemv3_default_split)
+  int grid_cap = 0;  // at most this many CTAs (0: one wave at full occupancy)
+  bool probe = false;  // bench only: weight loads alone, no conversion / mma (y is garbage;
+                       // fp16 in and out only)
+  bool pdl = false;    // launch with programmatic dependent launch (sm_90)
+};
+/// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
+/// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the
+/// per-chunk bookkeeping taken out: 8 CTAs' worth of (row block, K segment) tasks per wave, a ring
+/// of 8 weight quads per lane whose batch addresses are computed once per batch, no branches in
+/// the chunk body, activations read from global memory (L1), split-K partials summed in shared
+/// memory behind a named barrier. x [M, K] (row stride ldx, fp16/bf16), y [M, N] (ldy; activation
+/// dtype or F32), bias [N] fp32 or null. Numerics: as w4_gemv (error = fp32 summation, ~1e-6).
+/// Throws perfx::Error for M > 8, a group size > 512, a split not in {1, 2, 4, 8}, or the
+/// argument errors of check_linear_args (dtype, ld, alignment).
+void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+              int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg = {});
+/// Whether w4_gemv3 takes (w, M): 1 <= M <= 8 and group size <= 512.
+bool w4_gemv3_supported(const W4View& w, int M);
+/// The split w4_gemv3 picks when cfg.split == 0: 8, halved while a segment would hold less than
+/// one batch of chunks (measured best on every Llama-2-7B / TinyLlama shape, §9).
+int w4_gemv3_default_split(const W4View& w, int M);
+
 /// Tile shapes of the W4 tensor-core GEMM (rows of W × tokens per CTA).
 enum class W4GemmTile : uint8_t {
   S32,    // 64 rows × 32 tokens, 4 warps (16×32 each), 6 stages: M 9..32
@@ -262,7 +290,7 @@ void add_bias(void* y, DType yt, int64_t ldy, int M, int64_t N, const float* bia
 
 // =============================================================================== dispatch
 
-enum class LinearKernel : uint8_t { Gemv, GemmS32, GemmS64, GemmL128, Dense, Gemv2 };
+enum class LinearKernel : uint8_t { Gemv, GemmS32, GemmS64, GemmL128, Dense, Gemv2, Gemv3 };
 const char* linear_kernel_name(LinearKernel k);
 
 /// What the ladder picked for one call.

@@ -53,17 +53,39 @@ void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt
                linear_kernel_name(p.kernel), p.split_k);
 }
 
-/// PERFX_CUDA_W4_GEMV (read once): unset = the measured rule (gemv_rule), "v1" = w4_gemv with
-/// its own defaults, "v2" = v2 (fp16 magic) wherever it fits, "v2s" = v2 (fp16 subnormal).
-int gemv2_mode() {
+/// PERFX_CUDA_W4_GEMV (read once): unset = w4_gemv3 for M <= 8 where it applies, else the
+/// measured v1/v2 rule (gemv_rule); "old" = that rule alone (before v3); "v1" = w4_gemv with its
+/// own defaults, "v2" = v2 (fp16 magic) wherever it fits, "v2s" = v2 (fp16 subnormal), "v3" = v3
+/// wherever it applies (else v1).
+int gemv_env_mode() {
   static const int v = [] {
     const char* e = std::getenv("PERFX_CUDA_W4_GEMV");
-    if (e == nullptr) return -1;
+    if (e == nullptr || std::strcmp(e, "old") == 0) return -1;
     if (std::strcmp(e, "v2") == 0) return 1;
     if (std::strcmp(e, "v2s") == 0) return 2;
+    if (std::strcmp(e, "v3") == 0) return 3;
     return 0;
   }();
   return v;
+}
+/// Whether PERFX_CUDA_W4_GEMV is unset (the default ladder, with v3).
+bool gemv_env_default() {
+  static const bool v = std::getenv("PERFX_CUDA_W4_GEMV") == nullptr;
+  return v;
+}
+/// The v2 switches: -1 = rule, 0 = off, 1 = magic, 2 = subnormal (v3 counts as off).
+int gemv2_mode() {
+  const int m = gemv_env_mode();
+  return m == 3 ? 0 : m;
+}
+/// v3 by default where the H200 bench measured it ahead of v1/v2 (docs/cuda_linear_notes.md §9):
+/// matrices of >= 16M weights (M = 1: 7B qkv 11.6 vs 14.6 us, o 5.8 vs 6.5, gate_up 16.7 vs 22.8,
+/// down 11.6 vs 13.4; TinyLlama gate_up 7.6 vs 8.7); the smaller TinyLlama matrices stay on v1
+/// (3.6 / 3.1 / 5.4 us against v3's 4.3 / 3.9 / 6.8: too few row blocks for its 8-warp tasks).
+bool gemv3_should_use(const W4View& w, int M) {
+  if (!w4_gemv3_supported(w, M)) return false;
+  if (gemv_env_mode() == 3) return true;
+  return gemv_env_default() && (double)w.d.N * (double)w.d.K >= 16e6;
 }
 
 /// The decode-GEMV choice measured on an H200 (tools/device/cuda_check.sh,
@@ -141,6 +163,8 @@ const char* linear_kernel_name(LinearKernel k) {
       return "dequant+dense";
     case LinearKernel::Gemv2:
       return "gemv2";
+    case LinearKernel::Gemv3:
+      return "gemv3";
   }
   return "?";
 }
@@ -159,7 +183,9 @@ int w4_dense_min_m() {
 
 LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense) {
   LinearPlan p;
-  if (gemv2_should_use(w, M)) {
+  if (gemv3_should_use(w, M)) {
+    p.kernel = LinearKernel::Gemv3;
+  } else if (gemv2_should_use(w, M)) {
     p.kernel = LinearKernel::Gemv2;
   } else if (gemv_should_use(M)) {
     p.kernel = LinearKernel::Gemv;
@@ -218,6 +244,12 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
       w4_gemv2(v, x, xt, M, ldx, y, yt, ldy, bias, stream,
                gemv2_mode() < 0 ? gemv2_rule_config() : gemv2_env_config());
       break;
+    case LinearKernel::Gemv3: {
+      W4Gemv3Config c;
+      c.pdl = env_flag("PERFX_CUDA_PDL");
+      w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
+      break;
+    }
     case LinearKernel::GemmS32:
       w4_gemm(v, W4GemmTile::S32, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
               stream);
@@ -290,7 +322,8 @@ void linear_kernels_init() {
 }
 
 std::string linear_kernels_describe() {
-  return describe_gemv_kernels() + describe_gemv2_kernels() + describe_gemm_kernels();
+  return describe_gemv_kernels() + describe_gemv2_kernels() + describe_gemv3_kernels() +
+         describe_gemm_kernels();
 }
 
 }  // namespace perfx::cuda

@@ -41,6 +41,7 @@ void gemv2_init_attributes();
 /// linear_kernels_describe() parts (linear_gemv.cu, linear_gemm.cu).
 std::string describe_gemv_kernels();
 std::string describe_gemv2_kernels();
+std::string describe_gemv3_kernels();
 std::string describe_gemm_kernels();
 
 /// One describe line: name, registers, shared memory, threads, resident CTAs per SM.

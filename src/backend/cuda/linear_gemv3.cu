@@ -1,0 +1,412 @@
+// W4 GEMV v3 (M = 1..8 tokens): the decode kernel built for few instructions per weight byte.
+//
+// Why (docs/cuda_linear_notes.md §9): Nsight Compute on the 7B gate|up GEMV at M = 1 showed v1
+// issuing ~140 and v2 ~106 warp instructions per 512-byte warp quad (v2's SASS: ~95 per ring slot,
+// of which 20 convert nibbles and 4 are mma; the rest is per-slot bookkeeping, predicates,
+// re-read thread ids and a per-slot flush), with the schedulers ~50 % busy and DRAM at 29–43 %.
+// v3 keeps the device layout and the mma data flow of v1 and removes the bookkeeping:
+//   - Work: task = (row block, K segment); S warps of one CTA split a row block's K into equal
+//     group-aligned segments (S = 1, 2, 4, 8), the CTA's 8 warps cover 8 / S row blocks, and a
+//     CTA walks row-block groups blockIdx.x, blockIdx.x + gridDim.x, … (one persistent wave).
+//   - A ring of kU = 8 (groups 32 / 64: 6) weight quads per lane: every batch of kU consecutive
+//     chunks of a warp's task sequence lies inside one segment, so a batch's addresses are one base
+//     pointer plus immediate offsets, the next batch's base / count are computed once per batch,
+//     and slot u is reloaded right after it is consumed (loads stay in flight across segments and
+//     row blocks).
+//   - No branches in the slot body: slots past a segment's end load zeros (weights, records and
+//     activations), whose products are 0.
+//   - Zero point inside the conversion (w4_word_to_frag_f16 / _bf16: exact q − z), the mma
+//     accumulates a whole group, one fp32 scale FMA per accumulator per group (group 32: per
+//     half-chunk).
+//   - Activations read straight from global memory (L1-resident after the first warp touches
+//     them): no staging, no prologue barrier, no shared-memory limit on K.
+//   - The S partial sums of a row block meet in shared memory behind a named barrier of those S
+//     warps only (double-buffered by segment parity).
+// PDL: weights are requested before griddepcontrol.wait; activations, bias and y after it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_frag.cuh"
+#include "backend/cuda/linear_internal.cuh"
+
+namespace perfx::cuda {
+namespace {
+
+using frag::BF16;
+using frag::F16;
+
+/// Weight quads in flight per lane (one batch) for gs_shift GS: 8, or 6 for groups 32 / 64 (a
+/// record per chunk or half-chunk: 8 slots would spill). A batch holds whole groups.
+__host__ __device__ constexpr int ring_slots(int GS) {
+  return GS <= 1 ? 6 : 8;
+}
+constexpr int kNW = 8;     // warps per CTA
+constexpr int kMaxGs = 4;  // gs_shift <= 4: group <= 512, so a group never spans two batches
+
+/// Calls f(std::integral_constant<int, i>) for i = 0..N-1 (compile-time slot indices, so the
+/// loads' immediate offsets are constants).
+template <int N, typename F, int I = 0>
+__device__ __forceinline__ void static_for(F&& f) {
+  if constexpr (I < N) {
+    f(std::integral_constant<int, I>{});
+    static_for<N, F, I + 1>(static_cast<F&&>(f));
+  }
+}
+
+/// Named barrier `id` over `threads` threads (PTX bar.sync).
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/// Predicated 16-byte loads that leave `r` unchanged when !ok (no zero fill: the callers keep
+/// only finite stale values there, which meet zero weights or zero scales). Volatile: kept in
+/// program order among the mma (issued one slot ahead of their use, so a batch's activations are
+/// not all held in registers at once). `off` is a byte offset folded into the instruction.
+template <int OFF>
+__device__ __forceinline__ void ld_keep_x(uint4& r, const void* p, bool ok) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4 + "
+      "%6];\n}"
+      : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
+      : "l"(p), "r"((int)ok), "n"(OFF));
+}
+/// Streamed weights (no L1 allocation, 256-byte L2 prefetch), unchanged when !ok.
+template <int OFF>
+__device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
+  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 "
+      "{%0, %1, %2, %3}, [%4 + %6];\n}"
+      : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
+      : "l"(p), "r"((int)ok), "n"(OFF));
+}
+/// A scale/zero record, zero when !ok (a zero record makes its whole group contribute 0).
+template <int OFF>
+__device__ __forceinline__ uint2 ld_rec(const void* p, bool ok) {
+  uint2 r;
+  asm("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n @p "
+      "ld.global.nc.v2.u32 {%0, %1}, [%2 + %4];\n}"
+      : "=r"(r.x), "=r"(r.y)
+      : "l"(p), "r"((int)ok), "n"(OFF));
+  return r;
+}
+
+/// Where a warp's batch lies: its first chunk's quad / record / activation addresses (this lane),
+/// how many of its kU slots hold real chunks (cnt) and how many of those have their second
+/// 32-channel half inside K (cnt_hi; less only when K % 64 = 32), and its row block.
+template <typename T>
+struct Batch {
+  const uint4* q;
+  const uint2* s;
+  const T* x;
+  int cnt, cnt_hi;
+  int t, j;  // task (row block) index and batch index within the task
+  int64_t nb;
+};
+
+/// GS = gs_shift (group = 32 << GS). GS = 0: two scale/zero records per chunk (one per 32-channel
+/// half); GS >= 1: one record per CPG = 2^(GS-1) chunks. PROBE (bench only): the same loads, a
+/// batch only XOR-folded (no conversion, mma or activations): the memory side alone.
+template <typename Tag, typename OutT, int GS, bool PROBE>
+__global__ void __launch_bounds__(kNW * 32, 2)
+    w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
+                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S) {
+  using T = typename Tag::T;
+  constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);  // chunks per record
+  constexpr int NR = GS == 0 ? 2 : 1;               // records per record slot
+  constexpr int kU = ring_slots(GS);
+  __shared__ float4 red[2][kNW][32];
+
+  frag::pdl_launch_dependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gid = lane >> 2, tid = lane & 3;
+  const int KC = w.d.KC, G = w.d.G, NB = w.d.NB;
+  const int R = kNW / S, rl = warp / S, sg = warp - rl * S;  // row-block lane, K share
+  // This warp's chunks of a row block: [c_first, c_first + npos), whole records (K is a multiple
+  // of the group size, so KC is a multiple of CPG).
+  const int upr = KC / CPG, lu = (upr + S - 1) / S;
+  const int c_first = sg * lu * CPG;
+  const int npos = max(0, min(lu, upr - sg * lu)) * CPG;
+  const int nbt = max(1, (npos + kU - 1) / kU);  // batches per task
+  const int64_t nb_first = (int64_t)blockIdx.x * R + rl, nb_step = (int64_t)gridDim.x * R;
+  const int ntask = nb_first < NB ? (int)((NB - 1 - nb_first) / nb_step) + 1 : 0;
+  const int nbatch = ntask * nbt;
+  // Tokens >= M read token M - 1's row: mma columns are independent and those are never stored.
+  const T* xrow = x + (int64_t)min(gid, M - 1) * ldx + 8 * tid;
+  const int kc_hi = (int)((w.d.K - 32 + 63) / 64);  // chunks whose second half starts below K
+
+  constexpr int kRecStep = GS == 0 ? 2 * kU : kU / CPG;  // records per batch
+  // The batch after a (task order: the batches of a row block's share, then the next row block);
+  // addresses advance by a batch inside a task and are recomputed at a task's start. Past the
+  // warp's last task cnt = 0 (its loads are predicated off, so the addresses are never used).
+  auto step = [&](const Batch<T>& a, Batch<T>& bt) {
+    bt.j = a.j + 1;
+    bt.t = a.t;
+    if (bt.j == nbt) {
+      bt.j = 0;
+      ++bt.t;
+    }
+    const int kc0 = c_first + bt.j * kU;
+    bt.cnt = bt.t < ntask ? max(0, min(kU, npos - bt.j * kU)) : 0;
+    bt.cnt_hi = min(bt.cnt, kc_hi - kc0);
+    if (bt.j == 0) {
+      bt.nb = a.nb + nb_step;
+      bt.q = w.q + frag::w4_q_index(KC, bt.nb, kc0, lane);
+      bt.s = w.sz + frag::w4_sz_index(G, bt.nb, GS == 0 ? 2 * kc0 : kc0 / CPG, gid);
+      bt.x = xrow + (int64_t)kc0 * 64;
+    } else {
+      bt.nb = a.nb;
+      bt.q = a.q + kU * 32;
+      bt.s = a.s + kRecStep * 8;
+      bt.x = a.x + kU * 64;
+    }
+  };
+
+  uint4 wq[kU];
+  uint2 rec[kU][NR];
+#pragma unroll
+  for (int u = 0; u < kU; ++u) wq[u] = make_uint4(0, 0, 0, 0);
+  auto load = [&](auto uc, const Batch<T>& bt) {
+    constexpr int u = decltype(uc)::value;
+    const bool ok = u < bt.cnt;
+    ld_keep_w<u * 512>(wq[u], bt.q, ok);
+    if constexpr (PROBE) return;
+    if constexpr (GS == 0) {
+      rec[u][0] = ld_rec<2 * u * 64>(bt.s, ok);
+      rec[u][NR - 1] = ld_rec<(2 * u + 1) * 64>(bt.s, ok);
+    } else if (u % CPG == 0) {
+      rec[u][0] = ld_rec<(u / CPG) * 64>(bt.s, ok);
+    }
+  };
+
+  Batch<T> cur;
+  {  // batch 0: "the batch after" task -1's last batch
+    Batch<T> before;
+    before.j = nbt - 1;
+    before.t = -1;
+    before.nb = nb_first - nb_step;
+    before.q = w.q;
+    before.s = w.sz;
+    before.x = xrow;
+    step(before, cur);
+  }
+  static_for<kU>([&](auto uc) { load(uc, cur); });
+  frag::pdl_wait();
+
+  // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
+  // real, or the second half lies past K).
+  uint4 xb[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  auto load_x = [&](auto uc, const Batch<T>& bt) {
+    if constexpr (PROBE) return;
+    constexpr int u = decltype(uc)::value;
+    ld_keep_x<u * 128>(xb[0], bt.x, u < bt.cnt);
+    ld_keep_x<u * 128 + 64>(xb[1], bt.x, u < bt.cnt_hi);
+  };
+  load_x(std::integral_constant<int, 0>{}, cur);
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int buf = 0;
+#pragma unroll 1
+  for (int b = 0; b < nbatch; ++b) {
+    Batch<T> nxt;
+    step(cur, nxt);
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    uint32_t z_lo = 0, z_hi = 0;
+    float s_lo = 0.f, s_hi = 0.f;
+    static_for<kU>([&](auto uc) {
+      constexpr int u = decltype(uc)::value;
+      const uint4 xc[2] = {xb[0], xb[1]};
+      const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
+      if constexpr (PROBE) {
+        acc[0] += __uint_as_float((words[0] ^ words[1] ^ words[2] ^ words[3]) & 0x3FFFFFu);
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (GS == 0 || (h == 0 && u % CPG == 0)) {  // a new group: its zeros and scales
+            const uint2 r = rec[u][GS == 0 ? h : 0];
+            const uint32_t zl = r.y & 0xFu, zh = (r.y >> 8) & 0xFu;
+            if constexpr (std::is_same_v<Tag, F16>) {
+              z_lo = frag::f16_neg_zero_lo(zl);
+              z_hi = frag::f16_neg_zero_hi(zh);
+            } else {
+              z_lo = frag::bf16_neg_zero(zl);
+              z_hi = frag::bf16_neg_zero(zh);
+            }
+            s_lo = frag::f16_lo(r.x);
+            s_hi = frag::f16_hi(r.x);
+          }
+#pragma unroll
+          for (int jj = 0; jj < 2; ++jj) {
+            uint32_t a[4];
+            if constexpr (std::is_same_v<Tag, F16>)
+              frag::w4_word_to_frag_f16(words[2 * h + jj], z_lo, z_hi, a);
+            else
+              frag::w4_word_to_frag_bf16(words[2 * h + jj], z_lo, z_hi, a);
+            frag::mma16816<Tag>(c, a, jj == 0 ? xc[h].x : xc[h].z, jj == 0 ? xc[h].y : xc[h].w);
+          }
+          if (GS == 0 || (h == 1 && u % CPG == CPG - 1)) {  // the group's end: scale into acc
+            acc[0] = fmaf(s_lo, c[0], acc[0]);
+            acc[1] = fmaf(s_lo, c[1], acc[1]);
+            acc[2] = fmaf(s_hi, c[2], acc[2]);
+            acc[3] = fmaf(s_hi, c[3], acc[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) c[i] = 0.f;
+          }
+        }
+      }
+      if constexpr (u + 1 < kU)
+        load_x(std::integral_constant<int, u + 1>{}, cur);
+      else
+        load_x(std::integral_constant<int, 0>{}, nxt);
+      load(uc, nxt);  // refill slot u with the next batch's chunk
+    });
+    // ---- the task's last batch: combine the S shares of row block cur.nb and write y
+    if (cur.j == nbt - 1) {
+      const int64_t nb = cur.nb;
+      if (S > 1) {
+        red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        named_barrier(1 + rl, 32 * S);
+        if (sg == 0) {
+          for (int k = 1; k < S; ++k) {
+            const float4 o = red[buf][warp + k][lane];
+            acc[0] += o.x;
+            acc[1] += o.y;
+            acc[2] += o.z;
+            acc[3] += o.w;
+          }
+        }
+        buf ^= 1;
+      }
+      if (sg == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t row = nb * 16 + gid + 8 * (i >> 1);
+          const int token = 2 * tid + (i & 1);
+          if (row < w.d.N && token < M) {
+            float v = acc[i];
+            if (bias != nullptr) v += bias[row];
+            y[(int64_t)token * ldy + row] = frag::to_out<OutT>(v);
+          }
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = 0.f;
+    }
+    cur = nxt;
+  }
+}
+
+/// Launch of one instance: one wave at the instance's occupancy (cached), capped by grid_cap.
+template <typename Tag, typename OutT, int GS, bool PROBE>
+void launch_v3(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+               const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl) {
+  static std::once_flag once;
+  static int per_sm = 1;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE>;
+  std::call_once(once, [&] {
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
+    per_sm = std::max(1, per_sm);
+  });
+  const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
+  int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
+  if (grid_cap > 0) grid = std::min<int64_t>(grid, grid_cap);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3((unsigned)grid);
+  cfg.blockDim = dim3(kNW * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, w, static_cast<const typename Tag::T*>(x), M, ldx,
+                                static_cast<OutT*>(y), ldy, bias, S));
+}
+
+template <typename Tag, typename OutT, bool PROBE>
+void launch_v3_gs(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+                  const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl) {
+  switch (w.d.gs_shift) {
+    case 0:
+      return launch_v3<Tag, OutT, 0, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+    case 1:
+      return launch_v3<Tag, OutT, 1, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+    case 2:
+      return launch_v3<Tag, OutT, 2, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+    case 3:
+      return launch_v3<Tag, OutT, 3, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+    default:
+      return launch_v3<Tag, OutT, 4, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+  }
+}
+
+template <typename Tag, typename OutT>
+void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
+                    void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
+  if (c.probe) {
+    if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>) {
+      launch_v3_gs<Tag, OutT, true>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl);
+      return;
+    }
+    throw Error("w4_gemv3: the probe runs with fp16 activations and output only");
+  }
+  launch_v3_gs<Tag, OutT, false>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl);
+}
+
+}  // namespace
+
+bool w4_gemv3_supported(const W4View& w, int M) {
+  return M >= 1 && M <= 8 && w.d.gs_shift <= kMaxGs;
+}
+
+int w4_gemv3_default_split(const W4View& w, int M) {
+  (void)M;
+  // Measured on the H200 (docs/cuda_linear_notes.md §9): 8 warps per row block wins on every
+  // Llama shape with at least one batch per segment; fewer only when K is too short for that.
+  int S = kNW;
+  while (S > 1 && w.d.KC < S * ring_slots(w.d.gs_shift)) S /= 2;
+  return S;
+}
+
+std::string describe_gemv3_kernels() {
+  std::string r;
+  r += describe_kernel("w4_gemv3<f16,f16,g128>",
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false>),
+                       kNW * 32, 0);
+  r += describe_kernel("w4_gemv3<f16,f16,g32>",
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false>),
+                       kNW * 32, 0);
+  r += describe_kernel(
+      "w4_gemv3<bf16,bf16,g128>",
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false>), kNW * 32, 0);
+  return r;
+}
+
+void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+              int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg) {
+  check_linear_args("w4_gemv3", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
+  PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
+  PERFX_CHECK(w.d.gs_shift <= kMaxGs, "w4_gemv3: group size " + std::to_string(w.d.group_size) +
+                                          " > " + std::to_string(32 << kMaxGs));
+  if (M == 0) return;
+  const int S = cfg.split == 0 ? w4_gemv3_default_split(w, M) : cfg.split;
+  PERFX_CHECK(S == 1 || S == 2 || S == 4 || S == 8,
+              "w4_gemv3: split must be 1, 2, 4 or 8, got " + std::to_string(S));
+  if (xt == DType::F16) {
+    if (yt == DType::F32)
+      launch_v3_mode<F16, float>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
+    else
+      launch_v3_mode<F16, __half>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
+  } else {
+    if (yt == DType::F32)
+      launch_v3_mode<BF16, float>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
+    else
+      launch_v3_mode<BF16, __nv_bfloat16>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
+  }
+}
+
+}  // namespace perfx::cuda
