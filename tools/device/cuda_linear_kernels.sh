@@ -92,13 +92,16 @@ for fam in gemv gemm dense w8 auto graph; do
   printf "%-6s rc=%-3s pass %4s fail %3s %s\n" "$fam" "$rc" "$(grep -c '^PASS' "$OUT/test_$fam.log")" \
     "$(grep -c '^FAIL' "$OUT/test_$fam.log")" "$(grep -m1 '^FATAL' "$OUT/test_$fam.log" | cut -c1-150)"
 done
-# The dispatcher and graph capture with w4_gemv2 switched on (PERFX_CUDA_W4_GEMV=v2, PDL launch).
-for fam in auto graph; do
-  PERFX_CUDA_W4_GEMV=v2 PERFX_CUDA_PDL=1 timeout 60 "$T" --only "$fam" > "$OUT/test_${fam}_v2.log" 2>&1
-  rc=$?
-  [ $rc -ne 0 ] && status=1
-  printf "%-6s rc=%-3s pass %4s fail %3s %s\n" "${fam}-v2" "$rc" "$(grep -c '^PASS' "$OUT/test_${fam}_v2.log")" \
-    "$(grep -c '^FAIL' "$OUT/test_${fam}_v2.log")" "$(grep -m1 '^FATAL' "$OUT/test_${fam}_v2.log" | cut -c1-150)"
+# The dispatcher and graph capture with w4_gemv2 / w4_gemv3 forced on every shape they take
+# (PERFX_CUDA_W4_GEMV=v2|v3, PDL launch).
+for g in v2 v3; do
+  for fam in auto graph; do
+    PERFX_CUDA_W4_GEMV=$g PERFX_CUDA_PDL=1 timeout 60 "$T" --only "$fam" > "$OUT/test_${fam}_$g.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && status=1
+    printf "%-6s rc=%-3s pass %4s fail %3s %s\n" "${fam}-$g" "$rc" "$(grep -c '^PASS' "$OUT/test_${fam}_$g.log")" \
+      "$(grep -c '^FAIL' "$OUT/test_${fam}_$g.log")" "$(grep -m1 '^FATAL' "$OUT/test_${fam}_$g.log" | cut -c1-150)"
+  done
 done
 grep -h -E "^(w4_|w8_)" "$OUT/test_gemv.log" | head -40 > "$OUT/kernels.txt"
 echo "kernels (regs / ctas per SM): $(awk '{printf "%s %s/%s  ", $1, $3, $NF}' "$OUT/kernels.txt")" | fold -w 200

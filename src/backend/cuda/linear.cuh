@@ -236,13 +236,14 @@ struct W4Gemv3Config {
 };
 /// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
 /// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the
-/// per-chunk bookkeeping taken out: 8 CTAs' worth of (row block, K segment) tasks per wave, a ring
-/// of 8 weight quads per lane whose batch addresses are computed once per batch, no branches in
-/// the chunk body, activations read from global memory (L1), split-K partials summed in shared
+/// per-chunk bookkeeping taken out: one wave of 8-warp CTAs walking (row block, K share) tasks,
+/// a register ring of 8 weight quads per lane (6 for groups 32 / 64) whose batch addresses are
+/// computed once per batch, no branches in the chunk body, activations read from global memory
+/// (L1), split-K partials summed in shared
 /// memory behind a named barrier. x [M, K] (row stride ldx, fp16/bf16), y [M, N] (ldy; activation
 /// dtype or F32), bias [N] fp32 or null. Numerics: as w4_gemv (error = fp32 summation, ~1e-6).
-/// Throws perfx::Error for M > 8, a group size > 512, a split not in {1, 2, 4, 8}, or the
-/// argument errors of check_linear_args (dtype, ld, alignment).
+/// Throws perfx::Error for M > 8, a group size > 512, a split not in {1, 2, 4, 8}, cfg.probe with
+/// other than fp16 in and out, or the argument errors of check_linear_args (dtype, ld, alignment).
 void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
               int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg = {});
 /// Whether w4_gemv3 takes (w, M): 1 <= M <= 8 and group size <= 512.

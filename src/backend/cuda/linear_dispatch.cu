@@ -79,9 +79,10 @@ int gemv2_mode() {
   return m == 3 ? 0 : m;
 }
 /// v3 by default where the H200 bench measured it ahead of v1/v2 (docs/cuda_linear_notes.md §9):
-/// matrices of >= 16M weights (M = 1: 7B qkv 11.6 vs 14.6 us, o 5.8 vs 6.5, gate_up 16.7 vs 22.8,
-/// down 11.6 vs 13.4; TinyLlama gate_up 7.6 vs 8.7); the smaller TinyLlama matrices stay on v1
-/// (3.6 / 3.1 / 5.4 us against v3's 4.3 / 3.9 / 6.8: too few row blocks for its 8-warp tasks).
+/// matrices of >= 16M weights (M = 1: 7B qkv 11.3 vs 14.7 us, o 5.7 vs 6.5, gate_up 16.4 vs 22.9,
+/// down 10.9 vs 13.3; TinyLlama gate_up 7.7 vs 8.6; M = 4 and 8 alike); the smaller TinyLlama
+/// matrices stay on v1 (3.6 / 3.1 / 5.4 us against v3's 4.3 / 4.2 / 6.2: too few row blocks for
+/// its 8-warp tasks).
 bool gemv3_should_use(const W4View& w, int M) {
   if (!w4_gemv3_supported(w, M)) return false;
   if (gemv_env_mode() == 3) return true;

@@ -13,8 +13,9 @@
 //     pointer plus immediate offsets, the next batch's base / count are computed once per batch,
 //     and slot u is reloaded right after it is consumed (loads stay in flight across segments and
 //     row blocks).
-//   - No branches in the slot body: slots past a segment's end load zeros (weights, records and
-//     activations), whose products are 0.
+//   - No branches in the slot body: loads are predicated and keep stale (finite) registers when
+//     off; a slot past a share's end gets a zero scale/zero record, so its whole group (groups
+//     never straddle a share's end) contributes exactly 0.
 //   - Zero point inside the conversion (w4_word_to_frag_f16 / _bf16: exact q − z), the mma
 //     accumulates a whole group, one fp32 scale FMA per accumulator per group (group 32: per
 //     half-chunk).
@@ -43,7 +44,8 @@ using frag::BF16;
 using frag::F16;
 
 /// Weight quads in flight per lane (one batch) for gs_shift GS: 8, or 6 for groups 32 / 64 (a
-/// record per chunk or half-chunk: 8 slots would spill). A batch holds whole groups.
+/// record per chunk or half-chunk: 8 slots spill heavily; 6 leave ~16 bytes of spill for group 32
+/// at 128 registers). A batch holds whole groups.
 __host__ __device__ constexpr int ring_slots(int GS) {
   return GS <= 1 ? 6 : 8;
 }
