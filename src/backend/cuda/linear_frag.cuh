@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define PERFX_HD __host__ __device__ __forceinline__
@@ -392,6 +393,36 @@ __device__ __forceinline__ float f16_lo(uint32_t v) {
 }
 __device__ __forceinline__ float f16_hi(uint32_t v) {
   return __half2float(__ushort_as_half((unsigned short)(v >> 16)));
+}
+
+/// The zero-point constants w4_word_to_frag_f16 / _bf16 take, from a scale/zero record's .y
+/// (zero of row gid in bits 0-3, of row gid + 8 in bits 8-11).
+template <typename Tag>
+__device__ __forceinline__ void w4_neg_zeros(uint32_t zy, uint32_t& z_lo, uint32_t& z_hi) {
+  const uint32_t zl = zy & 0xFu, zh = (zy >> 8) & 0xFu;
+  if constexpr (std::is_same_v<Tag, F16>) {
+    z_lo = f16_neg_zero_lo(zl);
+    z_hi = f16_neg_zero_hi(zh);
+  } else {
+    z_lo = bf16_neg_zero(zl);
+    z_hi = bf16_neg_zero(zh);
+  }
+}
+
+/// c += (q − z) · x over half-chunk h of a lane's quad: words 2h, 2h + 1 (two k-tiles) against
+/// the lane's activations xh (16 bytes: x[gid][64kc + 32h + 8tid .. +7]).
+template <typename Tag>
+__device__ __forceinline__ void w4_half_mma(float c[4], const uint32_t words[4], int h,
+                                            uint32_t z_lo, uint32_t z_hi, const uint4& xh) {
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) {
+    uint32_t a[4];
+    if constexpr (std::is_same_v<Tag, F16>)
+      w4_word_to_frag_f16(words[2 * h + jj], z_lo, z_hi, a);
+    else
+      w4_word_to_frag_bf16(words[2 * h + jj], z_lo, z_hi, a);
+    mma16816<Tag>(c, a, jj == 0 ? xh.x : xh.z, jj == 0 ? xh.y : xh.w);
+  }
 }
 
 #endif  // __CUDACC__

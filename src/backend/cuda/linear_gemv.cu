@@ -172,25 +172,10 @@ __global__ void __launch_bounds__(512)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint2 r = sr[u][PAIR ? h : 0];
-          const uint32_t zl = r.y & 0xFu, zh = (r.y >> 8) & 0xFu;
           uint32_t z_lo, z_hi;
-          if constexpr (std::is_same_v<Tag, F16>) {
-            z_lo = frag::f16_neg_zero_lo(zl);
-            z_hi = frag::f16_neg_zero_hi(zh);
-          } else {
-            z_lo = frag::bf16_neg_zero(zl);
-            z_hi = frag::bf16_neg_zero(zh);
-          }
+          frag::w4_neg_zeros<Tag>(r.y, z_lo, z_hi);
           float c[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-          for (int jj = 0; jj < 2; ++jj) {
-            uint32_t a[4];
-            if constexpr (std::is_same_v<Tag, F16>)
-              frag::w4_word_to_frag_f16(words[2 * h + jj], z_lo, z_hi, a);
-            else
-              frag::w4_word_to_frag_bf16(words[2 * h + jj], z_lo, z_hi, a);
-            frag::mma16816<Tag>(c, a, jj == 0 ? xb[h].x : xb[h].z, jj == 0 ? xb[h].y : xb[h].w);
-          }
+          frag::w4_half_mma<Tag>(c, words, h, z_lo, z_hi, xb[h]);
           const float s_lo = frag::f16_lo(r.x), s_hi = frag::f16_hi(r.x);
           acc[0] = fmaf(s_lo, c[0], acc[0]);
           acc[1] = fmaf(s_lo, c[1], acc[1]);

@@ -339,17 +339,7 @@ void launch_v2(void (*fn)(W4View, const T*, int, int64_t, OutT*, int64_t, const 
         1, (int)ceil_div<int64_t>(w.d.NB, (int64_t)device_sm_count() * std::max(1, per_sm)));
   }
   grid = dim3((unsigned)ceil_div(w.d.NB, rpc));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, w, x, M, ldx, y, ldy, bias, rpc));
+  launch_kernel_ex(fn, grid, block, smem, stream, pdl, w, x, M, ldx, y, ldy, bias, rpc);
 }
 
 template <typename Tag, typename OutT, int CONV>

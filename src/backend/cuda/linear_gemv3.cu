@@ -230,26 +230,11 @@ __global__ void __launch_bounds__(kNW * 32, 2)
         for (int h = 0; h < 2; ++h) {
           if (GS == 0 || (h == 0 && u % CPG == 0)) {  // a new group: its zeros and scales
             const uint2 r = rec[u][GS == 0 ? h : 0];
-            const uint32_t zl = r.y & 0xFu, zh = (r.y >> 8) & 0xFu;
-            if constexpr (std::is_same_v<Tag, F16>) {
-              z_lo = frag::f16_neg_zero_lo(zl);
-              z_hi = frag::f16_neg_zero_hi(zh);
-            } else {
-              z_lo = frag::bf16_neg_zero(zl);
-              z_hi = frag::bf16_neg_zero(zh);
-            }
+            frag::w4_neg_zeros<Tag>(r.y, z_lo, z_hi);
             s_lo = frag::f16_lo(r.x);
             s_hi = frag::f16_hi(r.x);
           }
-#pragma unroll
-          for (int jj = 0; jj < 2; ++jj) {
-            uint32_t a[4];
-            if constexpr (std::is_same_v<Tag, F16>)
-              frag::w4_word_to_frag_f16(words[2 * h + jj], z_lo, z_hi, a);
-            else
-              frag::w4_word_to_frag_bf16(words[2 * h + jj], z_lo, z_hi, a);
-            frag::mma16816<Tag>(c, a, jj == 0 ? xc[h].x : xc[h].z, jj == 0 ? xc[h].y : xc[h].w);
-          }
+          frag::w4_half_mma<Tag>(c, words, h, z_lo, z_hi, xc[h]);
           if (GS == 0 || (h == 1 && u % CPG == CPG - 1)) {  // the group's end: scale into acc
             acc[0] = fmaf(s_lo, c[0], acc[0]);
             acc[1] = fmaf(s_lo, c[1], acc[1]);
@@ -316,17 +301,9 @@ void launch_v3(const W4View& w, const void* x, int M, int64_t ldx, void* y, int6
   const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
   int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
   if (grid_cap > 0) grid = std::min<int64_t>(grid, grid_cap);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3((unsigned)grid);
-  cfg.blockDim = dim3(kNW * 32);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, w, static_cast<const typename Tag::T*>(x), M, ldx,
-                                static_cast<OutT*>(y), ldy, bias, S));
+  launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, pdl, w,
+                   static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y), ldy, bias,
+                   S);
 }
 
 template <typename Tag, typename OutT, bool PROBE>
@@ -398,17 +375,9 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
   const int S = cfg.split == 0 ? w4_gemv3_default_split(w, M) : cfg.split;
   PERFX_CHECK(S == 1 || S == 2 || S == 4 || S == 8,
               "w4_gemv3: split must be 1, 2, 4 or 8, got " + std::to_string(S));
-  if (xt == DType::F16) {
-    if (yt == DType::F32)
-      launch_v3_mode<F16, float>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
-    else
-      launch_v3_mode<F16, __half>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
-  } else {
-    if (yt == DType::F32)
-      launch_v3_mode<BF16, float>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
-    else
-      launch_v3_mode<BF16, __nv_bfloat16>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
-  }
+  dispatch_act_out(xt, yt, [&](auto tag, auto out) {
+    launch_v3_mode<decltype(tag), decltype(out)>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
+  });
 }
 
 }  // namespace perfx::cuda

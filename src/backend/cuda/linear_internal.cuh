@@ -1,9 +1,14 @@
-// Internal to the linear kernels: shared argument checks (host).
+// Internal to the linear kernels: shared argument checks, dtype dispatch and launch (host).
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/linear_frag.cuh"
 #include "core/dtype.h"
 #include "perfx/status.h"
 
@@ -30,6 +35,43 @@ inline void check_linear_args(const char* op, int64_t N, int64_t K, const void* 
               std::string(op) + ": ldy = " + std::to_string(ldy) + " < N = " + std::to_string(N));
   PERFX_CHECK(reinterpret_cast<uintptr_t>(y) % (yt == DType::F32 ? 4 : 2) == 0,
               std::string(op) + ": y is not aligned to its element size");
+}
+
+/// Calls f(Tag{}, OutT{}) for activation dtype xt (F16 → frag::F16, else frag::BF16) and output
+/// dtype yt (F32 → float, else the activation element type). Callers have checked the pair
+/// (check_linear_args).
+template <typename F>
+void dispatch_act_out(DType xt, DType yt, F&& f) {
+  if (xt == DType::F16) {
+    if (yt == DType::F32)
+      f(frag::F16{}, float{});
+    else
+      f(frag::F16{}, __half{});
+  } else {
+    if (yt == DType::F32)
+      f(frag::BF16{}, float{});
+    else
+      f(frag::BF16{}, __nv_bfloat16{});
+  }
+}
+
+/// fn<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx; pdl adds programmatic
+/// dependent launch (the kernel may start before the previous one on the stream finishes and
+/// must wait with griddepcontrol.wait before reading its outputs; sm_90). Capturable.
+template <typename... P, typename... A>
+void launch_kernel_ex(void (*fn)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                      bool pdl, A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, std::forward<A>(args)...));
 }
 
 /// Sets every GEMM instance's dynamic shared-memory limit (linear_gemm.cu).
