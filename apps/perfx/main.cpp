@@ -24,7 +24,10 @@ std::string default_model_path() {
 }  // namespace perfx::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"PerfXLLM: fast LLM inference (run, tokenize, quantize, perplexity, serve)", "perfx"};
+  CLI::App app{
+      "PerfXLLM: fast LLM inference (run, tokenize, quantize, perplexity, serve, bench, "
+      "bench-serve)",
+      "perfx"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "perfx 0.1.0");
   // A flag given twice takes its last value (as in llama.cpp), e.g. `alias p='perfx run -n 64'`.
