@@ -53,14 +53,15 @@ void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt
                linear_kernel_name(p.kernel), p.split_k);
 }
 
-/// PERFX_CUDA_W4_GEMV (read once): unset = w4_gemv3 for M <= 8 where it applies, else the
-/// measured v1/v2 rule (gemv_rule); "old" = that rule alone (before v3); "v1" = w4_gemv with its
-/// own defaults, "v2" = v2 (fp16 magic) wherever it fits, "v2s" = v2 (fp16 subnormal), "v3" = v3
-/// wherever it applies (else v1).
+/// PERFX_CUDA_W4_GEMV (read once): unset (-2) = w4_gemv3 for M <= 8 where it applies, else the
+/// measured v1/v2 rule (gemv_rule); "old" (-1) = that rule alone (before v3); "v1" or anything
+/// else (0) = w4_gemv with its own defaults, "v2" (1) = v2 (fp16 magic) wherever it fits, "v2s"
+/// (2) = v2 (fp16 subnormal), "v3" (3) = v3 wherever it applies (else v1).
 int gemv_env_mode() {
   static const int v = [] {
     const char* e = std::getenv("PERFX_CUDA_W4_GEMV");
-    if (e == nullptr || std::strcmp(e, "old") == 0) return -1;
+    if (e == nullptr) return -2;
+    if (std::strcmp(e, "old") == 0) return -1;
     if (std::strcmp(e, "v2") == 0) return 1;
     if (std::strcmp(e, "v2s") == 0) return 2;
     if (std::strcmp(e, "v3") == 0) return 3;
@@ -68,15 +69,10 @@ int gemv_env_mode() {
   }();
   return v;
 }
-/// Whether PERFX_CUDA_W4_GEMV is unset (the default ladder, with v3).
-bool gemv_env_default() {
-  static const bool v = std::getenv("PERFX_CUDA_W4_GEMV") == nullptr;
-  return v;
-}
-/// The v2 switches: -1 = rule, 0 = off, 1 = magic, 2 = subnormal (v3 counts as off).
+/// The v2 switches: -1 = rule (unset or "old"), 0 = off (v1, v3), 1 = magic, 2 = subnormal.
 int gemv2_mode() {
   const int m = gemv_env_mode();
-  return m == 3 ? 0 : m;
+  return m < 0 ? -1 : m == 3 ? 0 : m;
 }
 /// v3 by default where the H200 bench measured it ahead of v1/v2 (docs/cuda_linear_notes.md §9):
 /// matrices of >= 16M weights (M = 1: 7B qkv 11.3 vs 14.7 us, o 5.7 vs 6.5, gate_up 16.4 vs 22.9,
@@ -85,8 +81,8 @@ int gemv2_mode() {
 /// its 8-warp tasks).
 bool gemv3_should_use(const W4View& w, int M) {
   if (!w4_gemv3_supported(w, M)) return false;
-  if (gemv_env_mode() == 3) return true;
-  return gemv_env_default() && (double)w.d.N * (double)w.d.K >= 16e6;
+  const int m = gemv_env_mode();
+  return m == 3 || (m == -2 && (double)w.d.N * (double)w.d.K >= 16e6);
 }
 
 /// The decode-GEMV choice measured on an H200 (tools/device/cuda_check.sh,
