@@ -8,7 +8,7 @@
 # .devpack/bin.tar.xz with the libraries the GPU machine lacks in .devpack/lib (BUILD=1 builds
 # there instead, with .devdeps from shared/tools/pack-devdeps.sh); .devshared holds the shared model
 # fixtures. Every log goes into $OUT/logs.tar.gz; the summary is printed last.
-# Steps: STEPS="kernels conformance model memcheck bench profile opencl" (default all); NCU=1 adds
+# Steps: STEPS="kernels conformance model memcheck bench profile pdl opencl" (default all but pdl); NCU=1 adds
 # Nsight Compute on the W4 GEMV (in the kernels step); GEMV=old|v1|v2|v2s|v3 picks the W4 GEMV
 # for the model-level runs (PERFX_CUDA_W4_GEMV; default: w4_gemv3 on the large matrices).
 #   run: command "bash tools/device/cuda_check.sh", carry [".devpack", ".devshared"]
@@ -133,10 +133,39 @@ if has bench; then
   # Dense fp16 weights (no W4 kernel): BENCH_F16=1 adds it.
   [ "${BENCH_F16:-0}" = 1 ] && bench 7b_f16 -m random:llama-2-7b:f16 -p 512 -n 128 -r 2
   bench 7b_awq_batch -m random:llama-2-7b -p 0 -n 64 -B 8,64 -r 2
-  # The same decode with the GEMV ladder before w4_gemv3 (v1/v2 by shape), for the A/B.
-  PERFX_CUDA_W4_GEMV=old bench 7b_awq_gemv_old -m random:llama-2-7b -p 0 -n 128 -r 3
-  PERFX_CUDA_W4_GEMV=old bench tiny_awq_gemv_old -m random:tinyllama-1.1b -p 0 -n 128 -r 3
-  PERFX_CUDA_W4_GEMV=old bench 7b_q4_0_gemv_old -m random:llama-2-7b:q4_0 -p 0 -n 128 -r 2
+  # The same runs without programmatic dependent launch (every kernel waits for its predecessor
+  # to finish before it starts), for the A/B; AB_OLD_GEMV=1 adds the GEMV ladder before w4_gemv3.
+  PERFX_CUDA_PDL=0 bench 7b_awq_pdl_off -m random:llama-2-7b -p 512 -n 128 -r 3
+  PERFX_CUDA_PDL=0 bench tiny_awq_pdl_off -m random:tinyllama-1.1b -p 512 -n 128 -r 3
+  PERFX_CUDA_PDL=0 bench 7b_q4_0_pdl_off -m random:llama-2-7b:q4_0 -p 0 -n 128 -r 2
+  if [ "${AB_OLD_GEMV:-0}" = 1 ]; then
+    PERFX_CUDA_W4_GEMV=old bench 7b_awq_gemv_old -m random:llama-2-7b -p 0 -n 128 -r 3
+    PERFX_CUDA_W4_GEMV=old bench tiny_awq_gemv_old -m random:tinyllama-1.1b -p 0 -n 128 -r 3
+  fi
+fi
+
+if has pdl; then
+  # Programmatic dependent launch A/B (docs/cuda_linear_notes.md §10): decode with the default
+  # (PDL on every kernel but the W4 GEMM; w4_gemv3 lets its successor launch after its main loop,
+  # the rest at entry), with w4_gemv / w8_gemv triggering late too, with the GEMM on PDL too
+  # (trigger after its main loop), and with PDL off everywhere; PDL_ALL=1 adds w4_gemv3
+  # triggering at entry and without PDL.
+  pdl_bench() {  # label, env...
+    local label=$1
+    shift
+    for m in "7b -m random:llama-2-7b -p 0 -n 128 -r 3" "tiny -m random:tinyllama-1.1b -p 0 -n 128 -r 3" \
+      "7b_batch -m random:llama-2-7b -p 0 -n 64 -B 8,64 -r 2"; do
+      local n=${m%% *}
+      env "$@" timeout 150 "$B/perfx" bench --device cuda ${m#* } > "$L/pdl_${label}_$n.md" 2>&1
+      note "pdl $label $n rc=$?: $(grep -E '\| (pp|tg)' "$L/pdl_${label}_$n.md" | awk -F'|' '{printf "%s %s;", $7, $8}')"
+    done
+  }
+  pdl_bench on PERFX_CUDA_PDL=1
+  [ "${PDL_ALL:-0}" = 1 ] && pdl_bench v3entry PERFX_CUDA_PDL_GEMV3=entry
+  [ "${PDL_ALL:-0}" = 1 ] && pdl_bench v3off PERFX_CUDA_PDL_GEMV3=0
+  pdl_bench v1late PERFX_CUDA_PDL_GEMV1=late
+  pdl_bench gemmon PERFX_CUDA_PDL_GEMM=1
+  pdl_bench off PERFX_CUDA_PDL=0
 fi
 
 if has opencl; then

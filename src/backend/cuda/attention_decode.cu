@@ -75,14 +75,14 @@ PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
 
 template <typename T, int D>
 void launch_split_one(const TileArgs& t, Grid g, cudaStream_t stream) {
-  attn_tile_kernel<T, D, kSplitWM, kSplitWN, true>
-      <<<dim3(g.x, g.y, g.z), kThreads, SplitCfg<D>::kSmemBytes, stream>>>(t);
+  launch_pdl(attn_tile_kernel<T, D, kSplitWM, kSplitWN, true>, dim3(g.x, g.y, g.z), dim3(kThreads),
+             SplitCfg<D>::kSmemBytes, stream, t);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T, int D>
 void launch_reduce_one(const TileArgs& t, Grid g, cudaStream_t stream) {
-  split_reduce_kernel<T, D><<<dim3(g.x, g.y, g.z), kThreads, 0, stream>>>(t);
+  launch_pdl(split_reduce_kernel<T, D>, dim3(g.x, g.y, g.z), dim3(kThreads), 0, stream, t);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 

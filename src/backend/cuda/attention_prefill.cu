@@ -32,7 +32,8 @@ void set_attr_all() {
 template <typename T, int D>
 void launch_one(const TileArgs& args, dim3 grid, cudaStream_t stream) {
   using C = TileCfg<D, kWM, kWN>;
-  attn_tile_kernel<T, D, kWM, kWN, false><<<grid, kThreads, C::kSmemBytes, stream>>>(args);
+  launch_pdl(attn_tile_kernel<T, D, kWM, kWN, false>, grid, dim3(kThreads), C::kSmemBytes, stream,
+             args);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -32,6 +32,7 @@
 #include <cstring>
 
 #include "backend/cuda/attn_plan.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace perfx::cuda::attn_detail {
 
@@ -168,6 +169,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   float* sO = reinterpret_cast<float*>(smem_raw + C::kQBytes);
   float* sM = sO + WN * C::kRows * C::kOStride;
   float* sL = sM + WN * C::kRows;
+  pdl_enter();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WN, wn = warp % WN;
@@ -471,6 +473,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
 /// Merges the splits of one (sequence, KV head): a warp per query row, lanes over head dims.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) split_reduce_kernel(const TileArgs a) {
+  pdl_enter();
   const int kvh = blockIdx.x, seq = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int G = a.group;

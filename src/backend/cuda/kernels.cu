@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace perfx::cuda {
 namespace {
@@ -54,6 +55,7 @@ constexpr int kNormThreads = 256;
 template <typename T>
 __global__ void rms_norm_kernel(const T* __restrict__ x, int64_t ldx, const float* __restrict__ w,
                                 float eps, int64_t n, T* __restrict__ out, int64_t ldo) {
+  pdl_enter();
   const T* xr = x + (int64_t)blockIdx.x * ldx;
   T* o = out + (int64_t)blockIdx.x * ldo;
   float ss = 0.0f;
@@ -70,6 +72,7 @@ template <typename T>
 __global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* __restrict__ x,
                                     int64_t ldx, const float* __restrict__ w, float eps, int64_t n,
                                     T* __restrict__ out, int64_t ldo) {
+  pdl_enter();
   T* r = res + (int64_t)blockIdx.x * ldr;
   const T* xr = x + (int64_t)blockIdx.x * ldx;
   T* o = out + (int64_t)blockIdx.x * ldo;
@@ -107,6 +110,7 @@ __global__ void rms_norm_vec_kernel(const T* __restrict__ x, int64_t ldx, const 
                                     int64_t ldr_in, T* res_out, int64_t ldr,
                                     const float* __restrict__ w, float eps, int n,
                                     T* __restrict__ out, int64_t ldo) {
+  pdl_enter();
   const int64_t row = blockIdx.x;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * ldx);
   const uint4* rr = res_in ? reinterpret_cast<const uint4*>(res_in + row * ldr_in) : nullptr;
@@ -168,9 +172,9 @@ bool launch_norm_vec(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in, T
   const int n8 = (int)(n / 8);
   const int threads = n8 >= 256 ? 256 : ((n8 + 31) / 32) * 32;
   const int vpt = (n8 + threads - 1) / threads;
-#define PERFX_NORM_VEC(V)                                                                          \
-  rms_norm_vec_kernel<T, V><<<rows, threads, 0, stream>>>(x, ldx, res_in, ldr_in, res_out, ldr, w, \
-                                                          eps, (int)n, out, ldo)
+#define PERFX_NORM_VEC(V)                                                                     \
+  launch_pdl(rms_norm_vec_kernel<T, V>, dim3(rows), dim3(threads), 0, stream, x, ldx, res_in, \
+             ldr_in, res_out, ldr, w, eps, (int)n, out, ldo)
   if (vpt <= 1)
     PERFX_NORM_VEC(1);
   else if (vpt <= 2)
@@ -186,6 +190,7 @@ bool launch_norm_vec(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in, T
 template <typename T>
 __global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I,
                                 T* __restrict__ out, int64_t ldo) {
+  pdl_enter();
   const int64_t row = blockIdx.y;
   const T* g = gu + row * ldg;
   T* o = out + row * ldo;
@@ -200,6 +205,7 @@ __global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I
 __global__ void copy_rows_kernel(const uint16_t* __restrict__ src, int64_t lds,
                                  const int32_t* __restrict__ idx, int64_t cols,
                                  uint16_t* __restrict__ dst, int64_t ldd, bool vec) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t s = idx ? idx[r] : r;
   const uint16_t* a = src + s * lds;
@@ -216,6 +222,7 @@ __global__ void copy_rows_kernel(const uint16_t* __restrict__ src, int64_t lds,
 template <typename T>
 __global__ void add_bias_kernel(T* __restrict__ y, int64_t ldy, const float* __restrict__ bias,
                                 int64_t cols) {
+  pdl_enter();
   T* yr = y + (int64_t)blockIdx.y * ldy;
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
        c += (int64_t)gridDim.x * blockDim.x)
@@ -223,6 +230,7 @@ __global__ void add_bias_kernel(T* __restrict__ y, int64_t ldy, const float* __r
 }
 __global__ void add_bias_f32_kernel(float* __restrict__ y, int64_t ldy,
                                     const float* __restrict__ bias, int64_t cols) {
+  pdl_enter();
   float* yr = y + (int64_t)blockIdx.y * ldy;
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
        c += (int64_t)gridDim.x * blockDim.x)
@@ -231,6 +239,7 @@ __global__ void add_bias_f32_kernel(float* __restrict__ y, int64_t ldy,
 
 __global__ void penalties_kernel(float* __restrict__ logits, int64_t ld,
                                  const PenaltyEntry* __restrict__ e, int n) {
+  pdl_enter();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   float& l = logits[(int64_t)e[i].row * ld + e[i].id];
@@ -250,6 +259,7 @@ __device__ __forceinline__ void better(float& bv, int& bi, float v, int i) {
 __global__ void argmax_kernel(const float* __restrict__ logits, int64_t ld,
                               const int32_t* __restrict__ rows, int vocab,
                               int32_t* __restrict__ out) {
+  pdl_enter();
   const float* l = logits + (int64_t)rows[blockIdx.x] * ld;
   float bv = -FLT_MAX;
   int bi = 0x7fffffff;
@@ -289,6 +299,7 @@ __global__ void attention_generic_kernel(const T* __restrict__ q, int64_t ldq,
                                          const int32_t* __restrict__ token_seq,
                                          const int32_t* __restrict__ positions, float scale,
                                          T* __restrict__ out, int64_t ldo) {
+  pdl_enter();
   __shared__ float qs[256];
   __shared__ float p[kAttnChunk];
   __shared__ float red[32];
@@ -353,6 +364,7 @@ template <typename T, typename Y, int M>
 __global__ void dense_gemv_kernel(const T* __restrict__ W, int64_t N, int64_t K,
                                   const T* __restrict__ x, int64_t ldx, Y* __restrict__ y,
                                   int64_t ldy, const float* __restrict__ bias) {
+  pdl_enter();
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (n >= N) return;
@@ -410,13 +422,14 @@ void dense_gemv_m(const T* W, int64_t N, int64_t K, const T* x, int M, int64_t l
   const int warps = 8;
   const unsigned grid = (unsigned)((N + warps - 1) / warps);
   switch (M) {
-#define PERFX_GEMV_M(m)                                                                    \
-  case m:                                                                                  \
-    dense_gemv_kernel<T, Y, m><<<grid, 32 * warps, 0, s>>>(W, N, K, x, ldx, y, ldy, bias); \
+#define PERFX_GEMV_M(m)                                                                            \
+  case m:                                                                                          \
+    launch_pdl(dense_gemv_kernel<T, Y, m>, dim3(grid), dim3(32 * warps), 0, s, W, N, K, x, ldx, y, \
+               ldy, bias);                                                                         \
     break;
     PERFX_GEMV_M(1)
-    PERFX_GEMV_M(2) PERFX_GEMV_M(3) PERFX_GEMV_M(4) PERFX_GEMV_M(5) PERFX_GEMV_M(6) PERFX_GEMV_M(7)
-        PERFX_GEMV_M(8)
+    PERFX_GEMV_M(2)
+    PERFX_GEMV_M(3) PERFX_GEMV_M(4) PERFX_GEMV_M(5) PERFX_GEMV_M(6) PERFX_GEMV_M(7) PERFX_GEMV_M(8)
 #undef PERFX_GEMV_M
   }
 }
@@ -444,18 +457,19 @@ void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64
   if (n_tokens <= 0) return;
   const bool vec =
       hidden % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)table % 16 == 0) && ((uintptr_t)out % 16 == 0);
-  copy_rows_kernel<<<n_tokens, 128, 0, stream>>>(static_cast<const uint16_t*>(table), hidden, ids,
-                                                 hidden, static_cast<uint16_t*>(out), ldo, vec);
+  launch_pdl(copy_rows_kernel, dim3(n_tokens), dim3(128), 0, stream,
+             static_cast<const uint16_t*>(table), (int64_t)hidden, ids, (int64_t)hidden,
+             static_cast<uint16_t*>(out), ldo, vec);
 }
 
 void launch_rms_norm(const void* x, int64_t ldx, const float* w, float eps, int rows, int64_t n,
                      void* out, int64_t ldo, DType act, cudaStream_t stream) {
   if (rows <= 0) return;
-  PERFX_DISPATCH_ACT(act,
-                     if (!launch_norm_vec<T>(static_cast<const T*>(x), ldx, nullptr, 0, nullptr, 0,
-                                             w, eps, rows, n, static_cast<T*>(out), ldo, stream))
-                         rms_norm_kernel<T><<<rows, kNormThreads, 0, stream>>>(
-                             static_cast<const T*>(x), ldx, w, eps, n, static_cast<T*>(out), ldo));
+  PERFX_DISPATCH_ACT(
+      act, if (!launch_norm_vec<T>(static_cast<const T*>(x), ldx, nullptr, 0, nullptr, 0, w, eps,
+                                   rows, n, static_cast<T*>(out), ldo, stream))
+               launch_pdl(rms_norm_kernel<T>, dim3(rows), dim3(kNormThreads), 0, stream,
+                          static_cast<const T*>(x), ldx, w, eps, n, static_cast<T*>(out), ldo));
 }
 
 void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx, const float* w,
@@ -465,17 +479,18 @@ void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx
   PERFX_DISPATCH_ACT(
       act, if (!launch_norm_vec<T>(static_cast<const T*>(x), ldx, static_cast<const T*>(residual),
                                    ldr, static_cast<T*>(residual), ldr, w, eps, rows, n,
-                                   static_cast<T*>(out), ldo, stream)) add_rms_norm_kernel<T>
-      <<<rows, kNormThreads, 0, stream>>>(static_cast<T*>(residual), ldr, static_cast<const T*>(x),
-                                          ldx, w, eps, n, static_cast<T*>(out), ldo));
+                                   static_cast<T*>(out), ldo, stream))
+               launch_pdl(add_rms_norm_kernel<T>, dim3(rows), dim3(kNormThreads), 0, stream,
+                          static_cast<T*>(residual), ldr, static_cast<const T*>(x), ldx, w, eps, n,
+                          static_cast<T*>(out), ldo));
 }
 
 void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo,
                      DType act, cudaStream_t stream) {
   if (rows <= 0) return;
   const dim3 grid(grid_cols(I, 256), (unsigned)rows);
-  PERFX_DISPATCH_ACT(act, silu_mul_kernel<T><<<grid, 256, 0, stream>>>(
-                              static_cast<const T*>(gu), ldg, I, static_cast<T*>(out), ldo));
+  PERFX_DISPATCH_ACT(act, launch_pdl(silu_mul_kernel<T>, grid, dim3(256), 0, stream,
+                                     static_cast<const T*>(gu), ldg, I, static_cast<T*>(out), ldo));
 }
 
 void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols,
@@ -483,8 +498,8 @@ void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, 
   if (n <= 0) return;
   const bool vec = cols % 8 == 0 && ldx % 8 == 0 && ldo % 8 == 0 && ((uintptr_t)x % 16 == 0) &&
                    ((uintptr_t)out % 16 == 0);
-  copy_rows_kernel<<<n, 128, 0, stream>>>(static_cast<const uint16_t*>(x), ldx, rows, cols,
-                                          static_cast<uint16_t*>(out), ldo, vec);
+  launch_pdl(copy_rows_kernel, dim3(n), dim3(128), 0, stream, static_cast<const uint16_t*>(x), ldx,
+             rows, cols, static_cast<uint16_t*>(out), ldo, vec);
 }
 
 void launch_add_bias(void* y, int64_t ldy, DType ydt, const float* bias, int rows, int64_t cols,
@@ -492,17 +507,18 @@ void launch_add_bias(void* y, int64_t ldy, DType ydt, const float* bias, int row
   if (rows <= 0) return;
   const dim3 grid(grid_cols(cols, 256), (unsigned)rows);
   if (ydt == DType::F32) {
-    add_bias_f32_kernel<<<grid, 256, 0, stream>>>(static_cast<float*>(y), ldy, bias, cols);
+    launch_pdl(add_bias_f32_kernel, grid, dim3(256), 0, stream, static_cast<float*>(y), ldy, bias,
+               cols);
     return;
   }
-  PERFX_DISPATCH_ACT(
-      ydt, add_bias_kernel<T><<<grid, 256, 0, stream>>>(static_cast<T*>(y), ldy, bias, cols));
+  PERFX_DISPATCH_ACT(ydt, launch_pdl(add_bias_kernel<T>, grid, dim3(256), 0, stream,
+                                     static_cast<T*>(y), ldy, bias, cols));
 }
 
 void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, int n,
                       cudaStream_t stream) {
   if (n <= 0) return;
-  penalties_kernel<<<(n + 255) / 256, 256, 0, stream>>>(logits, ld, entries, n);
+  launch_pdl(penalties_kernel, dim3((n + 255) / 256), dim3(256), 0, stream, logits, ld, entries, n);
 }
 
 void launch_attention_generic(const void* q, int64_t ldq, const void* k_cache, const void* v_cache,
@@ -513,10 +529,10 @@ void launch_attention_generic(const void* q, int64_t ldq, const void* k_cache, c
   if (n_tokens <= 0) return;
   const dim3 grid((unsigned)n_tokens, (unsigned)n_q_heads);
   PERFX_DISPATCH_ACT(
-      act, attention_generic_kernel<T><<<grid, kAttnChunk, 0, stream>>>(
-               static_cast<const T*>(q), ldq, static_cast<const T*>(k_cache),
-               static_cast<const T*>(v_cache), n_q_heads, n_kv_heads, head_dim, block_size, tables,
-               width, token_seq, positions, scale, static_cast<T*>(out), ldo));
+      act, launch_pdl(attention_generic_kernel<T>, grid, dim3(kAttnChunk), 0, stream,
+                      static_cast<const T*>(q), ldq, static_cast<const T*>(k_cache),
+                      static_cast<const T*>(v_cache), n_q_heads, n_kv_heads, head_dim, block_size,
+                      tables, width, token_seq, positions, scale, static_cast<T*>(out), ldo));
 }
 
 bool launch_dense_gemv(const void* W, int64_t N, int64_t K, const void* x, int M, int64_t ldx,
@@ -538,7 +554,7 @@ bool launch_dense_gemv(const void* W, int64_t N, int64_t K, const void* x, int M
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
                    int32_t* out, cudaStream_t stream) {
   if (n <= 0) return;
-  argmax_kernel<<<n, 1024, 0, stream>>>(logits, ld, rows, vocab, out);
+  launch_pdl(argmax_kernel, dim3(n), dim3(1024), 0, stream, logits, ld, rows, vocab, out);
 }
 
 }  // namespace perfx::cuda

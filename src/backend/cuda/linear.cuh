@@ -230,9 +230,11 @@ W4Gemv2Config w4_gemv2_default_config(const W4View& w, int M);
 struct W4Gemv3Config {
   int split = 0;     // warps splitting one row block's K: 1, 2, 4 or 8 (0: w4_gemv3_default_split)
   int grid_cap = 0;  // at most this many CTAs (0: one wave at full occupancy)
-  bool probe = false;  // bench only: weight loads alone, no conversion / mma (y is garbage;
-                       // fp16 in and out only)
-  bool pdl = false;    // launch with programmatic dependent launch (sm_90)
+  bool probe = false;         // bench only: weight loads alone, no conversion / mma (y is garbage;
+                              // fp16 in and out only)
+  bool pdl = false;           // launch with programmatic dependent launch (sm_90)
+  bool late_trigger = false;  // with pdl: let the next kernel launch after the main loop, not at
+                              // entry
 };
 /// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
 /// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the

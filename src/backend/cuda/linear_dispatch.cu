@@ -111,12 +111,12 @@ W4Gemv2Config gemv2_rule_config() {
   W4Gemv2Config c;
   c.warps = 8;
   c.rows_per_cta = -1;
-  c.pdl = env_flag("PERFX_CUDA_PDL");
+  c.pdl = pdl_enabled();
   return c;
 }
 
 /// The v2 configuration from PERFX_CUDA_W4_GEMV_CFG ("warps,rows_per_cta"; zeros = the default
-/// rule) and PERFX_CUDA_PDL.
+/// rule) and pdl_enabled().
 W4Gemv2Config gemv2_env_config() {
   static const W4Gemv2Config c = [] {
     W4Gemv2Config r;
@@ -129,10 +129,11 @@ W4Gemv2Config gemv2_env_config() {
       }
     }
     r.f16_subnormal = gemv2_mode() == 2;
-    r.pdl = env_flag("PERFX_CUDA_PDL");
     return r;
   }();
-  return c;
+  W4Gemv2Config r = c;
+  r.pdl = pdl_enabled();
+  return r;
 }
 
 bool gemv2_should_use(const W4View& w, int M) {
@@ -243,7 +244,16 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
       break;
     case LinearKernel::Gemv3: {
       W4Gemv3Config c;
-      c.pdl = env_flag("PERFX_CUDA_PDL");
+      // PERFX_CUDA_PDL_GEMV3: unset / "late" = PDL, the next kernel may launch after the main
+      // loop; "entry" = at entry (7B decode 13 % slower than late); "0" = no PDL for this
+      // kernel (docs/cuda_linear_notes.md §10).
+      static const int v3_pdl = [] {
+        const char* e = std::getenv("PERFX_CUDA_PDL_GEMV3");
+        if (e == nullptr || std::strcmp(e, "late") == 0) return 2;
+        return std::strcmp(e, "entry") == 0 ? 1 : 0;
+      }();
+      c.pdl = pdl_enabled() && v3_pdl != 0;
+      c.late_trigger = v3_pdl == 2;
       w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
       break;
     }

@@ -337,19 +337,6 @@ __device__ __forceinline__ uint4 ld_stream_na(const uint4* p) {
       : "l"(p));
   return r;
 }
-/// Programmatic dependent launch (sm_90+; no-ops when the grid was not launched with the
-/// attribute, and compiled out below sm_90): wait for the preceding grid's completion and memory
-/// flush / allow the next grid to start launching.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 /// 16-byte global load through the read-only path (activations, reused across CTAs).
 __device__ __forceinline__ uint4 ld_ro(const void* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));

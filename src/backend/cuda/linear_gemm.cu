@@ -13,6 +13,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -62,6 +64,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
   constexpr int kRB = Cfg::kRB, kWRB = Cfg::kWRB, kWNT = Cfg::kWNT, BM = Cfg::BM;
   constexpr int kThreads = Cfg::kThreads, STAGES = Cfg::STAGES;
   extern __shared__ __align__(16) unsigned char smem[];
+  pdl_wait();  // with PERFX_CUDA_PDL_GEMM=1 the next kernel may launch after the main loop
 
   const int t_blk = threadIdx.x;
   const int warp = t_blk >> 5, lane = t_blk & 31, gid = lane >> 2, tid = lane & 3;
@@ -204,6 +207,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
     }
   }
   frag::cp_async_wait<0>();
+  pdl_trigger();
 
   // Epilogue: acc[i][nt][c] is (row gid + 8(c >> 1), token 2tid + (c & 1)) of the mma tile.
 #pragma unroll
@@ -231,6 +235,7 @@ template <typename OutT>
 __global__ void splitk_reduce_kernel(const float* __restrict__ ws, int S, int M, int64_t N,
                                      OutT* __restrict__ y, int64_t ldy,
                                      const float* __restrict__ bias) {
+  pdl_enter();
   const int64_t total = (int64_t)M * N;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -264,14 +269,23 @@ void launch_gemm(const W4View& w, int split_k, const void* x, int M, int64_t ldx
                  int64_t ldy, const float* bias, void* ws, size_t ws_bytes, cudaStream_t stream) {
   auto kernel = w4_gemm_kernel<Cfg, Tag, OutT>;
   ensure_smem_attr<Cfg, Tag, OutT>();
+  // The GEMM kernels are launched without PDL unless PERFX_CUDA_PDL_GEMM=1: with it, batch-64
+  // decode ran 10 % slower (trigger at entry or after the main loop alike;
+  // docs/cuda_linear_notes.md §10). The kernels keep the PDL contract either way.
+  static const bool gemm_pdl = [] {
+    const char* e = std::getenv("PERFX_CUDA_PDL_GEMM");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  const bool pdl = pdl_enabled() && gemm_pdl;
   int cps = 0, splits = 0;
   split_shape(w.d.KC, split_k, cps, splits);
   const dim3 grid((unsigned)ceil_div(w.d.NB, Cfg::kRB), (unsigned)ceil_div(M, Cfg::BM),
                   (unsigned)splits);
   const auto* xt = static_cast<const typename Tag::T*>(x);
   if (splits == 1) {
-    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(w, xt, M, ldx, static_cast<OutT*>(y),
-                                                             ldy, bias, nullptr, cps);
+    (void)launch_kernel_ex(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl, w, xt,
+                           M, ldx, static_cast<OutT*>(y), ldy, bias, static_cast<float*>(nullptr),
+                           cps);
     CUDA_CHECK_LAUNCH("w4_gemm_kernel");
     return;
   }
@@ -280,13 +294,14 @@ void launch_gemm(const W4View& w, int split_k, const void* x, int M, int64_t ldx
                                                      std::to_string(ws_bytes) + " bytes, need " +
                                                      std::to_string(need));
   float* part = static_cast<float*>(ws);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(w, xt, M, ldx, static_cast<OutT*>(y),
-                                                           ldy, bias, part, cps);
+  (void)launch_kernel_ex(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, pdl, w, xt, M,
+                         ldx, static_cast<OutT*>(y), ldy, bias, part, cps);
   CUDA_CHECK_LAUNCH("w4_gemm_kernel (split)");
   const int64_t total = (int64_t)M * w.d.N;
   const int blocks = (int)std::min<int64_t>(ceil_div<int64_t>(total, 256), 4 * 1024);
-  splitk_reduce_kernel<OutT>
-      <<<blocks, 256, 0, stream>>>(part, splits, M, w.d.N, static_cast<OutT*>(y), ldy, bias);
+  (void)launch_kernel_ex(splitk_reduce_kernel<OutT>, dim3(blocks), dim3(256), 0, stream, pdl,
+                         static_cast<const float*>(part), splits, M, w.d.N, static_cast<OutT*>(y),
+                         ldy, bias);
   CUDA_CHECK_LAUNCH("splitk_reduce_kernel");
 }
 

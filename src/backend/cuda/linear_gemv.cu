@@ -11,6 +11,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -111,7 +113,8 @@ __device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb
 template <typename Tag, typename OutT, bool XS, bool PAIR>
 __global__ void __launch_bounds__(512)
     w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
-                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld) {
+                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
+                   bool late_trigger) {
   constexpr int U = ChunksInFlight<XS>::value;
   constexpr int NR = PAIR ? 2 : 1;
   extern __shared__ uint4 xs[];
@@ -130,8 +133,9 @@ __global__ void __launch_bounds__(512)
   uint4 wq[U];
   uint2 sr[U][NR];
   uint4 xv[XS ? 1 : U][2];
-  // Issues the loads of the batch of chunks kc0 + u·nw (u < U).
-  auto load = [&](int kc0) {
+  // Issue the loads of the batch of chunks kc0 + u·nw (u < U): weights and records (immutable,
+  // so also before pdl_wait), then the activations.
+  auto load_w = [&](int kc0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int kc = kc0 + u * nw;
@@ -141,7 +145,15 @@ __global__ void __launch_bounds__(512)
         sr[u][0] = __ldg(szb + g0 * 8);
         if constexpr (PAIR)
           sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
-        if constexpr (!XS) {
+      }
+    }
+  };
+  auto load_x = [&](int kc0) {
+    if constexpr (!XS) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int kc = kc0 + u * nw;
+        if (kc < KC) {
           const int64_t k0 = (int64_t)kc * 64 + 8 * tid;
           xv[u][0] = has_x ? frag::ld_ro(xrow + k0) : zero4;
           xv[u][1] = (has_x && (int64_t)kc * 64 + 32 < K) ? frag::ld_ro(xrow + k0 + 32) : zero4;
@@ -152,7 +164,10 @@ __global__ void __launch_bounds__(512)
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int kc0 = warp;
-  load(kc0);
+  if (!late_trigger) pdl_trigger();
+  load_w(kc0);
+  pdl_wait();
+  load_x(kc0);
   if constexpr (XS) stage_x(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld);
   while (kc0 < KC) {
 #pragma unroll
@@ -185,8 +200,10 @@ __global__ void __launch_bounds__(512)
       }
     }
     kc0 += nw * U;
-    load(kc0);
+    load_w(kc0);
+    load_x(kc0);
   }
+  if (late_trigger) pdl_trigger();
   gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
 }
 
@@ -194,7 +211,8 @@ __global__ void __launch_bounds__(512)
 template <typename Tag, typename OutT, bool XS>
 __global__ void __launch_bounds__(512)
     w8_gemv_kernel(W8View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
-                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld) {
+                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
+                   bool late_trigger) {
   constexpr int U = ChunksInFlight<XS>::value;
   extern __shared__ uint4 xs[];
   const int64_t nb = blockIdx.x;
@@ -211,21 +229,32 @@ __global__ void __launch_bounds__(512)
   uint4 wq[U];
   uint32_t sr[U];
   uint4 xv[XS ? 1 : U];
-  auto load = [&](int kc0) {
+  auto load_w = [&](int kc0) {  // weights and scales (also before pdl_wait)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int kc = kc0 + u * nw;
       if (kc < KC) {
         wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
         sr[u] = __ldg(sb + ((int64_t)kc >> gs_shift) * 8);
-        if constexpr (!XS) xv[u] = has_x ? frag::ld_ro(xrow + (int64_t)kc * 32 + 8 * tid) : zero4;
+      }
+    }
+  };
+  auto load_x = [&](int kc0) {
+    if constexpr (!XS) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int kc = kc0 + u * nw;
+        if (kc < KC) xv[u] = has_x ? frag::ld_ro(xrow + (int64_t)kc * 32 + 8 * tid) : zero4;
       }
     }
   };
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int kc0 = warp;
-  load(kc0);
+  if (!late_trigger) pdl_trigger();
+  load_w(kc0);
+  pdl_wait();
+  load_x(kc0);
   if constexpr (XS) stage_x(xs, x, M, ldx, w.d.K, 32 * (int64_t)KC, xs_ld);
   while (kc0 < KC) {
 #pragma unroll
@@ -259,9 +288,21 @@ __global__ void __launch_bounds__(512)
       }
     }
     kc0 += nw * U;
-    load(kc0);
+    load_w(kc0);
+    load_x(kc0);
   }
+  if (late_trigger) pdl_trigger();
   gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
+}
+
+/// PERFX_CUDA_PDL_GEMV1=late: w4_gemv / w8_gemv let the next kernel launch after their main
+/// loop instead of at entry (docs/cuda_linear_notes.md §10).
+bool gemv1_late() {
+  static const bool late = [] {
+    const char* e = std::getenv("PERFX_CUDA_PDL_GEMV1");
+    return e != nullptr && std::strcmp(e, "late") == 0;
+  }();
+  return late;
 }
 
 int gemv_warps(int warps) {
@@ -311,18 +352,11 @@ void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y,
     else
       ensure_w4_xs<Tag, OutT, false>();
   }
-  if (xs && pair)
-    w4_gemv_kernel<Tag, OutT, true, true>
-        <<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
-  else if (xs)
-    w4_gemv_kernel<Tag, OutT, true, false>
-        <<<grid, block, smem, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
-  else if (pair)
-    w4_gemv_kernel<Tag, OutT, false, true>
-        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
-  else
-    w4_gemv_kernel<Tag, OutT, false, false>
-        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  auto* fn =
+      xs ? (pair ? w4_gemv_kernel<Tag, OutT, true, true> : w4_gemv_kernel<Tag, OutT, true, false>)
+         : (pair ? w4_gemv_kernel<Tag, OutT, false, true>
+                 : w4_gemv_kernel<Tag, OutT, false, false>);
+  launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late());
   CUDA_CHECK_LAUNCH("w4_gemv_kernel");
 }
 
@@ -335,12 +369,9 @@ void launch_w8_gemv(const W8View& w, const void* x, int M, int64_t ldx, void* y,
   auto* yp = static_cast<OutT*>(y);
   const dim3 grid((unsigned)w.d.NB), block(32 * warps);
   if (xs) ensure_w8_xs<Tag, OutT>();
-  if (xs)
-    w8_gemv_kernel<Tag, OutT, true>
-        <<<grid, block, (size_t)M * xs_ld * 2, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
-  else
-    w8_gemv_kernel<Tag, OutT, false>
-        <<<grid, block, 0, stream>>>(w, xp, M, ldx, yp, ldy, bias, xs_ld);
+  launch_pdl(xs ? w8_gemv_kernel<Tag, OutT, true> : w8_gemv_kernel<Tag, OutT, false>, grid, block,
+             xs ? (size_t)M * xs_ld * 2 : 0, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld,
+             gemv1_late());
   CUDA_CHECK_LAUNCH("w8_gemv_kernel");
 }
 

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(256)
   float* xsum = reinterpret_cast<float*>(smem + (size_t)M * (xs_ld / 8));  // [G][TOK]
   float4* red = reinterpret_cast<float4*>(xsum + (size_t)G * TOK);         // [2][nw][NT][32]
 
-  frag::pdl_launch_dependents();
+  pdl_trigger();
 
   // ---- this warp's chunk range [c0, c1) of every row block, padded to len (same for all warps)
   const int cpg_shift = PAIR ? 0 : w.d.gs_shift - 1;  // chunks per group = 1 << cpg_shift
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(256)
   for (int u = 0; u < kU; ++u) load(u, qrow, srow, c0 + u, nrb > 0);
 
   // ---- activations and their per-group sums (after the previous grid, under PDL)
-  frag::pdl_wait();
+  pdl_wait();
   {
     const int units = 8 * KC, total = M * units;  // 16-byte units of the padded rows
     constexpr int B = 4;
@@ -339,7 +339,7 @@ void launch_v2(void (*fn)(W4View, const T*, int, int64_t, OutT*, int64_t, const 
         1, (int)ceil_div<int64_t>(w.d.NB, (int64_t)device_sm_count() * std::max(1, per_sm)));
   }
   grid = dim3((unsigned)ceil_div(w.d.NB, rpc));
-  launch_kernel_ex(fn, grid, block, smem, stream, pdl, w, x, M, ldx, y, ldy, bias, rpc);
+  CUDA_CHECK(launch_kernel_ex(fn, grid, block, smem, stream, pdl, w, x, M, ldx, y, ldy, bias, rpc));
 }
 
 template <typename Tag, typename OutT, int CONV>

@@ -117,14 +117,15 @@ struct Batch {
 template <typename Tag, typename OutT, int GS, bool PROBE>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
-                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S) {
+                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
+                    bool late_trigger) {
   using T = typename Tag::T;
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);  // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;               // records per record slot
   constexpr int kU = ring_slots(GS);
   __shared__ float4 red[2][kNW][32];
 
-  frag::pdl_launch_dependents();
+  if (!late_trigger) pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gid = lane >> 2, tid = lane & 3;
   const int KC = w.d.KC, G = w.d.G, NB = w.d.NB;
@@ -198,7 +199,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     step(before, cur);
   }
   static_for<kU>([&](auto uc) { load(uc, cur); });
-  frag::pdl_wait();
+  pdl_wait();
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
   // real, or the second half lies past K).
@@ -285,12 +286,14 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     }
     cur = nxt;
   }
+  if (late_trigger) pdl_trigger();
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by grid_cap.
 template <typename Tag, typename OutT, int GS, bool PROBE>
 void launch_v3(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-               const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl) {
+               const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl,
+               bool late_trigger) {
   static std::once_flag once;
   static int per_sm = 1;
   auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE>;
@@ -301,25 +304,31 @@ void launch_v3(const W4View& w, const void* x, int M, int64_t ldx, void* y, int6
   const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
   int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
   if (grid_cap > 0) grid = std::min<int64_t>(grid, grid_cap);
-  launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, pdl, w,
-                   static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y), ldy, bias,
-                   S);
+  CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, pdl, w,
+                              static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
+                              ldy, bias, S, late_trigger));
 }
 
 template <typename Tag, typename OutT, bool PROBE>
 void launch_v3_gs(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                  const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl) {
+                  const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl,
+                  bool late) {
   switch (w.d.gs_shift) {
     case 0:
-      return launch_v3<Tag, OutT, 0, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+      return launch_v3<Tag, OutT, 0, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
+                                            late);
     case 1:
-      return launch_v3<Tag, OutT, 1, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+      return launch_v3<Tag, OutT, 1, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
+                                            late);
     case 2:
-      return launch_v3<Tag, OutT, 2, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+      return launch_v3<Tag, OutT, 2, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
+                                            late);
     case 3:
-      return launch_v3<Tag, OutT, 3, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+      return launch_v3<Tag, OutT, 3, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
+                                            late);
     default:
-      return launch_v3<Tag, OutT, 4, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl);
+      return launch_v3<Tag, OutT, 4, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
+                                            late);
   }
 }
 
@@ -328,12 +337,14 @@ void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int 
                     void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   if (c.probe) {
     if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>) {
-      launch_v3_gs<Tag, OutT, true>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl);
+      launch_v3_gs<Tag, OutT, true>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl,
+                                    c.late_trigger);
       return;
     }
     throw Error("w4_gemv3: the probe runs with fp16 activations and output only");
   }
-  launch_v3_gs<Tag, OutT, false>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl);
+  launch_v3_gs<Tag, OutT, false>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl,
+                                 c.late_trigger);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/linear_frag.cuh"
+#include "backend/cuda/pdl.cuh"
 #include "core/dtype.h"
 #include "perfx/status.h"
 
@@ -53,25 +54,6 @@ void dispatch_act_out(DType xt, DType yt, F&& f) {
     else
       f(frag::BF16{}, __nv_bfloat16{});
   }
-}
-
-/// fn<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx; pdl adds programmatic
-/// dependent launch (the kernel may start before the previous one on the stream finishes and
-/// must wait with griddepcontrol.wait before reading its outputs; sm_90). Capturable.
-template <typename... P, typename... A>
-void launch_kernel_ex(void (*fn)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                      bool pdl, A&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, fn, std::forward<A>(args)...));
 }
 
 /// Sets every GEMM instance's dynamic shared-memory limit (linear_gemm.cu).

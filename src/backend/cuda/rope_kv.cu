@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rope_kv.cuh"
 
 namespace perfx::cuda {
@@ -57,6 +58,7 @@ template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvArgs a) {
   __shared__ float s_cos[kMaxHeadDim / 2], s_sin[kMaxHeadDim / 2];
   __shared__ float s_x[kWarps][kMaxHeadDim];
+  pdl_enter();
   const int t = blockIdx.x;
   const int half = a.rot_dim / 2;
   const int pos = a.positions[t];
@@ -141,6 +143,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvA
 
 __global__ void cos_sin_table_kernel(const int32_t* positions, int n, const float* inv_freq,
                                      int half, float af, float* cos_out, float* sin_out) {
+  pdl_enter();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<int64_t>(n) * half) return;
   const int t = static_cast<int>(idx / half), i = static_cast<int>(idx % half);
@@ -174,9 +177,9 @@ void rope_norm_kv_store(const RopeKvArgs& a, cudaStream_t stream) {
                   static_cast<unsigned>((n_heads + kWarps - 1) / kWarps));
   require(grid.y <= 65535u, f + "too many heads");
   if (a.dtype == AttnDtype::kF16)
-    rope_norm_kv_kernel<__half><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(rope_norm_kv_kernel<__half>, grid, dim3(kWarps * 32), 0, stream, a);
   else
-    rope_norm_kv_kernel<__nv_bfloat16><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_pdl(rope_norm_kv_kernel<__nv_bfloat16>, grid, dim3(kWarps * 32), 0, stream, a);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -187,9 +190,9 @@ void rope_cos_sin_table(const int32_t* positions, int n, const float* inv_freq, 
   const int64_t total = static_cast<int64_t>(n) * half;
   if (total == 0) return;
   const int threads = 256;
-  cos_sin_table_kernel<<<static_cast<unsigned>((total + threads - 1) / threads), threads, 0,
-                         stream>>>(positions, n, inv_freq, half, attention_factor, cos_out,
-                                   sin_out);
+  launch_pdl(cos_sin_table_kernel, dim3(static_cast<unsigned>((total + threads - 1) / threads)),
+             dim3(threads), 0, stream, positions, n, inv_freq, half, attention_factor, cos_out,
+             sin_out);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 

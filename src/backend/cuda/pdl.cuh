@@ -1,0 +1,95 @@
+// Programmatic dependent launch (PDL, sm_90+; CUDA C++ Programming Guide, "Programmatic Dependent
+// Launch and Synchronization"): a kernel launched with the attribute may start while the previous
+// kernel of its stream is still running, so its launch latency and its prologue (weight loads)
+// overlap that kernel's tail.
+//
+// The contract of every kernel launched through launch_pdl: each CTA calls pdl_wait() before it
+// touches memory that an earlier kernel of the stream writes or reads (activations, the KV cache,
+// batch tables, its own outputs), and before it exits; only immutable data (weights) may be read
+// before the wait. pdl_trigger() lets the next grid start launching; the kernels here issue it at
+// entry (the next kernel still waits for this one's completion before it reads anything). A
+// kernel launched without the attribute waits for its predecessor as usual, so cuBLAS and
+// unconverted kernels mix in safely.
+//
+// Self-contained (CUDA runtime only): the attention kernels' standalone test builds include it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace perfx::cuda {
+
+/// Waits for the preceding grid's completion and memory flush (a no-op when the grid was not
+/// launched with the attribute; compiled out below sm_90 and in host-compiled emulation).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+/// Allows the next grid of the stream to start launching.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/// pdl_trigger() then pdl_wait(): the entry of a kernel with nothing to prefetch.
+__device__ __forceinline__ void pdl_enter() {
+  pdl_trigger();
+  pdl_wait();
+}
+
+/// Whether launch_pdl adds the attribute: the current device is sm_90 or newer and the
+/// environment does not set PERFX_CUDA_PDL=0. Read once per device; false when the device cannot
+/// be queried.
+inline bool pdl_enabled() {
+  static const bool env_off = [] {
+    const char* e = std::getenv("PERFX_CUDA_PDL");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  if (env_off) return false;
+  static std::atomic<int> cached[16] = {};  // 0 unknown, 1 off (below sm_90), 2 on
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 16) return false;
+  int v = cached[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+      return false;
+    v = major >= 9 ? 2 : 1;
+    cached[dev].store(v, std::memory_order_relaxed);
+  }
+  return v == 2;
+}
+
+/// fn<<<grid, block, smem, stream>>>(args...) through cudaLaunchKernelEx; pdl adds programmatic
+/// dependent launch (fn must keep the contract above). Capturable into CUDA graphs. Returns the
+/// launch's error (also left for cudaGetLastError, as with <<<>>>).
+template <typename... P, typename... A>
+cudaError_t launch_kernel_ex(void (*fn)(P...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, bool pdl, A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, fn, std::forward<A>(args)...);
+}
+
+/// launch_kernel_ex with pdl = pdl_enabled(): the launch of the kernels on the decode path.
+/// Errors are reported like <<<>>>'s: through cudaGetLastError (the callers check it).
+template <typename... P, typename... A>
+void launch_pdl(void (*fn)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                A&&... args) {
+  (void)launch_kernel_ex(fn, grid, block, smem, stream, pdl_enabled(), std::forward<A>(args)...);
+}
+
+}  // namespace perfx::cuda
