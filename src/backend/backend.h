@@ -169,6 +169,12 @@ class Backend {
   /// A linear layer from one or more sources stacked by output rows. All parts share `in`.
   /// Throws perfx::Error for an unsupported dtype or mismatched shapes.
   virtual std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) = 0;
+  /// The SwiGLU MLP's fused gate|up projection from parts {gate [I, in], up [I, in]}, for
+  /// linear_silu_mul only: a backend may store the rows in its own order (CUDA interleaves them so
+  /// one GEMV epilogue applies SwiGLU), so linear() on it may throw. Default: load_linear(parts).
+  virtual std::unique_ptr<Weight> load_gate_up(const std::vector<LinearSource>& parts) {
+    return load_linear(parts);
+  }
   /// A 1-D vector (norm weight, bias) of `n` elements, any float dtype; kept in fp32.
   virtual std::unique_ptr<Weight> load_vector(const TensorView& v) = 0;
   /// An embedding table [vocab, hidden] (any dtype load_linear accepts as `weight`; rows read by
@@ -222,11 +228,13 @@ class Backend {
     add_rms_norm(residual, x, norm_w, eps, h);
     linear(h, w, bias, y);
   }
-  /// silu_mul(gate_up, act) then linear(act, w, bias, y): act [T, I] is scratch (its contents
-  /// afterwards are unspecified).
-  virtual void silu_mul_linear(Tensor gate_up, Tensor act, const Weight& w, const Weight* bias, Tensor y) {
-    silu_mul(gate_up, act);
-    linear(act, w, bias, y);
+  /// act [T, I] = silu(x·W_gateᵀ + b_gate) * (x·W_upᵀ + b_up) for a weight from load_gate_up
+  /// (bias [2I]: gate's, then up's; or null), each projection rounded to the activation dtype
+  /// first (as linear then silu_mul). gu [T, 2I] is scratch (contents afterwards unspecified).
+  /// Default: linear(x, w, bias, gu) then silu_mul(gu, act).
+  virtual void linear_silu_mul(Tensor x, const Weight& w, const Weight* bias, Tensor gu, Tensor act) {
+    linear(x, w, bias, gu);
+    silu_mul(gu, act);
   }
 
   /// Picks one token for each SampleRow from row `row` of `logits` (F32 [n, vocab]; the rows

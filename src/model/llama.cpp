@@ -114,8 +114,8 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
       L.q_norm = be_.load_vector(require_vector(ck, base(LayerTensor::QNorm) + ".weight", hd));
       L.k_norm = be_.load_vector(require_vector(ck, base(LayerTensor::KNorm) + ".weight", hd));
     }
-    L.gate_up = be_.load_linear({linear_source(ck, base(LayerTensor::Gate), I, H),
-                                 linear_source(ck, base(LayerTensor::Up), I, H)});
+    L.gate_up = be_.load_gate_up({linear_source(ck, base(LayerTensor::Gate), I, H),
+                                  linear_source(ck, base(LayerTensor::Up), I, H)});
     L.down = be_.load_linear({linear_source(ck, base(LayerTensor::Down), H, I)});
     if (cfg_.mlp_bias) {
       HostVector hv;
@@ -208,17 +208,11 @@ Tensor LlamaModel::forward(const BatchLayout& b, KvStorage& kv) {
     be_.attention(q, kv, l, nh, scale, b, attn);
     if (observer) observer(l, "o", attn);
     be_.linear(attn, *L.o, L.o_bias.get(), o);
-    if (observer) {  // AWQ calibration (CPU): the unfused ops, observing each linear's input
-      be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
-      observer(l, "gate_up", h);
-      be_.linear(h, *L.gate_up, L.gate_up_bias.get(), gu);
-      be_.silu_mul(gu, act);
-      observer(l, "down", act);
-      be_.linear(act, *L.down, L.down_bias.get(), o);
-    } else {
-      be_.add_rms_norm_linear(x, o, *L.ffn_norm, eps, h, *L.gate_up, L.gate_up_bias.get(), gu);
-      be_.silu_mul_linear(gu, act, *L.down, L.down_bias.get(), o);
-    }
+    be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
+    if (observer) observer(l, "gate_up", h);  // AWQ calibration: each linear's input
+    be_.linear_silu_mul(h, *L.gate_up, L.gate_up_bias.get(), gu, act);
+    if (observer) observer(l, "down", act);
+    be_.linear(act, *L.down, L.down_bias.get(), o);
     if (l + 1 < (int)layers_.size() && !observer) {
       // the next layer's input norm fused with its QKV projection
       const LayerWeights& N = layers_[l + 1];

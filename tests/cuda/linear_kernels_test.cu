@@ -379,6 +379,36 @@ void host_pack_roundtrip(const W4Shape& s, Rng& r) {
                     : "");
 }
 
+/// W4RowOrder::kInterleave8 (gate|up for the SwiGLU epilogue): row lr of part p lands in packed
+/// row 16·(lr / 8) + 8p + lr % 8, and the order's preconditions are enforced.
+void host_pack_interleave(int64_t I, int64_t K, int gs, Rng& r) {
+  const W4Shape s{{I, I}, K, gs, false};
+  auto parts = make_parts(s, r);
+  const W4Packed p = pack_w4(ptrs(parts), W4RowOrder::kInterleave8);
+  int64_t bad = 0;
+  for (int pi = 0; pi < 2; ++pi)
+    for (int64_t lr = 0; lr < I; ++lr)
+      for (int64_t k = 0; k < K; ++k)
+        if (w4_packed_value(p, w4_interleave_row(pi, lr), k) != parts[(size_t)pi].value(lr, k) ||
+            w4_packed_dequant(p, w4_interleave_row(pi, lr), k) != parts[(size_t)pi].dequant(lr, k))
+          ++bad;
+  auto rejects = [&](std::vector<int64_t> outs) {
+    auto q = make_parts(W4Shape{outs, K, gs, false}, r);
+    try {
+      (void)pack_w4(ptrs(q), W4RowOrder::kInterleave8);
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  };
+  const bool rej = rejects({I, I + 8}) && rejects({I + 4, I + 4}) && rejects({I});
+  report_simple(bad == 0 && rej,
+                "host pack_w4 interleave8 I=" + std::to_string(I) + " K=" + std::to_string(K),
+                bad   ? " mismatches " + std::to_string(bad)
+                : rej ? ""
+                      : " bad shapes accepted");
+}
+
 void host_pack8_roundtrip(const std::vector<int64_t>& outs, int64_t K, Rng& r) {
   std::vector<Int8Matrix> parts;
   for (int64_t o : outs) parts.push_back(random_int8(o, K, 32, r));
@@ -735,6 +765,8 @@ void host_checks() {
       {{8}, 256, 256, false},      {{24, 24, 24}, 4128, 32, true},
   };
   for (auto& s : shapes) host_pack_roundtrip(s, r);
+  host_pack_interleave(40, 256, 128, r);
+  host_pack_interleave(8, 96, 32, r);
   host_pack8_roundtrip({40, 24}, 96, r);
   host_pack8_roundtrip({200}, 1088, r);
   for (auto& s : shapes) {

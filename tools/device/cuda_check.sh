@@ -80,6 +80,14 @@ if has conformance; then
     note "conformance cuda $dt rc=$?: $(gtest_line "$L/conformance_$dt.log")"
     grep -E "rel err|Failure|error:" "$L/conformance_$dt.log" | head -12 | cut -c1-220 | sed 's/^/  /' | tee -a "$SUM"
   done
+  # w4_gemv3 forced on every W4 matrix it takes (the fixtures are below its size threshold): its
+  # SwiGLU epilogue (linear_silu_mul) and PDL.
+  for dt in f16 bf16; do
+    PERFX_CUDA_W4_GEMV=v3 PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" \
+      --gtest_filter='*cuda*' > "$L/conformance_v3_$dt.log" 2>&1
+    note "conformance cuda $dt, w4_gemv3 forced, rc=$?: $(gtest_line "$L/conformance_v3_$dt.log")"
+    grep -E "rel err|Failure|error:" "$L/conformance_v3_$dt.log" | head -8 | cut -c1-220 | sed 's/^/  /' | tee -a "$SUM"
+  done
   PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" --perf --gtest_filter='*cuda*' > "$L/conformance_perf.log" 2>&1
   note "conformance --perf rc=$? (per-op times in conformance_perf.log)"
 fi
@@ -91,11 +99,16 @@ if has model; then
     note "model parity + greedy cuda $dt rc=$?: $(gtest_line "$L/model_$dt.log")"
     grep -E "dlogit|Failure|error:" "$L/model_$dt.log" | head -14 | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
   done
+  PERFX_CUDA_W4_GEMV=v3 PERFX_TEST_DEVICE=cuda:0 timeout 180 "$B/tests/test_model" \
+    --gtest_filter='*cuda*' > "$L/model_v3.log" 2>&1
+  note "model parity + greedy cuda f16, w4_gemv3 forced, rc=$?: $(gtest_line "$L/model_v3.log")"
+  grep -E "dlogit|Failure|error:" "$L/model_v3.log" | head -10 | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
 fi
 
 if has memcheck; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  PERFX_TEST_DEVICE=cuda:0 PERFX_CUDA_GRAPHS=0 timeout 240 "$SAN" --tool memcheck --error-exitcode 3 \
+  # w4_gemv3 forced: its SwiGLU epilogue and, for T > 8, the GEMM + interleaved SwiGLU kernel.
+  PERFX_CUDA_W4_GEMV=v3 PERFX_TEST_DEVICE=cuda:0 PERFX_CUDA_GRAPHS=0 timeout 240 "$SAN" --tool memcheck --error-exitcode 3 \
     "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$L/memcheck.log" 2>&1
   note "memcheck (conformance on cuda) rc=$?: $(grep -m1 'ERROR SUMMARY' "$L/memcheck.log")"
   grep -m6 -E "Invalid|out of bounds|Address|Program hit" "$L/memcheck.log" | cut -c1-200 | sed 's/^/  /' | tee -a "$SUM"
@@ -135,9 +148,11 @@ if has bench; then
   bench 7b_awq_batch -m random:llama-2-7b -p 0 -n 64 -B 8,64 -r 2
   # The same runs without programmatic dependent launch (every kernel waits for its predecessor
   # to finish before it starts), for the A/B; AB_OLD_GEMV=1 adds the GEMV ladder before w4_gemv3.
-  PERFX_CUDA_PDL=0 bench 7b_awq_pdl_off -m random:llama-2-7b -p 512 -n 128 -r 3
-  PERFX_CUDA_PDL=0 bench tiny_awq_pdl_off -m random:tinyllama-1.1b -p 512 -n 128 -r 3
-  PERFX_CUDA_PDL=0 bench 7b_q4_0_pdl_off -m random:llama-2-7b:q4_0 -p 0 -n 128 -r 2
+  PERFX_CUDA_PDL=0 bench 7b_awq_pdl_off -m random:llama-2-7b -p 0 -n 128 -r 3
+  PERFX_CUDA_PDL=0 bench tiny_awq_pdl_off -m random:tinyllama-1.1b -p 0 -n 128 -r 3
+  # Without the SwiGLU epilogue (gate|up GEMV + a SwiGLU kernel, as before it).
+  PERFX_CUDA_SWIGLU_EPILOGUE=0 bench 7b_awq_swiglu_off -m random:llama-2-7b -p 0 -n 128 -r 3
+  PERFX_CUDA_SWIGLU_EPILOGUE=0 bench tiny_awq_swiglu_off -m random:tinyllama-1.1b -p 0 -n 128 -r 3
   if [ "${AB_OLD_GEMV:-0}" = 1 ]; then
     PERFX_CUDA_W4_GEMV=old bench 7b_awq_gemv_old -m random:llama-2-7b -p 0 -n 128 -r 3
     PERFX_CUDA_W4_GEMV=old bench tiny_awq_gemv_old -m random:tinyllama-1.1b -p 0 -n 128 -r 3

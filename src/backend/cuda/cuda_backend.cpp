@@ -127,6 +127,7 @@ class CudaWeight : public Weight {
   DevMem mem;  // Dense: act dtype [out, in] row-major; Vector: fp32 [out]
   std::unique_ptr<W4Weight> w4;
   std::unique_ptr<W8Weight> w8;
+  bool interleaved = false;  // W4 gate|up packed W4RowOrder::kInterleave8 (linear_silu_mul only)
   size_t bytes() const override {
     if (w4) return w4->bytes();
     if (w8) return w8->bytes();
@@ -256,6 +257,18 @@ class CudaBackend : public Backend {
   // weights
 
   std::unique_ptr<Weight> load_linear(const std::vector<LinearSource>& parts) override {
+    return load_linear_ordered(parts, W4RowOrder::kStacked);
+  }
+
+  /// W4 gate|up weights are packed interleaved (rows 8b..8b+7 of gate and of up in one 16-row
+  /// block), so w4_gemv3's epilogue applies SwiGLU (linear_silu_mul); other kinds are stacked.
+  std::unique_ptr<Weight> load_gate_up(const std::vector<LinearSource>& parts) override {
+    const bool pair = parts.size() == 2 && parts[0].out == parts[1].out && parts[0].out % 8 == 0;
+    return load_linear_ordered(parts, pair ? W4RowOrder::kInterleave8 : W4RowOrder::kStacked);
+  }
+
+  std::unique_ptr<Weight> load_linear_ordered(const std::vector<LinearSource>& parts,
+                                              W4RowOrder order) {
     check(!parts.empty(), "load_linear: no parts");
     auto w = std::make_unique<CudaWeight>();
     w->in = parts[0].in;
@@ -280,7 +293,8 @@ class CudaBackend : public Backend {
       bool packed = false;
       guarded("W4 upload", [&] {
         try {
-          w->w4 = std::make_unique<W4Weight>(W4Weight::from_parts(ptrs));
+          w->w4 = std::make_unique<W4Weight>(W4Weight::from_parts(ptrs, order));
+          w->interleaved = order == W4RowOrder::kInterleave8;
           packed = true;
         } catch (const Error&) {
           packed = false;  // a group size the kernels do not take: fp16 dense below
@@ -524,6 +538,9 @@ class CudaBackend : public Backend {
     PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == act_ &&
                     (y.dtype == act_ || y.dtype == DType::F32),
                 "linear: shape or dtype mismatch");
+    PERFX_CHECK(!w.interleaved,
+                "linear: this gate|up weight is stored interleaved by load_gate_up; use "
+                "linear_silu_mul");
     const int M = (int)x.rows;
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
@@ -668,6 +685,39 @@ class CudaBackend : public Backend {
     launch_silu_mul(gate_up.data, gate_up.stride, (int)out.rows, out.cols, out.data, out.stride,
                     act_, stream_);
     launched("silu_mul");
+  }
+
+  void linear_silu_mul(Tensor x, const Weight& wt, const Weight* bias, Tensor gu,
+                       Tensor act) override {
+    const auto& w = cw(wt);
+    if (!w.interleaved) return Backend::linear_silu_mul(x, wt, bias, gu, act);
+    if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "linear_silu_mul" : "");
+    PERFX_CHECK(x.cols == w.in && act.cols * 2 == w.out && gu.cols == w.out && act.rows == x.rows &&
+                    gu.rows >= x.rows && x.dtype == act_ && act.dtype == act_ && gu.dtype == act_,
+                "linear_silu_mul: shape or dtype mismatch");
+    const int M = (int)x.rows;
+    if (M == 0) return;
+    const float* b = bias ? cw(*bias).vec() : nullptr;
+    guarded("linear_silu_mul (W4A16)", [&] {
+      const bool fast_x = aligned16(x.data) && x.stride % 8 == 0;
+      if (fast_x && linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride, act.data,
+                                        act.stride, b, stream_))
+        return;
+      // Another kernel: gate|up in the interleaved column order, then the interleaved SwiGLU.
+      if (fast_x) {
+        const size_t need = linear_workspace_bytes(*w.w4, M, true);
+        linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, gu.data, act_, gu.stride, nullptr,
+                     workspace(need), stream_, &dense_gemm_);
+      } else {
+        void* tmp = dequant_scratch(w.out, w.in);
+        w4_dequantize(w.w4->view(), tmp, act_, w.in, stream_);
+        gemm(tmp, w.out, w.in, x, gu.rows_view(0, M), nullptr);
+      }
+      launch_silu_mul_interleaved(gu.data, gu.stride, M, act.cols, b, act.data, act.stride, act_,
+                                  stream_);
+    });
+    launched("linear_silu_mul");
   }
 
   void gather_rows(Tensor x, const BatchLayout& b, Tensor out) override {

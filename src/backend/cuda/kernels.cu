@@ -201,6 +201,26 @@ __global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I
   }
 }
 
+template <typename T>
+__global__ void silu_mul_interleaved_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I,
+                                            const float* __restrict__ bias, T* __restrict__ out,
+                                            int64_t ldo) {
+  pdl_enter();
+  const int64_t row = blockIdx.y;
+  const T* g = gu + row * ldg;
+  T* o = out + row * ldo;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < I;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t c = 16 * (i / 8) + i % 8;
+    float a = to_f(g[c]), u = to_f(g[c + 8]);
+    if (bias != nullptr) {
+      a += bias[i];
+      u += bias[I + i];
+    }
+    o[i] = from_f<T>(a / (1.0f + __expf(-a)) * u);
+  }
+}
+
 /// Copies rows of `cols` elements of 2 bytes: 16-byte chunks when everything is 16-byte aligned.
 __global__ void copy_rows_kernel(const uint16_t* __restrict__ src, int64_t lds,
                                  const int32_t* __restrict__ idx, int64_t cols,
@@ -491,6 +511,16 @@ void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out
   const dim3 grid(grid_cols(I, 256), (unsigned)rows);
   PERFX_DISPATCH_ACT(act, launch_pdl(silu_mul_kernel<T>, grid, dim3(256), 0, stream,
                                      static_cast<const T*>(gu), ldg, I, static_cast<T*>(out), ldo));
+}
+
+void launch_silu_mul_interleaved(const void* gu, int64_t ldg, int rows, int64_t I,
+                                 const float* bias, void* out, int64_t ldo, DType act,
+                                 cudaStream_t stream) {
+  if (rows <= 0) return;
+  const dim3 grid(grid_cols(I, 256), (unsigned)rows);
+  PERFX_DISPATCH_ACT(
+      act, launch_pdl(silu_mul_interleaved_kernel<T>, grid, dim3(256), 0, stream,
+                      static_cast<const T*>(gu), ldg, I, bias, static_cast<T*>(out), ldo));
 }
 
 void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols,

@@ -32,6 +32,15 @@ void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx
 void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo,
                      DType act, cudaStream_t stream);
 
+/// The same on gate|up results in the interleaved order of a W4RowOrder::kInterleave8 weight
+/// (linear.cuh): gate channel i in column 16·(i / 8) + i % 8, up channel i 8 columns later; plus
+/// bias [2I] fp32 in the parts' order (gate, then up; null: none), added to the rounded g / u in
+/// fp32 (one rounding fewer than the stacked path's linear-with-bias, within 1 ulp of act).
+/// I % 8 == 0.
+void launch_silu_mul_interleaved(const void* gu, int64_t ldg, int rows, int64_t I,
+                                 const float* bias, void* out, int64_t ldo, DType act,
+                                 cudaStream_t stream);
+
 /// out[i, :] = x[rows[i], :] for i < n; x, out in `act` with `cols` columns.
 void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols,
                         void* out, int64_t ldo, DType act, cudaStream_t stream);

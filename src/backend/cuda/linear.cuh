@@ -89,10 +89,24 @@ struct W4Packed {
   std::vector<uint32_t> sz;  // sz_bytes() / 4 words (x, y pairs)
 };
 
-/// Packs parts stacked by output rows (part 0's rows first). All parts must share `in` and
-/// group_size (a power of two >= 32 dividing `in`), have no `mins`, consistent vector sizes and
-/// zeros <= 15. Throws perfx::Error naming the first violation.
-W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts);
+/// Row order of a packed multi-part matrix.
+enum class W4RowOrder {
+  kStacked,      // part 0's rows first, then part 1's, ...
+  kInterleave8,  // two parts of equal `out`, a multiple of 8 (gate, up): row block b holds rows
+                 // 8b..8b+7 of part 0 in rows 0..7 and of part 1 in rows 8..15, so one mma
+                 // tile's rows gid and gid + 8 are a SwiGLU pair (packed row w4_interleave_row)
+};
+/// Packed row of row `lr` of part `part` under kInterleave8.
+inline int64_t w4_interleave_row(int part, int64_t lr) {
+  return 16 * (lr / 8) + 8 * part + lr % 8;
+}
+
+/// Packs parts by output rows in `order`. All parts must share `in` and group_size (a power of
+/// two >= 32 dividing `in`), have no `mins`, consistent vector sizes and zeros <= 15; kInterleave8
+/// also needs exactly two parts of equal `out`, a multiple of 8. Throws perfx::Error naming the
+/// first violation.
+W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts,
+                 W4RowOrder order = W4RowOrder::kStacked);
 /// q[r, k] read back from the packed image (tests; r < N, k < K).
 uint32_t w4_packed_value(const W4Packed& p, int64_t r, int64_t k);
 /// W[r, k] = (q − zero) · scale in fp32 from the packed image (tests).
@@ -111,7 +125,8 @@ class W4Weight {
   /// Uploads a packed image (synchronous cudaMemcpy). Throws perfx::Error on CUDA failure.
   static W4Weight upload(const W4Packed& p);
   /// pack_w4 + upload.
-  static W4Weight from_parts(const std::vector<const Int4Matrix*>& parts);
+  static W4Weight from_parts(const std::vector<const Int4Matrix*>& parts,
+                             W4RowOrder order = W4RowOrder::kStacked);
 
   const W4View& view() const { return v_; }
   int64_t out() const { return v_.d.N; }
@@ -235,6 +250,10 @@ struct W4Gemv3Config {
   bool pdl = false;           // launch with programmatic dependent launch (sm_90)
   bool late_trigger = false;  // with pdl: let the next kernel launch after the main loop, not at
                               // entry
+  bool swiglu = false;  // SwiGLU epilogue for a gate|up weight packed W4RowOrder::kInterleave8:
+                        // y [M, N / 2] (activation dtype) = silu(g) · u, where g and u are the
+                        // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
+                        // activation dtype (the unfused linear + silu_mul, bit for bit)
 };
 /// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
 /// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the
@@ -327,8 +346,8 @@ int w4_dense_min_m();
 /// GemmS64; M >= w4_dense_min_m() and have_dense → Dense; else GemmL128. split_k from
 /// w4_gemm_split_k. With PERFX_CUDA_W4_GEMV=v2 (or v2s: fp16 subnormal conversion; read once
 /// per process), M <= 16 takes Gemv2 when w4_gemv2_fits, before the rungs above;
-/// PERFX_CUDA_W4_GEMV_CFG="warps,rows_per_cta" overrides its configuration and PERFX_CUDA_PDL=1
-/// launches it with programmatic dependent launch.
+/// PERFX_CUDA_W4_GEMV_CFG="warps,rows_per_cta" overrides its configuration. The GEMVs are launched
+/// with programmatic dependent launch unless PERFX_CUDA_PDL=0 (pdl.cuh).
 LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense);
 /// The W8 ladder: M <= 8 → Gemv; else Dense when have_dense, else Gemv over 8-token slices
 /// (correct but ceil(M/8) passes over the weight).
@@ -346,6 +365,15 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
 LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
                         const DenseGemm* dense = nullptr);
+/// The SwiGLU MLP's first half on a gate|up weight packed W4RowOrder::kInterleave8, when
+/// w4a16_plan picks w4_gemv3 for (w, M): act [M, N / 2] (activation dtype, row stride ldact) =
+/// silu(g) · u with w4_gemv3's SwiGLU epilogue; bias [N] in the parts' order (gate, then up) or
+/// null. Returns false and launches nothing for any other plan or with
+/// PERFX_CUDA_SWIGLU_EPILOGUE=0 (the caller then runs
+/// linear_w4a16 into a [M, N] buffer, whose columns are in the interleaved order, and
+/// launch_silu_mul_interleaved). Throws perfx::Error as linear_w4a16.
+bool linear_w4a16_swiglu(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* act,
+                         int64_t ldact, const float* bias, cudaStream_t stream);
 /// Same for Q8_0 weights (w8a16_plan).
 LinearPlan linear_w8a16(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,

@@ -224,6 +224,41 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense) {
   return 0;
 }
 
+/// The decode configuration of w4_gemv3: PDL per PERFX_CUDA_PDL_GEMV3 (unset / "late": the next
+/// kernel may launch after the main loop; "entry": at entry, 7B decode 13 % slower than late;
+/// "0": no PDL for this kernel; docs/cuda_linear_notes.md §10).
+namespace {
+W4Gemv3Config gemv3_config() {
+  static const int v3_pdl = [] {
+    const char* e = std::getenv("PERFX_CUDA_PDL_GEMV3");
+    if (e == nullptr || std::strcmp(e, "late") == 0) return 2;
+    return std::strcmp(e, "entry") == 0 ? 1 : 0;
+  }();
+  W4Gemv3Config c;
+  c.pdl = pdl_enabled() && v3_pdl != 0;
+  c.late_trigger = v3_pdl == 2;
+  return c;
+}
+}  // namespace
+
+bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* act,
+                         int64_t ldact, const float* bias, cudaStream_t stream) {
+  // PERFX_CUDA_SWIGLU_EPILOGUE=0: never (the A/B of docs/cuda_linear_notes.md §10).
+  static const bool on = [] {
+    const char* e = std::getenv("PERFX_CUDA_SWIGLU_EPILOGUE");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  if (!on) return false;
+  if (M == 0) return true;
+  const LinearPlan p = w4a16_plan(v, M, false);
+  if (p.kernel != LinearKernel::Gemv3) return false;
+  log_plan("w4a16+swiglu", v.d.N, v.d.K, v.d.group_size, M, xt, xt, p);
+  W4Gemv3Config c = gemv3_config();
+  c.swiglu = true;
+  w4_gemv3(v, x, xt, M, ldx, act, xt, ldact, bias, stream, c);
+  return true;
+}
+
 LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
                         const DenseGemm* dense) {
@@ -242,21 +277,9 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
       w4_gemv2(v, x, xt, M, ldx, y, yt, ldy, bias, stream,
                gemv2_mode() < 0 ? gemv2_rule_config() : gemv2_env_config());
       break;
-    case LinearKernel::Gemv3: {
-      W4Gemv3Config c;
-      // PERFX_CUDA_PDL_GEMV3: unset / "late" = PDL, the next kernel may launch after the main
-      // loop; "entry" = at entry (7B decode 13 % slower than late); "0" = no PDL for this
-      // kernel (docs/cuda_linear_notes.md §10).
-      static const int v3_pdl = [] {
-        const char* e = std::getenv("PERFX_CUDA_PDL_GEMV3");
-        if (e == nullptr || std::strcmp(e, "late") == 0) return 2;
-        return std::strcmp(e, "entry") == 0 ? 1 : 0;
-      }();
-      c.pdl = pdl_enabled() && v3_pdl != 0;
-      c.late_trigger = v3_pdl == 2;
-      w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
+    case LinearKernel::Gemv3:
+      w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, gemv3_config());
       break;
-    }
     case LinearKernel::GemmS32:
       w4_gemm(v, W4GemmTile::S32, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
               stream);

@@ -118,7 +118,7 @@ template <typename Tag, typename OutT, int GS, bool PROBE>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    bool late_trigger) {
+                    bool late_trigger, bool swiglu) {
   using T = typename Tag::T;
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);  // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;               // records per record slot
@@ -269,7 +269,24 @@ __global__ void __launch_bounds__(kNW * 32, 2)
         }
         buf ^= 1;
       }
-      if (sg == 0) {
+      if (sg == 0 && swiglu) {
+        // Interleaved gate|up: rows gid / gid + 8 of the block are gate / up channel c.
+        const int64_t I = w.d.N / 2, c = nb * 8 + gid;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int token = 2 * tid + j;
+          if (c < I && token < M) {
+            float g = acc[j], u = acc[2 + j];
+            if (bias != nullptr) {
+              g += bias[c];
+              u += bias[I + c];
+            }
+            g = frag::round_to<OutT>(g);
+            u = frag::round_to<OutT>(u);
+            y[(int64_t)token * ldy + c] = frag::to_out<OutT>(g / (1.0f + __expf(-g)) * u);
+          }
+        }
+      } else if (sg == 0) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int64_t row = nb * 16 + gid + 8 * (i >> 1);
@@ -289,11 +306,10 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   if (late_trigger) pdl_trigger();
 }
 
-/// Launch of one instance: one wave at the instance's occupancy (cached), capped by grid_cap.
+/// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
 template <typename Tag, typename OutT, int GS, bool PROBE>
-void launch_v3(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-               const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl,
-               bool late_trigger) {
+void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
+               int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
   auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE>;
@@ -303,32 +319,26 @@ void launch_v3(const W4View& w, const void* x, int M, int64_t ldx, void* y, int6
   });
   const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
   int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
-  if (grid_cap > 0) grid = std::min<int64_t>(grid, grid_cap);
-  CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, pdl, w,
+  if (c.grid_cap > 0) grid = std::min<int64_t>(grid, c.grid_cap);
+  CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
-                              ldy, bias, S, late_trigger));
+                              ldy, bias, S, c.late_trigger, c.swiglu));
 }
 
 template <typename Tag, typename OutT, bool PROBE>
-void launch_v3_gs(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                  const float* bias, cudaStream_t stream, int S, int grid_cap, bool pdl,
-                  bool late) {
+void launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
+                  void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   switch (w.d.gs_shift) {
     case 0:
-      return launch_v3<Tag, OutT, 0, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
-                                            late);
+      return launch_v3<Tag, OutT, 0, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 1:
-      return launch_v3<Tag, OutT, 1, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
-                                            late);
+      return launch_v3<Tag, OutT, 1, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 2:
-      return launch_v3<Tag, OutT, 2, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
-                                            late);
+      return launch_v3<Tag, OutT, 2, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 3:
-      return launch_v3<Tag, OutT, 3, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
-                                            late);
+      return launch_v3<Tag, OutT, 3, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     default:
-      return launch_v3<Tag, OutT, 4, PROBE>(w, x, M, ldx, y, ldy, bias, stream, S, grid_cap, pdl,
-                                            late);
+      return launch_v3<Tag, OutT, 4, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
   }
 }
 
@@ -337,14 +347,12 @@ void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int 
                     void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   if (c.probe) {
     if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>) {
-      launch_v3_gs<Tag, OutT, true>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl,
-                                    c.late_trigger);
+      launch_v3_gs<Tag, OutT, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
       return;
     }
     throw Error("w4_gemv3: the probe runs with fp16 activations and output only");
   }
-  launch_v3_gs<Tag, OutT, false>(w, x, M, ldx, y, ldy, bias, stream, S, c.grid_cap, c.pdl,
-                                 c.late_trigger);
+  launch_v3_gs<Tag, OutT, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
 }
 
 }  // namespace
@@ -378,8 +386,11 @@ std::string describe_gemv3_kernels() {
 
 void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
               int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg) {
-  check_linear_args("w4_gemv3", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
+  check_linear_args("w4_gemv3", cfg.swiglu ? w.d.N / 2 : w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
+  PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
+              "w4_gemv3: the SwiGLU epilogue needs an interleaved gate|up weight (N = " +
+                  std::to_string(w.d.N) + " a multiple of 16) and activation-dtype output");
   PERFX_CHECK(w.d.gs_shift <= kMaxGs, "w4_gemv3: group size " + std::to_string(w.d.group_size) +
                                           " > " + std::to_string(32 << kMaxGs));
   if (M == 0) return;

@@ -28,8 +28,11 @@ std::string part_name(size_t i) {
 
 // ===================================================================================== W4
 
-W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts) {
+W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) {
   check(!parts.empty(), "pack_w4: no parts");
+  const bool inter = order == W4RowOrder::kInterleave8;
+  check(!inter || (parts.size() == 2 && parts[0]->out == parts[1]->out && parts[0]->out % 8 == 0),
+        "pack_w4: the interleaved order needs two parts of equal out, a multiple of 8");
   const int64_t K = parts[0]->in;
   const int gs = parts[0]->group_size;
   int64_t N = 0;
@@ -72,10 +75,10 @@ W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts) {
 
   const int64_t Gs = K / gs;  // real groups per row
   int64_t r0 = 0;
-  for (const Int4Matrix* part : parts) {
-    const Int4Matrix& m = *part;
+  for (size_t pi = 0; pi < parts.size(); ++pi) {
+    const Int4Matrix& m = *parts[pi];
     for (int64_t lr = 0; lr < m.out; ++lr) {
-      const int64_t r = r0 + lr;
+      const int64_t r = inter ? w4_interleave_row((int)pi, lr) : r0 + lr;
       const int64_t nb = r / 16;
       const int rr = (int)(r % 16), gid = rr & 7, hi = rr >> 3;
       // Canonical word c holds channels 8c..8c+7 = (kc, h, tid) with jj = 0 (nibbles 0..3) and
@@ -164,8 +167,8 @@ W4Weight W4Weight::upload(const W4Packed& p) {
   return w;
 }
 
-W4Weight W4Weight::from_parts(const std::vector<const Int4Matrix*>& parts) {
-  return upload(pack_w4(parts));
+W4Weight W4Weight::from_parts(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) {
+  return upload(pack_w4(parts, order));
 }
 
 // ===================================================================================== W8
