@@ -230,7 +230,8 @@ class Backend {
   }
   /// act [T, I] = silu(x·W_gateᵀ + b_gate) * (x·W_upᵀ + b_up) for a weight from load_gate_up
   /// (bias [2I]: gate's, then up's; or null), each projection rounded to the activation dtype
-  /// first (as linear then silu_mul). gu [T, 2I] is scratch (contents afterwards unspecified).
+  /// first, as linear then silu_mul (a backend may add the bias after that rounding instead of
+  /// before). gu [T, 2I] is scratch (contents afterwards unspecified).
   /// Default: linear(x, w, bias, gu) then silu_mul(gu, act).
   virtual void linear_silu_mul(Tensor x, const Weight& w, const Weight* bias, Tensor gu, Tensor act) {
     linear(x, w, bias, gu);

@@ -19,7 +19,8 @@ struct LayerWeights {
   std::unique_ptr<Weight> qkv, qkv_bias;      // fused [q_dim + 2 kv_dim, hidden]
   std::unique_ptr<Weight> o, o_bias;          // [hidden, q_dim]
   std::unique_ptr<Weight> q_norm, k_norm;     // qwen3 [head_dim]
-  std::unique_ptr<Weight> gate_up;            // fused [2 I, hidden]
+  std::unique_ptr<Weight> gate_up;            // fused [2 I, hidden] from load_gate_up (rows in
+                                              // the backend's order: linear_silu_mul only)
   std::unique_ptr<Weight> down;               // [hidden, I]
   std::unique_ptr<Weight> gate_up_bias, down_bias;
 };

@@ -600,12 +600,13 @@ TEST_P(Conformance, AddRmsNormLinear) {
 
 TEST_P(Conformance, LinearSiluMul) {
   // gate|up from load_gate_up (CUDA: interleaved rows, SwiGLU in the W4 GEMV's epilogue where it
-  // runs; I = 36 is not a multiple of 8, so it stays stacked), with and without bias.
+  // runs; in = 2048 makes w4_gemv3 split K over 4 warps; I = 36 is not a multiple of 8, so it
+  // stays stacked), with and without bias.
   for (const char* fmt : {"F16", "INT4_G128", "INT4_G32", "Q4_0", "Q8_0"}) {
     for (int64_t I : {384, 36}) {
       for (int T : {1, 2, 8, 9, 17}) {
         std::mt19937 rng((uint32_t)(T * 17 + I + std::string(fmt).size()));
-        const int64_t in = 256;
+        const int64_t in = I == 384 ? 2048 : 256;
         const HostWeight wg = make_weight(fmt, I, in, rng), wu = make_weight(fmt, I, in, rng);
         auto lw = d().be().load_gate_up({wg.source("gate"), wu.source("up")});
         ASSERT_EQ(lw->out, 2 * I);

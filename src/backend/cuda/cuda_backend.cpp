@@ -694,7 +694,8 @@ class CudaBackend : public Backend {
     if (replaying()) return;
     OpTimer timer(*this, profile_ ? "linear_silu_mul" : "");
     PERFX_CHECK(x.cols == w.in && act.cols * 2 == w.out && gu.cols == w.out && act.rows == x.rows &&
-                    gu.rows >= x.rows && x.dtype == act_ && act.dtype == act_ && gu.dtype == act_,
+                    gu.rows == x.rows && x.dtype == act_ && act.dtype == act_ && gu.dtype == act_ &&
+                    (!bias || bias->out == w.out),
                 "linear_silu_mul: shape or dtype mismatch");
     const int M = (int)x.rows;
     if (M == 0) return;

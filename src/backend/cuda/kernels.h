@@ -34,9 +34,10 @@ void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out
 
 /// The same on gate|up results in the interleaved order of a W4RowOrder::kInterleave8 weight
 /// (linear.cuh): gate channel i in column 16·(i / 8) + i % 8, up channel i 8 columns later; plus
-/// bias [2I] fp32 in the parts' order (gate, then up; null: none), added to the rounded g / u in
-/// fp32 (one rounding fewer than the stacked path's linear-with-bias, within 1 ulp of act).
-/// I % 8 == 0.
+/// bias [2I] fp32 in the parts' order (gate, then up; null: none), added in fp32 to the g / u
+/// already rounded to act (the stacked path rounds g + bias once instead; the difference is one
+/// rounding of the projection, amplified by silu's slope). Preconditions: I % 8 == 0,
+/// ldg >= 2I.
 void launch_silu_mul_interleaved(const void* gu, int64_t ldg, int rows, int64_t I,
                                  const float* bias, void* out, int64_t ldo, DType act,
                                  cudaStream_t stream);

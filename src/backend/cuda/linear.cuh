@@ -248,8 +248,8 @@ struct W4Gemv3Config {
   bool probe = false;         // bench only: weight loads alone, no conversion / mma (y is garbage;
                               // fp16 in and out only)
   bool pdl = false;           // launch with programmatic dependent launch (sm_90)
-  bool late_trigger = false;  // with pdl: let the next kernel launch after the main loop, not at
-                              // entry
+  bool late_trigger = false;  // let the next kernel (if launched with PDL) launch after the main
+                              // loop, not at entry
   bool swiglu = false;  // SwiGLU epilogue for a gate|up weight packed W4RowOrder::kInterleave8:
                         // y [M, N / 2] (activation dtype) = silu(g) · u, where g and u are the
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
@@ -339,7 +339,10 @@ struct Workspace {
 };
 
 /// Smallest M that takes the Dense path when a DenseGemm is given: PERFX_CUDA_W4_DENSE_MIN_M, else
-/// 256 (vLLM's AWQ threshold; revisit with the measured crossover). Read once per process.
+/// 65. Measured on the H200 (tools/device/batch_sweep.sh, 7B AWQ batched decode, tok/s): from
+/// M = 96 to 256 dequantize + cuBLAS beats the fused L128 GEMM by 35–46 % (x96 6,413 vs 4,722,
+/// x128 8,321 vs 6,167, x192 11,201 vs 7,619, x256 14,009 vs 9,625); M <= 64 keeps the S32 / S64
+/// GEMMs (x64 8,047). Read once per process.
 int w4_dense_min_m();
 
 /// The W4 ladder ("use me?" predicates in order): M <= 8 → Gemv; M <= 32 → GemmS32; M <= 64 →

@@ -174,7 +174,7 @@ int w4_dense_min_m() {
       const int n = std::atoi(e);
       if (n > 0) return n;
     }
-    return 256;
+    return 65;
   }();
   return v;
 }
@@ -236,7 +236,7 @@ W4Gemv3Config gemv3_config() {
   }();
   W4Gemv3Config c;
   c.pdl = pdl_enabled() && v3_pdl != 0;
-  c.late_trigger = v3_pdl == 2;
+  c.late_trigger = v3_pdl != 1;  // "0": no early trigger either (the implicit one at exit)
   return c;
 }
 }  // namespace

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
   constexpr int kRB = Cfg::kRB, kWRB = Cfg::kWRB, kWNT = Cfg::kWNT, BM = Cfg::BM;
   constexpr int kThreads = Cfg::kThreads, STAGES = Cfg::STAGES;
   extern __shared__ __align__(16) unsigned char smem[];
-  pdl_wait();  // with PERFX_CUDA_PDL_GEMM=1 the next kernel may launch after the main loop
+  pdl_wait();  // (a no-op unless launched with PERFX_CUDA_PDL_GEMM=1)
 
   const int t_blk = threadIdx.x;
   const int warp = t_blk >> 5, lane = t_blk & 31, gid = lane >> 2, tid = lane & 3;
@@ -271,7 +271,9 @@ void launch_gemm(const W4View& w, int split_k, const void* x, int M, int64_t ldx
   ensure_smem_attr<Cfg, Tag, OutT>();
   // The GEMM kernels are launched without PDL unless PERFX_CUDA_PDL_GEMM=1: with it, batch-64
   // decode ran 10 % slower (trigger at entry or after the main loop alike;
-  // docs/cuda_linear_notes.md §10). The kernels keep the PDL contract either way.
+  // docs/cuda_linear_notes.md §10). Either way the kernel triggers after its main loop, so a
+  // PDL-launched successor may start during its epilogue (the measured configuration), and it
+  // keeps the PDL contract.
   static const bool gemm_pdl = [] {
     const char* e = std::getenv("PERFX_CUDA_PDL_GEMM");
     return e != nullptr && std::strcmp(e, "1") == 0;

@@ -6,8 +6,9 @@
 // The contract of every kernel launched through launch_pdl: each CTA calls pdl_wait() before it
 // touches memory that an earlier kernel of the stream writes or reads (activations, the KV cache,
 // batch tables, its own outputs), and before it exits; only immutable data (weights) may be read
-// before the wait. pdl_trigger() lets the next grid start launching; the kernels here issue it at
-// entry (the next kernel still waits for this one's completion before it reads anything). A
+// before the wait. pdl_trigger() lets the next grid start launching: the small kernels issue it at
+// entry, w4_gemv3 and the W4 GEMM after their main loop (measured, docs/cuda_linear_notes.md §10);
+// the next kernel still waits for this one's completion before it reads anything. A
 // kernel launched without the attribute waits for its predecessor as usual, so cuBLAS and
 // unconverted kernels mix in safely.
 //
@@ -42,16 +43,17 @@ __device__ __forceinline__ void pdl_enter() {
   pdl_wait();
 }
 
-/// Whether launch_pdl adds the attribute: the current device is sm_90 or newer and the
-/// environment does not set PERFX_CUDA_PDL=0. Read once per device; false when the device cannot
-/// be queried.
+/// Whether launch_pdl adds the attribute: the current device is sm_90 (the architecture the sm_90a
+/// code with griddepcontrol is built for; other GPUs run the compute_80 code, where pdl_wait
+/// compiles to nothing) and the environment does not set PERFX_CUDA_PDL=0. Read once per device;
+/// false when the device cannot be queried.
 inline bool pdl_enabled() {
   static const bool env_off = [] {
     const char* e = std::getenv("PERFX_CUDA_PDL");
     return e != nullptr && std::strcmp(e, "0") == 0;
   }();
   if (env_off) return false;
-  static std::atomic<int> cached[16] = {};  // 0 unknown, 1 off (below sm_90), 2 on
+  static std::atomic<int> cached[16] = {};  // 0 unknown, 1 off (not sm_90), 2 on
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 16) return false;
   int v = cached[dev].load(std::memory_order_relaxed);
@@ -59,7 +61,7 @@ inline bool pdl_enabled() {
     int major = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
       return false;
-    v = major >= 9 ? 2 : 1;
+    v = major == 9 ? 2 : 1;
     cached[dev].store(v, std::memory_order_relaxed);
   }
   return v == 2;
