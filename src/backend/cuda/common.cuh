@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "perfx/status.h"
@@ -35,6 +37,13 @@ namespace perfx::cuda {
     if (perfx_cuda_err_ != cudaSuccess)                                           \
       ::perfx::cuda::throw_cuda_error(perfx_cuda_err_, what, __FILE__, __LINE__); \
   } while (0)
+
+/// Whether environment variable `name` is set to exactly `value` (the backend's switches are read
+/// once per process into statics by their users).
+inline bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::strcmp(e, value) == 0;
+}
 
 template <typename I>
 constexpr I ceil_div(I a, I b) {

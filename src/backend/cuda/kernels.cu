@@ -8,6 +8,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/swiglu.cuh"
 
 namespace perfx::cuda {
 namespace {
@@ -197,7 +198,7 @@ __global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < I;
        i += (int64_t)gridDim.x * blockDim.x) {
     const float a = to_f(g[i]), u = to_f(g[I + i]);
-    o[i] = from_f<T>(a / (1.0f + __expf(-a)) * u);
+    o[i] = from_f<T>(swiglu(a, u));
   }
 }
 
@@ -217,7 +218,7 @@ __global__ void silu_mul_interleaved_kernel(const T* __restrict__ gu, int64_t ld
       a += bias[i];
       u += bias[I + i];
     }
-    o[i] = from_f<T>(a / (1.0f + __expf(-a)) * u);
+    o[i] = from_f<T>(swiglu(a, u));
   }
 }
 

@@ -224,16 +224,14 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense) {
   return 0;
 }
 
+namespace {
 /// The decode configuration of w4_gemv3: PDL per PERFX_CUDA_PDL_GEMV3 (unset / "late": the next
 /// kernel may launch after the main loop; "entry": at entry, 7B decode 13 % slower than late;
-/// "0": no PDL for this kernel; docs/cuda_linear_notes.md §10).
-namespace {
+/// "0": no PDL for this kernel and no early trigger; docs/cuda_linear_notes.md §10).
 W4Gemv3Config gemv3_config() {
-  static const int v3_pdl = [] {
-    const char* e = std::getenv("PERFX_CUDA_PDL_GEMV3");
-    if (e == nullptr || std::strcmp(e, "late") == 0) return 2;
-    return std::strcmp(e, "entry") == 0 ? 1 : 0;
-  }();
+  static const int v3_pdl = env_is("PERFX_CUDA_PDL_GEMV3", "0")       ? 0
+                            : env_is("PERFX_CUDA_PDL_GEMV3", "entry") ? 1
+                                                                      : 2;
   W4Gemv3Config c;
   c.pdl = pdl_enabled() && v3_pdl != 0;
   c.late_trigger = v3_pdl != 1;  // "0": no early trigger either (the implicit one at exit)
@@ -244,10 +242,7 @@ W4Gemv3Config gemv3_config() {
 bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* act,
                          int64_t ldact, const float* bias, cudaStream_t stream) {
   // PERFX_CUDA_SWIGLU_EPILOGUE=0: never (the A/B of docs/cuda_linear_notes.md §10).
-  static const bool on = [] {
-    const char* e = std::getenv("PERFX_CUDA_SWIGLU_EPILOGUE");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  static const bool on = !env_is("PERFX_CUDA_SWIGLU_EPILOGUE", "0");
   if (!on) return false;
   if (M == 0) return true;
   const LinearPlan p = w4a16_plan(v, M, false);

@@ -13,8 +13,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -274,10 +272,7 @@ void launch_gemm(const W4View& w, int split_k, const void* x, int M, int64_t ldx
   // docs/cuda_linear_notes.md §10). Either way the kernel triggers after its main loop, so a
   // PDL-launched successor may start during its epilogue (the measured configuration), and it
   // keeps the PDL contract.
-  static const bool gemm_pdl = [] {
-    const char* e = std::getenv("PERFX_CUDA_PDL_GEMM");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
+  static const bool gemm_pdl = env_is("PERFX_CUDA_PDL_GEMM", "1");
   const bool pdl = pdl_enabled() && gemm_pdl;
   int cps = 0, splits = 0;
   split_shape(w.d.KC, split_k, cps, splits);

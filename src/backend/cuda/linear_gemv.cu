@@ -11,8 +11,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -298,10 +296,7 @@ __global__ void __launch_bounds__(512)
 /// PERFX_CUDA_PDL_GEMV1=late: w4_gemv / w8_gemv let the next kernel launch after their main
 /// loop instead of at entry (docs/cuda_linear_notes.md §10).
 bool gemv1_late() {
-  static const bool late = [] {
-    const char* e = std::getenv("PERFX_CUDA_PDL_GEMV1");
-    return e != nullptr && std::strcmp(e, "late") == 0;
-  }();
+  static const bool late = env_is("PERFX_CUDA_PDL_GEMV1", "late");
   return late;
 }
 

@@ -36,6 +36,7 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 #include "backend/cuda/linear_internal.cuh"
+#include "backend/cuda/swiglu.cuh"
 
 namespace perfx::cuda {
 namespace {
@@ -283,7 +284,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
             }
             g = frag::round_to<OutT>(g);
             u = frag::round_to<OutT>(u);
-            y[(int64_t)token * ldy + c] = frag::to_out<OutT>(g / (1.0f + __expf(-g)) * u);
+            y[(int64_t)token * ldy + c] = frag::to_out<OutT>(::perfx::cuda::swiglu(g, u));
           }
         }
       } else if (sg == 0) {
