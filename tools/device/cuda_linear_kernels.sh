@@ -93,10 +93,10 @@ for fam in gemv gemm dense w8 auto graph; do
     "$(grep -c '^FAIL' "$OUT/test_$fam.log")" "$(grep -m1 '^FATAL' "$OUT/test_$fam.log" | cut -c1-150)"
 done
 # The dispatcher and graph capture with w4_gemv2 / w4_gemv3 forced on every shape they take
-# (PERFX_CUDA_W4_GEMV=v2|v3, PDL launch).
+# (PERFX_CUDA_W4_GEMV=v2|v3; PDL launch is the default on sm_90, pdl.cuh).
 for g in v2 v3; do
   for fam in auto graph; do
-    PERFX_CUDA_W4_GEMV=$g PERFX_CUDA_PDL=1 timeout 60 "$T" --only "$fam" > "$OUT/test_${fam}_$g.log" 2>&1
+    PERFX_CUDA_W4_GEMV=$g timeout 60 "$T" --only "$fam" > "$OUT/test_${fam}_$g.log" 2>&1
     rc=$?
     [ $rc -ne 0 ] && status=1
     printf "%-6s rc=%-3s pass %4s fail %3s %s\n" "${fam}-$g" "$rc" "$(grep -c '^PASS' "$OUT/test_${fam}_$g.log")" \

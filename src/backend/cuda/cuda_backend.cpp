@@ -550,17 +550,7 @@ class CudaBackend : public Backend {
         gemm(w.mem.get(), w.out, w.in, x, y, b);
         break;
       case CudaWeight::Kind::W4:
-        guarded("linear (W4A16)", [&] {
-          if (fast_x) {
-            const size_t need = linear_workspace_bytes(*w.w4, M, true);
-            linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
-                         workspace(need), stream_, &dense_gemm_);
-          } else {  // unaligned activations: dequantize and use cuBLAS
-            void* tmp = dequant_scratch(w.out, w.in);
-            w4_dequantize(w.w4->view(), tmp, act_, w.in, stream_);
-            gemm(tmp, w.out, w.in, x, y, b);
-          }
-        });
+        guarded("linear (W4A16)", [&] { w4_linear(w, x, y, b); });
         break;
       case CudaWeight::Kind::W8:
         guarded("linear (W8A16)", [&] {
@@ -706,19 +696,26 @@ class CudaBackend : public Backend {
                                         act.stride, b, stream_))
         return;
       // Another kernel: gate|up in the interleaved column order, then the interleaved SwiGLU.
-      if (fast_x) {
-        const size_t need = linear_workspace_bytes(*w.w4, M, true);
-        linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, gu.data, act_, gu.stride, nullptr,
-                     workspace(need), stream_, &dense_gemm_);
-      } else {
-        void* tmp = dequant_scratch(w.out, w.in);
-        w4_dequantize(w.w4->view(), tmp, act_, w.in, stream_);
-        gemm(tmp, w.out, w.in, x, gu.rows_view(0, M), nullptr);
-      }
+      w4_linear(w, x, gu, nullptr);
       launch_silu_mul_interleaved(gu.data, gu.stride, M, act.cols, b, act.data, act.stride, act_,
                                   stream_);
     });
     launched("linear_silu_mul");
+  }
+
+  /// y = x · Wᵀ (+ bias) for a W4 weight (checked by the caller): the linear_w4a16 ladder, or
+  /// dequantize + cuBLAS when x is not 16-byte aligned with a stride that is a multiple of 8.
+  void w4_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b) {
+    const int M = (int)x.rows;
+    if (aligned16(x.data) && x.stride % 8 == 0) {
+      const size_t need = linear_workspace_bytes(*w.w4, M, true);
+      linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
+                   workspace(need), stream_, &dense_gemm_);
+    } else {
+      void* tmp = dequant_scratch(w.out, w.in);
+      w4_dequantize(w.w4->view(), tmp, act_, w.in, stream_);
+      gemm(tmp, w.out, w.in, x, y, b);
+    }
   }
 
   void gather_rows(Tensor x, const BatchLayout& b, Tensor out) override {
