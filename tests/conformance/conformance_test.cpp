@@ -637,6 +637,22 @@ TEST_P(Conformance, LinearSiluMul) {
   }
 }
 
+TEST_P(Conformance, LinearRejectsBadBias) {
+  // A bias whose length is not the weight's out is a clear error, not a read past its end.
+  std::mt19937 rng(7);
+  const int64_t in = 128, I = 16;
+  const HostWeight w = make_weight("INT4_G128", I, in, rng),
+                   wg = make_weight("INT4_G128", I, in, rng),
+                   wu = make_weight("INT4_G128", I, in, rng);
+  auto lw = d().be().load_linear({w.source("w")});
+  auto lgu = d().be().load_gate_up({wg.source("gate"), wu.source("up")});
+  auto bias = d().be().load_vector(vector_view("bias", randn((size_t)(I / 2), rng)));
+  Tensor x = d().upload(rounded(randn((size_t)(2 * in), rng)), 2, in), y = d().poisoned(2, I),
+         gu = d().poisoned(2, 2 * I), act = d().poisoned(2, I);
+  EXPECT_THROW(d().be().linear(x, *lw, bias.get(), y), Error);
+  EXPECT_THROW(d().be().linear_silu_mul(x, *lgu, bias.get(), gu, act), Error);
+}
+
 // ---- RoPE + head norm + KV store, and attention
 
 RopeParams rope_params(int head_dim, int rot_dim, bool interleaved, float theta, float factor) {

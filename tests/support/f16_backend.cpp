@@ -180,6 +180,7 @@ class F16RefBackend : public Backend {
   }
   void linear(Tensor x, const Weight& w, const Weight* bias, Tensor y) override {
     check(x.cols == w.in && y.cols == w.out && x.rows == y.rows, "linear: shape mismatch");
+    check(!bias || bias->out == w.out, "linear: bias length mismatch");
     std::vector<float> o((size_t)w.out);
     for (int64_t t = 0; t < x.rows; ++t) {
       const auto xr = get_row(x, t);

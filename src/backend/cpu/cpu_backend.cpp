@@ -457,6 +457,7 @@ class CpuBackend : public Backend {
     PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == DType::F32 &&
                     y.dtype == DType::F32,
                 "linear: shape or dtype mismatch");
+    PERFX_CHECK(!bias || bias->out == w.out, "linear: bias length mismatch");
     if (x.rows == 0) return;
     const int T = (int)x.rows;
     bool quantized = false;

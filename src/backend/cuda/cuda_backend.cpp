@@ -538,6 +538,7 @@ class CudaBackend : public Backend {
     PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == act_ &&
                     (y.dtype == act_ || y.dtype == DType::F32),
                 "linear: shape or dtype mismatch");
+    PERFX_CHECK(!bias || bias->out == w.out, "linear: bias length mismatch");
     PERFX_CHECK(!w.interleaved,
                 "linear: this gate|up weight is stored interleaved by load_gate_up; use "
                 "linear_silu_mul");
@@ -684,9 +685,9 @@ class CudaBackend : public Backend {
     if (replaying()) return;
     OpTimer timer(*this, profile_ ? "linear_silu_mul" : "");
     PERFX_CHECK(x.cols == w.in && act.cols * 2 == w.out && gu.cols == w.out && act.rows == x.rows &&
-                    gu.rows == x.rows && x.dtype == act_ && act.dtype == act_ && gu.dtype == act_ &&
-                    (!bias || bias->out == w.out),
+                    gu.rows == x.rows && x.dtype == act_ && act.dtype == act_ && gu.dtype == act_,
                 "linear_silu_mul: shape or dtype mismatch");
+    PERFX_CHECK(!bias || bias->out == w.out, "linear_silu_mul: bias length mismatch");
     const int M = (int)x.rows;
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
