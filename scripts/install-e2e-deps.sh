@@ -16,7 +16,7 @@ for p in "${PKGS[@]}"; do
     nodejs) command -v node >/dev/null 2>&1 && continue ;;
     npm) command -v npm >/dev/null 2>&1 && continue ;;
     chromium) command -v chromium >/dev/null 2>&1 && continue ;;
-    nginx) [ -x /usr/sbin/nginx ] && continue ;;  # the replica test; the service is not started
+    nginx) [ -x /usr/sbin/nginx ] && continue ;;  # the replica test runs its own instance
   esac
   missing+=("$p")
 done

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -123,10 +124,16 @@ std::string dechunk(const std::string& raw) {
 }  // namespace
 
 HttpResponse http_request(int port, const std::string& method, const std::string& path,
-                          const std::string& body, const std::vector<std::string>& extra_headers) {
+                          const std::string& body, const std::vector<std::string>& extra_headers,
+                          int recv_timeout_s) {
   HttpResponse r;
   int fd = connect_loopback(port);
   if (fd < 0) return r;
+  if (recv_timeout_s > 0) {
+    timeval tv{};
+    tv.tv_sec = recv_timeout_s;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
   std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
   if (!body.empty() || method == "POST")
     req +=
@@ -143,6 +150,8 @@ HttpResponse http_request(int port, const std::string& method, const std::string
   char buf[65536];
   while (true) {
     ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && recv_timeout_s > 0)
+      r.timed_out = true;
     if (n <= 0) break;
     raw.append(buf, (size_t)n);
   }

@@ -36,12 +36,15 @@ struct HttpResponse {
   int status = 0;       // 0: no response (connection failed or closed early)
   std::string headers;  // raw header block
   std::string body;     // de-chunked
+  bool timed_out = false;
 };
 
-/// One request with "Connection: close"; reads the whole response.
+/// One request with "Connection: close"; reads the whole response. recv_timeout_s > 0: give up
+/// when nothing arrives for that long (the response so far is returned; timed_out is set).
 HttpResponse http_request(int port, const std::string& method, const std::string& path,
                           const std::string& body = "",
-                          const std::vector<std::string>& extra_headers = {});
+                          const std::vector<std::string>& extra_headers = {},
+                          int recv_timeout_s = 0);
 
 /// The "data: " payloads of a server-sent-events body.
 std::vector<std::string> sse_payloads(const std::string& body);
