@@ -188,32 +188,20 @@ bool launch_norm_vec(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in, T
   return true;
 }
 
-template <typename T>
+/// out[r, i] = swiglu(g, u): stacked (g = gu[r, i], u = gu[r, I + i]) or, kInterleaved, in the
+/// order of a W4RowOrder::kInterleave8 weight (g in column 16·(i / 8) + i % 8, u 8 columns later),
+/// plus bias [2I] (gate's, then up's; null: none) in fp32.
+template <typename T, bool kInterleaved>
 __global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I,
-                                T* __restrict__ out, int64_t ldo) {
+                                const float* __restrict__ bias, T* __restrict__ out, int64_t ldo) {
   pdl_enter();
   const int64_t row = blockIdx.y;
   const T* g = gu + row * ldg;
   T* o = out + row * ldo;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < I;
        i += (int64_t)gridDim.x * blockDim.x) {
-    const float a = to_f(g[i]), u = to_f(g[I + i]);
-    o[i] = from_f<T>(swiglu(a, u));
-  }
-}
-
-template <typename T>
-__global__ void silu_mul_interleaved_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I,
-                                            const float* __restrict__ bias, T* __restrict__ out,
-                                            int64_t ldo) {
-  pdl_enter();
-  const int64_t row = blockIdx.y;
-  const T* g = gu + row * ldg;
-  T* o = out + row * ldo;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < I;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t c = 16 * (i / 8) + i % 8;
-    float a = to_f(g[c]), u = to_f(g[c + 8]);
+    const int64_t c = kInterleaved ? 16 * (i / 8) + i % 8 : i;
+    float a = to_f(g[c]), u = to_f(g[kInterleaved ? c + 8 : I + i]);
     if (bias != nullptr) {
       a += bias[i];
       u += bias[I + i];
@@ -510,8 +498,10 @@ void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out
                      DType act, cudaStream_t stream) {
   if (rows <= 0) return;
   const dim3 grid(grid_cols(I, 256), (unsigned)rows);
-  PERFX_DISPATCH_ACT(act, launch_pdl(silu_mul_kernel<T>, grid, dim3(256), 0, stream,
-                                     static_cast<const T*>(gu), ldg, I, static_cast<T*>(out), ldo));
+  PERFX_DISPATCH_ACT(
+      act,
+      launch_pdl(silu_mul_kernel<T, false>, grid, dim3(256), 0, stream, static_cast<const T*>(gu),
+                 ldg, I, static_cast<const float*>(nullptr), static_cast<T*>(out), ldo));
 }
 
 void launch_silu_mul_interleaved(const void* gu, int64_t ldg, int rows, int64_t I,
@@ -520,7 +510,7 @@ void launch_silu_mul_interleaved(const void* gu, int64_t ldg, int rows, int64_t 
   if (rows <= 0) return;
   const dim3 grid(grid_cols(I, 256), (unsigned)rows);
   PERFX_DISPATCH_ACT(
-      act, launch_pdl(silu_mul_interleaved_kernel<T>, grid, dim3(256), 0, stream,
+      act, launch_pdl(silu_mul_kernel<T, true>, grid, dim3(256), 0, stream,
                       static_cast<const T*>(gu), ldg, I, bias, static_cast<T*>(out), ldo));
 }
 
