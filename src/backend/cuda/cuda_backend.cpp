@@ -166,6 +166,12 @@ bool aligned16(const void* p) {
   return ((uintptr_t)p & 15) == 0;
 }
 
+/// Activations the W4 / W8 kernels take as they are: 16-byte aligned rows (others go through
+/// dequantize + cuBLAS).
+bool kernel_ready_x(const Tensor& x) {
+  return aligned16(x.data) && x.stride % 8 == 0;
+}
+
 int next_pow2(int v) {
   int p = 1;
   while (p < v) p <<= 1;
@@ -545,26 +551,15 @@ class CudaBackend : public Backend {
     const int M = (int)x.rows;
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
-    const bool fast_x = aligned16(x.data) && x.stride % 8 == 0;
     switch (w.kind) {
       case CudaWeight::Kind::Dense:
         gemm(w.mem.get(), w.out, w.in, x, y, b);
         break;
       case CudaWeight::Kind::W4:
-        guarded("linear (W4A16)", [&] { w4_linear(w, x, y, b); });
+        guarded("linear (W4A16)", [&] { quant_linear(w, x, y, b); });
         break;
       case CudaWeight::Kind::W8:
-        guarded("linear (W8A16)", [&] {
-          if (fast_x) {
-            const size_t need = linear_workspace_bytes(*w.w8, M, true);
-            linear_w8a16(*w.w8, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
-                         workspace(need), stream_, &dense_gemm_);
-          } else {
-            void* tmp = dequant_scratch(w.out, w.in);
-            w8_dequantize(w.w8->view(), tmp, act_, w.in, stream_);
-            gemm(tmp, w.out, w.in, x, y, b);
-          }
-        });
+        guarded("linear (W8A16)", [&] { quant_linear(w, x, y, b); });
         break;
       case CudaWeight::Kind::Vector:
         throw Error("linear: a vector is not a matrix");
@@ -692,29 +687,35 @@ class CudaBackend : public Backend {
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
     guarded("linear_silu_mul (W4A16)", [&] {
-      const bool fast_x = aligned16(x.data) && x.stride % 8 == 0;
-      if (fast_x && linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride, act.data,
-                                        act.stride, b, stream_))
+      if (kernel_ready_x(x) && linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride,
+                                                   act.data, act.stride, b, stream_))
         return;
       // Another kernel: gate|up in the interleaved column order, then the interleaved SwiGLU.
-      w4_linear(w, x, gu, nullptr);
-      launch_silu_mul_interleaved(gu.data, gu.stride, M, act.cols, b, act.data, act.stride, act_,
-                                  stream_);
+      quant_linear(w, x, gu, nullptr);
+      launch_silu_mul(gu.data, gu.stride, M, act.cols, act.data, act.stride, act_, stream_,
+                      /*interleaved=*/true, b);
     });
     launched("linear_silu_mul");
   }
 
-  /// y = x · Wᵀ (+ bias) for a W4 weight (checked by the caller): the linear_w4a16 ladder, or
-  /// dequantize + cuBLAS when x is not 16-byte aligned with a stride that is a multiple of 8.
-  void w4_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b) {
+  /// y = x · Wᵀ (+ bias) for a W4 or W8 weight (checked by the caller): the linear_w4a16 /
+  /// linear_w8a16 ladder, or dequantize + cuBLAS when x is not 16-byte aligned with a stride that
+  /// is a multiple of 8.
+  void quant_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b) {
     const int M = (int)x.rows;
-    if (aligned16(x.data) && x.stride % 8 == 0) {
-      const size_t need = linear_workspace_bytes(*w.w4, M, true);
-      linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
-                   workspace(need), stream_, &dense_gemm_);
+    if (kernel_ready_x(x)) {
+      if (w.w4)
+        linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
+                     workspace(linear_workspace_bytes(*w.w4, M, true)), stream_, &dense_gemm_);
+      else
+        linear_w8a16(*w.w8, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
+                     workspace(linear_workspace_bytes(*w.w8, M, true)), stream_, &dense_gemm_);
     } else {
       void* tmp = dequant_scratch(w.out, w.in);
-      w4_dequantize(w.w4->view(), tmp, act_, w.in, stream_);
+      if (w.w4)
+        w4_dequantize(w.w4->view(), tmp, act_, w.in, stream_);
+      else
+        w8_dequantize(w.w8->view(), tmp, act_, w.in, stream_);
       gemm(tmp, w.out, w.in, x, y, b);
     }
   }

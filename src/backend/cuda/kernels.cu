@@ -495,23 +495,13 @@ void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx
 }
 
 void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo,
-                     DType act, cudaStream_t stream) {
+                     DType act, cudaStream_t stream, bool interleaved, const float* bias) {
   if (rows <= 0) return;
   const dim3 grid(grid_cols(I, 256), (unsigned)rows);
   PERFX_DISPATCH_ACT(
-      act,
-      launch_pdl(silu_mul_kernel<T, false>, grid, dim3(256), 0, stream, static_cast<const T*>(gu),
-                 ldg, I, static_cast<const float*>(nullptr), static_cast<T*>(out), ldo));
-}
-
-void launch_silu_mul_interleaved(const void* gu, int64_t ldg, int rows, int64_t I,
-                                 const float* bias, void* out, int64_t ldo, DType act,
-                                 cudaStream_t stream) {
-  if (rows <= 0) return;
-  const dim3 grid(grid_cols(I, 256), (unsigned)rows);
-  PERFX_DISPATCH_ACT(
-      act, launch_pdl(silu_mul_kernel<T, true>, grid, dim3(256), 0, stream,
-                      static_cast<const T*>(gu), ldg, I, bias, static_cast<T*>(out), ldo));
+      act, launch_pdl(interleaved ? silu_mul_kernel<T, true> : silu_mul_kernel<T, false>, grid,
+                      dim3(256), 0, stream, static_cast<const T*>(gu), ldg, I, bias,
+                      static_cast<T*>(out), ldo));
 }
 
 void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols,

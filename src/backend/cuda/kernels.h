@@ -28,19 +28,15 @@ void launch_add_rms_norm(void* residual, int64_t ldr, const void* x, int64_t ldx
                          float eps, int rows, int64_t n, void* out, int64_t ldo, DType act,
                          cudaStream_t stream);
 
-/// out[r, i] = silu(gu[r, i]) * gu[r, I + i] for i < I; gu [rows, 2I], out [rows, I] in `act`.
+/// out[r, i] = silu(g) * u for i < I; gu [rows, 2I], out [rows, I] in `act`. Stacked: g =
+/// gu[r, i], u = gu[r, I + i]. interleaved: gate|up results in the order of a
+/// W4RowOrder::kInterleave8 weight (linear.cuh), g in column 16·(i / 8) + i % 8 and u 8 columns
+/// later (I % 8 == 0). bias [2I] fp32 in the parts' order (gate, then up; null: none) is added in
+/// fp32 to the g / u already rounded to act (a linear with that bias rounds g + bias once instead;
+/// the difference is one rounding of the projection, amplified by silu's slope).
 void launch_silu_mul(const void* gu, int64_t ldg, int rows, int64_t I, void* out, int64_t ldo,
-                     DType act, cudaStream_t stream);
-
-/// The same on gate|up results in the interleaved order of a W4RowOrder::kInterleave8 weight
-/// (linear.cuh): gate channel i in column 16·(i / 8) + i % 8, up channel i 8 columns later; plus
-/// bias [2I] fp32 in the parts' order (gate, then up; null: none), added in fp32 to the g / u
-/// already rounded to act (the stacked path rounds g + bias once instead; the difference is one
-/// rounding of the projection, amplified by silu's slope). Preconditions: I % 8 == 0,
-/// ldg >= 2I.
-void launch_silu_mul_interleaved(const void* gu, int64_t ldg, int rows, int64_t I,
-                                 const float* bias, void* out, int64_t ldo, DType act,
-                                 cudaStream_t stream);
+                     DType act, cudaStream_t stream, bool interleaved = false,
+                     const float* bias = nullptr);
 
 /// out[i, :] = x[rows[i], :] for i < n; x, out in `act` with `cols` columns.
 void launch_gather_rows(const void* x, int64_t ldx, const int32_t* rows, int n, int64_t cols,

@@ -374,20 +374,10 @@ __device__ __forceinline__ __nv_bfloat16 to_out<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-/// v rounded to O's precision, back in fp32 (float: v itself).
+/// v rounded to O's precision (to_out), back in fp32 (float: v itself).
 template <typename O>
-__device__ __forceinline__ float round_to(float v);
-template <>
-__device__ __forceinline__ float round_to<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ float round_to<__half>(float v) {
-  return __half2float(__float2half_rn(v));
-}
-template <>
-__device__ __forceinline__ float round_to<__nv_bfloat16>(float v) {
-  return __bfloat162float(__float2bfloat16_rn(v));
+__device__ __forceinline__ float round_to(float v) {
+  return static_cast<float>(to_out<O>(v));
 }
 
 /// Low / high fp16 of a packed pair as fp32.
