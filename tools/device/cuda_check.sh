@@ -8,7 +8,8 @@
 # .devpack/bin.tar.xz with the libraries the GPU machine lacks in .devpack/lib (BUILD=1 builds
 # there instead, with .devdeps from shared/tools/pack-devdeps.sh); .devshared holds the shared model
 # fixtures. Every log goes into $OUT/logs.tar.gz; the summary is printed last.
-# Steps: STEPS="kernels conformance model memcheck bench profile pdl opencl" (default all but pdl); NCU=1 adds
+# Steps: STEPS="kernels conformance model memcheck bench profile pdl opencl" (default all but pdl;
+# the opencl step runs tools/device/opencl_nvidia.sh with its STEPS taken from OCL_STEPS); NCU=1 adds
 # Nsight Compute on the W4 GEMV (in the kernels step); GEMV=old|v1|v2|v2s|v3 picks the W4 GEMV
 # for the model-level runs (PERFX_CUDA_W4_GEMV; default: w4_gemv3 on the large matrices).
 #   run: command "bash tools/device/cuda_check.sh", carry [".devpack", ".devshared"]
@@ -88,6 +89,12 @@ if has conformance; then
     note "conformance cuda $dt, w4_gemv3 forced, rc=$?: $(gtest_line "$L/conformance_v3_$dt.log")"
     grep -E "rel err|Failure|error:" "$L/conformance_v3_$dt.log" | head -8 | cut -c1-220 | sed 's/^/  /' | tee -a "$SUM"
   done
+  # Without the dequantized weight copies (PERFX_CUDA_DENSE_WEIGHTS=0): the per-call dequantize +
+  # cuBLAS rung for T >= 65 (the default run takes the copies: the fixtures are small).
+  PERFX_CUDA_DENSE_WEIGHTS=0 PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" \
+    --gtest_filter='*cuda*' > "$L/conformance_nodense.log" 2>&1
+  note "conformance cuda f16, no dense weight copies, rc=$?: $(gtest_line "$L/conformance_nodense.log")"
+  grep -E "rel err|Failure|error:" "$L/conformance_nodense.log" | head -8 | cut -c1-220 | sed 's/^/  /' | tee -a "$SUM"
   PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" --perf --gtest_filter='*cuda*' > "$L/conformance_perf.log" 2>&1
   note "conformance --perf rc=$? (per-op times in conformance_perf.log)"
 fi
@@ -185,7 +192,7 @@ fi
 
 if has opencl; then
   t=$(date +%s)
-  OUT="$L/opencl" BUILD_DIR="$B" PERFX_SHARED_DIR="$ROOT/.devshared" timeout 300 bash tools/device/opencl_nvidia.sh \
+  STEPS="${OCL_STEPS:-check tests cap bench}" OUT="$L/opencl" BUILD_DIR="$B" PERFX_SHARED_DIR="$ROOT/.devshared" timeout "${OCL_TIMEOUT:-300}" bash tools/device/opencl_nvidia.sh \
     > "$L/opencl.out" 2>&1
   note "opencl (NVIDIA) rc=$? ($(( $(date +%s) - t )) s):"
   sed -n '/===== OpenCL/,$p' "$L/opencl.out" | cut -c1-160 | sed 's/^/  /' | tee -a "$SUM"

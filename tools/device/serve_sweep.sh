@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Serving throughput alone (issue 10): `perfx serve --device cuda` on random:llama-2-7b (AWQ W4
 # g128) under `perfx bench-serve` at CLIENTS concurrent clients (default "1 256"; prompt 128 /
-# output 128, unique prompts, REQS requests (default 2 per client), at most 60 s each), then the server's
-# metrics. The serving half of cuda_final.sh without its GGUF / model-test parts.
+# output 128, unique prompts, REQS requests (default 2 per client; REQS_<clients> for one of them),
+# at most 60 s each), then the server's
+# metrics. The serving half of cuda_final.sh without its GGUF / model-test parts. SERVE_ENV
+# ("VAR=value ...") is set for the server.
 #   run: command "bash tools/device/serve_sweep.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,12 +16,13 @@ tar -xJf .devpack/bin.tar.xz -C /tmp/devbin
 B=/tmp/devbin/.devbin
 T0=$(date +%s)
 port=18731
-"$B/perfx" serve -m random:llama-2-7b --device cuda --port $port --max-batch 256 > "$OUT/serve.log" 2>&1 &
+env ${SERVE_ENV:-} "$B/perfx" serve -m random:llama-2-7b --device cuda --port $port --max-batch 256 > "$OUT/serve.log" 2>&1 &
 pid=$!
 for i in $(seq 1 120); do curl -fsS "http://127.0.0.1:$port/health" > /dev/null 2>&1 && break; sleep 1; done
 echo "serve up after $(( $(date +%s) - T0 )) s"
 for c in ${CLIENTS:-1 256}; do
-  n=${REQS:-$(( c < 4 ? 8 : c * 2 ))}
+  nv=REQS_$c
+  n=${!nv:-${REQS:-$(( c < 4 ? 8 : c * 2 ))}}
   timeout 120 "$B/perfx" bench-serve --url "http://127.0.0.1:$port" --clients $c --requests $n --duration 60 \
     --prompt-tokens 128 --max-tokens 128 --json "$OUT/serve_$c.json" > "$OUT/serve_$c.txt" 2>&1
   echo "serve c=$c rc=$?: $(tr '\n' ' ' < "$OUT/serve_$c.txt" | tr -s ' ' | cut -c1-700)"

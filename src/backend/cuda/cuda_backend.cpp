@@ -128,6 +128,7 @@ class CudaWeight : public Weight {
   std::unique_ptr<W4Weight> w4;
   std::unique_ptr<W8Weight> w8;
   bool interleaved = false;  // W4 gate|up packed W4RowOrder::kInterleave8 (linear_silu_mul only)
+  DevMem dense;  // W4 / W8: a dequantized copy [out, in] in the act dtype, or none (dense_copy())
   size_t bytes() const override {
     if (w4) return w4->bytes();
     if (w8) return w8->bytes();
@@ -195,6 +196,13 @@ class CudaBackend : public Backend {
     act_ = d == "bf16" ? DType::BF16 : DType::F16;
     const char* g = std::getenv("PERFX_CUDA_GRAPHS");
     graphs_enabled_ = !(g && std::string(g) == "0");
+    const char* dw = std::getenv("PERFX_CUDA_DENSE_WEIGHTS");
+    const std::string dws = dw && *dw ? dw : "auto";
+    check(dws == "auto" || dws == "0" || dws == "1",
+          "PERFX_CUDA_DENSE_WEIGHTS must be auto, 0 or 1, got '" + dws + "'");
+    dense_budget_ = dws == "0"   ? 0
+                    : dws == "1" ? SIZE_MAX
+                                 : (size_t)((double)prop.totalGlobalMem * kDenseShare);
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
     if (profile_) graphs_enabled_ = false;  // per-op events need eager launches
@@ -309,6 +317,7 @@ class CudaBackend : public Backend {
       if (packed) {
         w->kind = CudaWeight::Kind::W4;
         release_sources(parts);
+        dense_copy(*w);
         return w;
       }
     } else if (all_q8_0) {
@@ -328,6 +337,7 @@ class CudaBackend : public Backend {
       if (packed) {
         w->kind = CudaWeight::Kind::W8;
         release_sources(parts);
+        dense_copy(*w);
         return w;
       }
     }
@@ -698,12 +708,18 @@ class CudaBackend : public Backend {
     launched("linear_silu_mul");
   }
 
-  /// y = x · Wᵀ (+ bias) for a W4 or W8 weight (checked by the caller): the linear_w4a16 /
-  /// linear_w8a16 ladder, or dequantize + cuBLAS when x is not 16-byte aligned with a stride that
-  /// is a multiple of 8.
+  /// y = x · Wᵀ (+ bias) for a W4 or W8 weight (checked by the caller): the weight's dequantized
+  /// copy on cuBLAS where it has one and M reaches the ladder's dense rung (or x is not
+  /// kernel-ready), else the linear_w4a16 / linear_w8a16 ladder, or dequantize + cuBLAS when x is
+  /// not 16-byte aligned with a stride that is a multiple of 8.
   void quant_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b) {
     const int M = (int)x.rows;
-    if (kernel_ready_x(x)) {
+    const bool ready = kernel_ready_x(x);
+    if (w.dense.get() != nullptr && (!ready || M >= (w.w4 ? w4_dense_min_m() : 9))) {
+      gemm(w.dense.get(), w.out, w.in, x, y, b);
+      return;
+    }
+    if (ready) {
       if (w.w4)
         linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
                      workspace(linear_workspace_bytes(*w.w4, M, true)), stream_, &dense_gemm_);
@@ -1046,6 +1062,34 @@ class CudaBackend : public Backend {
     }
   }
 
+  /// Keeps a dequantized copy of a W4 / W8 weight (the activation dtype, [out, in], the packed row
+  /// order) for the large-M rungs — batched decode of >= w4_dense_min_m() sequences (W8: > 8) and
+  /// prefill — which then run cuBLAS on it instead of dequantizing the whole matrix on every call
+  /// (out · in · 2 bytes written and read again per call; the copy is made by the same kernel, so
+  /// the results are bit for bit those of the per-call path). PERFX_CUDA_DENSE_WEIGHTS: "auto"
+  /// (default) while all copies together take at most kDenseShare of the GPU's memory (a 7B model
+  /// on an 80 GB or larger GPU; they are made before the KV cache is sized from the free memory),
+  /// "1" for every weight (out of memory is then an error), "0" never.
+  void dense_copy(CudaWeight& w) {
+    const size_t bytes = (size_t)(w.out * w.in) * 2;
+    if (dense_budget_ == 0 || bytes > dense_budget_ - dense_total_) return;
+    const std::string what = "a dequantized copy of a weight [" + std::to_string(w.out) + ", " +
+                             std::to_string(w.in) + "] (PERFX_CUDA_DENSE_WEIGHTS=0: none)";
+    if (dense_budget_ != SIZE_MAX) {  // auto: only where it fits with room to spare
+      size_t free_b = 0, total_b = 0;
+      if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < 2 * bytes) return;
+    }
+    w.dense.alloc(bytes, what, dev_);
+    guarded("dense copy", [&] {
+      if (w.w4)
+        w4_dequantize(w.w4->view(), w.dense.get(), act_, w.in, stream_);
+      else
+        w8_dequantize(w.w8->view(), w.dense.get(), act_, w.in, stream_);
+    });
+    cuda_ok(cudaStreamSynchronize(stream_), "dense copy");
+    dense_total_ += bytes;
+  }
+
   /// The host copies are not needed once on the GPU: drop their pages (mmapped checkpoints).
   static void release_sources(const std::vector<LinearSource>& parts) {
     for (const auto& p : parts)
@@ -1053,6 +1097,7 @@ class CudaBackend : public Backend {
   }
 
   static constexpr size_t kMaxGraphs = 512;
+  static constexpr double kDenseShare = 0.2;  // dense_copy(): auto's share of the GPU's memory
 
   int dev_;
   std::string gpu_name_;
@@ -1065,6 +1110,7 @@ class CudaBackend : public Backend {
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   DenseGemm dense_gemm_{&CudaBackend::dense_gemm_fn, this};
+  size_t dense_budget_ = 0, dense_total_ = 0;  // dense_copy(): bytes allowed / made
   int64_t vocab_ = 0;
 
   // staging
