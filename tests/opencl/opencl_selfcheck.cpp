@@ -194,6 +194,15 @@ int bandwidth(int index) {
         "[%s]\n",
         (long long)in, (long long)out, r.gemv_us, r.gemv_gbs, r.copy_gbs,
         100.0 * r.gemv_gbs / r.copy_gbs, r.config.c_str());
+    std::printf(
+        "  the copy kernel moving the same bytes: %7.1f GB/s (%5.1f%% of copy); a one-element "
+        "kernel: %.1f us\n",
+        r.copy_same_gbs, 100.0 * r.copy_same_gbs / r.copy_gbs, r.empty_us);
+    std::printf(
+        "  back to back (span / count, as in a decode step): gemv %8.1f us %7.1f GB/s %5.1f%% of "
+        "copy; the copy moving the same bytes %7.1f GB/s %5.1f%% of copy\n",
+        r.gemv_stream_us, r.gemv_stream_gbs, 100.0 * r.gemv_stream_gbs / r.copy_gbs,
+        r.copy_same_stream_gbs, 100.0 * r.copy_same_stream_gbs / r.copy_gbs);
   }
   return 0;
 }

@@ -16,7 +16,12 @@
 # Device call:  command "bash tools/device/opencl_nvidia.sh", carry [".devdeps", ".devshared"],
 #               timeout_s 600 (about 4-5 minutes: 1-1.5 of them the build on 16 cores; the GEMV
 #               is tuned once, by the bandwidth step, and the 7B runs and bench reuse it).
-# STEPS="check tests cap bench" (the default; add "perf" for the conformance suite's timed shapes);
+# STEPS="check tests cap bench" (the default; add "perf" for the conformance suite's timed shapes,
+# "sweep" for the GEMV bandwidth at each forced shape: SWEEP_LANES x SWEEP_U x SWEEP_SHAPES, each a
+# perfx_opencl_check --bandwidth run with PERFX_OPENCL_GEMV_LANES, -DGEMV_U and PERFX_OPENCL_GEMV,
+# plus SWEEP_EXTRA lines "LANES U SHAPE ENV..." such as "32 2 4x2g PERFX_OPENCL_IMAGES=0" or
+# "32 2 4x2g PERFX_OPENCL_BUILD_OPTIONS=-DGEMV_PROBE" (loads only; SWEEP_OPTS=-DGEMV_PROBE probes
+# the whole grid); the table goes to sweep.txt);
 # BUILD_DIR=folder uses an existing build there.
 set -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -57,6 +62,29 @@ PERFX_OPENCL_VERBOSE=1 timeout 120 $B/perfx_opencl_check --bandwidth 0 > "$OUT/b
 R[bandwidth]="rc=$?"
 fi
 
+# ---- 1b. GEMV shape sweep (sweep.txt: lanes, U, shape, then per GEMV µs, GB/s, % of copy)
+sweep_one() {  # lanes u shape [VAR=value ...]
+  local lanes=$1 u=$2 shape=$3; shift 3
+  local log="$OUT/sweep/$(( ++SWEEP_N ))_l${lanes}_u${u}_${shape}.log" opts="-DGEMV_U=$u ${SWEEP_OPTS:-}"
+  local e
+  for e in "$@"; do case "$e" in PERFX_OPENCL_BUILD_OPTIONS=*) opts="$opts ${e#*=}" ;; esac; done
+  env PERFX_OPENCL_GEMV_LANES="$lanes" PERFX_OPENCL_GEMV="$shape" PERFX_OPENCL_TUNE=0 "$@" \
+    PERFX_OPENCL_BUILD_OPTIONS="$opts" timeout 60 $B/perfx_opencl_check --bandwidth 0 > "$log" 2>&1
+  printf '%-3s %s %-5s %-40s %s\n' "$lanes" "$u" "$shape" "$*" \
+    "$(grep '^gemv' "$log" | awk '{printf "%s us %s GB/s %s | ", $7, $9, $14}') back to back: $(grep '^  back to back' "$log" | awk '{printf "%s ", $17}')" >> "$OUT/sweep.txt"
+}
+SWEEP_N=0
+if has sweep; then
+  mkdir -p "$OUT/sweep"
+  for lanes in ${SWEEP_LANES:-8 16 32}; do
+    for u in ${SWEEP_U:-1 2 4}; do
+      for shape in ${SWEEP_SHAPES:-2x4g 4x2g 8x2g 4x4g 2x4}; do sweep_one "$lanes" "$u" "$shape"; done
+    done
+  done
+  while read -r line; do [ -n "$line" ] && sweep_one $line; done <<< "${SWEEP_EXTRA:-}"
+  R[sweep]="$(wc -l < "$OUT/sweep.txt") configurations (sweep.txt)"
+fi
+
 # ---- 2. tests (fp32 activations: NVIDIA's OpenCL has no cl_khr_fp16; fp16 storage also works there)
 gt() {  # name, log, command...: "N passed, M failed, K skipped"
   local name=$1 log=$2; shift 2
@@ -91,7 +119,8 @@ done
 echo
 echo "===== OpenCL on $(grep -m1 -o 'NVIDIA[^)]*' "$OUT/bandwidth.log" || echo NVIDIA) ====="
 grep -E '^gemv' "$OUT/bandwidth.log"
-for k in build check conformance conformance_f16 model opencl_tests cap bench_tinyllama-1.1b bench_llama-2-7b; do
+[ -s "$OUT/sweep.txt" ] && { echo "sweep (lanes U shape env: 4096->11008 | 11008->4096):"; cat "$OUT/sweep.txt"; }
+for k in build check sweep conformance conformance_f16 model opencl_tests cap bench_tinyllama-1.1b bench_llama-2-7b; do
   printf '%-22s %s\n' "$k" "${R[$k]}"
 done
 echo "(bench columns: pp512 tok/s, tg128 tok/s; logs in \$OUT)"

@@ -527,9 +527,10 @@ class OpenClBackend : public Backend {
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
     for (const auto& t : {types.k, types.v})
-      check(!t || *t == act_, std::string("the OpenCL backend keeps the KV cache in the activation dtype (") +
-                                  dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
-                                  " is not supported on it");
+      check(!t || *t == act_,
+            std::string("the OpenCL backend keeps the KV cache in the activation dtype (") +
+                dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
+                " is not supported on it");
     check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
           "create_kv: bad shape");
     check(head_dim % 4 == 0 && head_dim <= 256,
@@ -961,15 +962,42 @@ class OpenClBackend : public Backend {
                                       nullptr),
              "clEnqueueFillBuffer");
     cl_kernel ck = ctx_.kernel("copy.cl", "copy_f4", "");
-    std::vector<double> t;
-    for (int i = 0; i < 12; ++i) {
-      const size_t g[1] = {n4}, l[1] = {256};
-      cl_event ev = nullptr;
-      Launch(ctx_, ck).arg(a.get()).arg(b.get()).arg((int)n4).run(1, g, l, "copy", &ev);
-      t.push_back(event_seconds(ev));
+    // median device seconds of 12 copies of n float4s, the k-th at offset off(k)
+    auto time_copy = [&](size_t n, auto off) {
+      std::vector<double> t;
+      for (int i = 0; i < 12; ++i) {
+        const size_t g[1] = {(n + 255) / 256 * 256}, l[1] = {256};
+        cl_event ev = nullptr;
+        Launch(ctx_, ck)
+            .arg(a.get())
+            .arg(b.get())
+            .arg((int)n)
+            .arg((cl_long)off(i))
+            .run(1, g, l, "copy", &ev);
+        t.push_back(event_seconds(ev));
+      }
+      std::sort(t.begin(), t.end());
+      return t[t.size() / 2];
+    };
+    rep.copy_gbs = 2.0 * (double)(n4 * 16) / time_copy(n4, [](int) { return 0; }) / 1e9;
+    rep.empty_us = time_copy(1, [](int) { return 0; }) * 1e6;
+    const size_t wb = (size_t)(out * in / 2 + out * (in / 128) * 3);  // the GEMV's weight bytes
+    const size_t n4s = std::min(wb / 32, n4 / 2);  // half of them read, half written
+    auto same_off = [&](int i) { return (cl_long)((size_t)i * n4s % (n4 - n4s + 1)); };
+    rep.copy_same_gbs = 2.0 * (double)(n4s * 16) / time_copy(n4s, same_off) / 1e9;
+    {  // the same copies back to back
+      std::vector<cl_event> evs(96);
+      for (int i = 0; i < 96; ++i) {
+        const size_t g[1] = {(n4s + 255) / 256 * 256}, l[1] = {256};
+        Launch(ctx_, ck)
+            .arg(a.get())
+            .arg(b.get())
+            .arg((int)n4s)
+            .arg(same_off(i))
+            .run(1, g, l, "copy", &evs[(size_t)i]);
+      }
+      rep.copy_same_stream_gbs = 2.0 * (double)(n4s * 16) * 96 / events_span_seconds(evs) / 1e9;
     }
-    std::sort(t.begin(), t.end());
-    rep.copy_gbs = 2.0 * (double)(n4 * 16) / t[t.size() / 2] / 1e9;
     a.reset();
     b.reset();
     // int4 g128 weights, enough copies to defeat the last-level cache
@@ -1017,7 +1045,16 @@ class OpenClBackend : public Backend {
       }
     std::sort(us.begin(), us.end());
     rep.gemv_us = us[us.size() / 2];
+    // back to back, as in a decode step: the span of 8 rounds over the copies, per GEMV
+    std::vector<cl_event> evs;
+    keep_events_ = &evs;
+    for (int rep_i = 0; rep_i < 8; ++rep_i)
+      for (auto& w : ws) linear(x, *w, nullptr, y);
+    keep_events_ = nullptr;
+    const size_t n_gemv = evs.size();
+    rep.gemv_stream_us = events_span_seconds(evs) / (double)n_gemv * 1e6;
     rep.gemv_gbs = (double)wbytes / (rep.gemv_us * 1e-6) / 1e9;
+    rep.gemv_stream_gbs = (double)wbytes / (rep.gemv_stream_us * 1e-6) / 1e9;
     rep.config = last_gemv_config_;
     return rep;
   }
@@ -1250,8 +1287,12 @@ class OpenClBackend : public Backend {
     double dev_s = 0;
     for (const auto& s : w.slabs) {
       cl_event ev = nullptr;
-      run_gemv(w, s, c, x, ximg, bias, has_bias, y, y_f32, profile_ ? &ev : nullptr);
-      if (profile_) dev_s += event_seconds(ev);
+      run_gemv(w, s, c, x, ximg, bias, has_bias, y, y_f32,
+               profile_ || keep_events_ ? &ev : nullptr);
+      if (profile_)
+        dev_s += event_seconds(ev);
+      else if (keep_events_)
+        keep_events_->push_back(ev);
     }
     last_kernel_seconds_ = dev_s;
   }
@@ -1297,6 +1338,17 @@ class OpenClBackend : public Backend {
   }
 
   /// Device seconds of a finished command (releases the event).
+  /// Device seconds from the start of the first of `evs` to the end of the last (releases them).
+  double events_span_seconds(std::vector<cl_event>& evs) {
+    cl_check(cl().clWaitForEvents((cl_uint)evs.size(), evs.data()), "clWaitForEvents");
+    cl_ulong a = 0, b = 0;
+    cl().clGetEventProfilingInfo(evs.front(), CL_PROFILING_COMMAND_START, sizeof a, &a, nullptr);
+    cl().clGetEventProfilingInfo(evs.back(), CL_PROFILING_COMMAND_END, sizeof b, &b, nullptr);
+    for (cl_event e : evs) cl().clReleaseEvent(e);
+    evs.clear();
+    return (double)(b - a) * 1e-9;
+  }
+
   double event_seconds(cl_event ev) {
     cl_check(cl().clWaitForEvents(1, &ev), "clWaitForEvents");
     cl_ulong a = 0, b = 0;
@@ -1440,6 +1492,7 @@ class OpenClBackend : public Backend {
   std::map<std::string, int> gemv_rows_;
   bool profile_ = false;
   double last_kernel_seconds_ = 0;
+  std::vector<cl_event>* keep_events_ = nullptr;  // measure(): the GEMVs' events, kept
   std::string last_gemv_config_;
 
   // the prepared step

@@ -29,13 +29,20 @@ uint64_t parse_bytes(const std::string& s, const std::string& what);
 
 /// Measurements for tools/device/opencl_nvidia.sh and the OpenCL tests, on an OpenCL backend.
 struct BandwidthReport {
-  double copy_gbs = 0;  // copy kernel: (read + written bytes) / device time, GB/s
-  double gemv_gbs = 0;  // GEMV: (weight + scale bytes read) / device time, GB/s
-  double gemv_us = 0;   // device time of one GEMV, microseconds (median)
-  std::string config;   // the GEMV's kernel configuration
+  double copy_gbs = 0;       // copy kernel: (read + written bytes) / device time, GB/s
+  double copy_same_gbs = 0;  // the copy kernel moving the GEMV's weight bytes (half read, half
+                             // written) from memory, GB/s: what a kernel of that size reaches
+  double empty_us = 0;       // device time of the copy kernel on one float4, microseconds
+  double copy_same_stream_gbs = 0;  // the same copies enqueued back to back: their span, GB/s
+  double gemv_stream_gbs = 0;       // GEMVs back to back (as in a decode step): span / count, GB/s
+  double gemv_stream_us = 0;        // that span per GEMV, microseconds
+  double gemv_gbs = 0;              // GEMV: (weight + scale bytes read) / device time, GB/s
+  double gemv_us = 0;               // device time of one GEMV, microseconds (median)
+  std::string config;               // the GEMV's kernel configuration
 };
 
-/// Times the device's copy kernel over `copy_bytes`, then an int4 g128 GEMV [out, in] at T = 1
+/// Times the device's copy kernel over `copy_bytes` (and over the GEMV's byte count, and on one
+/// element: the fixed cost of a kernel), then an int4 g128 GEMV [out, in] at T = 1
 /// over enough copies of the weight to exceed the device's last-level cache, with event
 /// profiling (device time only). `be` must come from create_opencl_backend.
 BandwidthReport measure_gemv_bandwidth(Backend& be, int64_t out, int64_t in, size_t copy_bytes);

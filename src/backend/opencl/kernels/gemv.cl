@@ -2,17 +2,32 @@
 //
 // Work-group (LANES, ROWS); each work-item computes RPT rows, so a work-group covers ROWS · RPT
 // rows. The columns of a row are split over the LANES work-items in chunks of 32 (a 2-D split over
-// rows and K): lane l sums chunks l, l + LANES, ... A work-item loads its chunk of the activation
-// vector once (through an image1d_buffer_t with USE_IMAGE — the texture path — else from the
-// buffer) and reuses it for its RPT rows: int4 weights as one uint4 (16 bytes) per row and chunk,
-// int8 as two char16, dense as 8-wide vectors. Quantized formats stage the work-group's (scale,
-// offset) pairs in local memory first (LOCAL_SCALES) and factor each chunk's sum:
-// Σ (q·s + m)·x = s·Σ q·x + m·Σ x (Σ x shared by the RPT rows).
+// rows and K): lane l sums chunks l, l + LANES, ... in that order, so neighbouring lanes read
+// neighbouring 16-byte words of a row. The loop takes U chunks per lane at a time and issues all
+// U · RPT weight loads before the arithmetic that needs them (int4: one uint4 per row and chunk;
+// int8: two char16; dense: 8-wide vectors), so each work-item keeps that many loads in flight.
+// A work-item loads its chunk of the activation vector once (through an image1d_buffer_t with
+// USE_IMAGE — the texture path — else from the buffer) and reuses it for its RPT rows. Quantized
+// formats read each chunk's (scale, offset) from global memory (cached), or from local memory
+// staged first (LOCAL_SCALES), and factor the chunk's sum: Σ (q·s + m)·x = s·Σ q·x + m·Σ x
+// (Σ x shared by the RPT rows).
 //
-// A row's result depends only on LANES (which lane sums which chunks, in order, and the tree
-// reduction over lanes), never on ROWS or RPT: tuning those per device changes the speed, not a
+// int4 nibbles become floats without a shift-and-convert chain: rotating the word puts nibble n at
+// bits 19..22, and OR-ing the bits of 1.0f makes the float 1 + q/16 exactly (two integer
+// instructions: a funnel shift and a three-input logic op; IEEE 754 binary32 with exponent field 127
+// and mantissa field m is 1 + m / 2^23). Then Σ q·x = 16 · (Σ (1 + q/16)·x − Σ x).
+//
+// A row's result depends only on LANES (which lane sums which chunks, in order, and the order of
+// the sum over lanes), never on ROWS, RPT or U: tuning those per device changes the speed, not a
 // single bit. Global [LANES, ceil(rows / (ROWS · RPT)) · ROWS].
+//
+// Measurement switch (tools/device/opencl_nvidia.sh): -DGEMV_PROBE keeps the loads and drops the
+// arithmetic (the results are then meaningless), to separate memory time from compute time.
 #include "weights.cl"
+
+#ifndef GEMV_U
+#define GEMV_U 2
+#endif
 
 #ifdef USE_IMAGE
 #define X_ARG __read_only image1d_buffer_t ximg, __global const ACT_T* x
@@ -20,6 +35,23 @@
 #else
 #define X_ARG __global const ACT_T* x
 #define X4(k) LD_ACT4(x, x_off + (k))
+#endif
+
+#if WF == WF_Q4 || WF == WF_Q4M
+// Σ_j q_j · x_j over one chunk of 32 columns (one uint4 of packed nibbles), given Σ_j x_j = sx.
+inline float q4_chunk_dot(uint4 q, const float4* xv, float sx) {
+  float d = 0.0f;
+  for (int j = 0; j < 4; ++j) {
+    const uint wd = j == 0 ? q.s0 : j == 1 ? q.s1 : j == 2 ? q.s2 : q.s3;
+    // nibble n rotated left by 19 − 4n (mod 32) lands at bits 19..22
+    const float4 fa =
+        as_float4((rotate((uint4)(wd), (uint4)(19, 15, 11, 7)) & 0x00780000u) | 0x3F800000u);
+    const float4 fb =
+        as_float4((rotate((uint4)(wd), (uint4)(3, 31, 27, 23)) & 0x00780000u) | 0x3F800000u);
+    d += dot(fa, xv[2 * j]) + dot(fb, xv[2 * j + 1]);
+  }
+  return 16.0f * (d - sx);
+}
 #endif
 
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
@@ -51,45 +83,58 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
 #endif
 #endif
 
-#pragma unroll 2
-  for (int c = lane; c < nc; c += LANES) {
-    const int k = c * 32;
-    float4 xv[8];
-    for (int j = 0; j < 8; ++j) xv[j] = X4(k + 4 * j);
 #if WF == WF_Q4 || WF == WF_Q4M
-    float sx = 0.0f;
-    for (int j = 0; j < 8; ++j) sx += dot(xv[j], (float4)(1.0f));
-    for (int i = 0; i < RPT; ++i) {
-      const uint4 q = vload4(c, (__global const uint*)(w + q_off) + (long)rr[i] * (in / 8));
-      float dq = 0.0f;
-      for (int j = 0; j < 4; ++j) {
-        const uint wd = j == 0 ? q.s0 : j == 1 ? q.s1 : j == 2 ? q.s2 : q.s3;
-        const float4 qa = nibbles_f4(((uint4)(wd) >> (uint4)(0, 4, 8, 12)) & 15u);
-        const float4 qb = nibbles_f4(((uint4)(wd) >> (uint4)(16, 20, 24, 28)) & 15u);
-        dq += dot(qa, xv[2 * j]) + dot(qb, xv[2 * j + 1]);
-      }
-      const float2 sm = SCALE(i, CHUNK_GROUP(c));
-      acc[i] += sm.x * dq + sm.y * sx;
-    }
-#elif WF == WF_Q8
-    for (int i = 0; i < RPT; ++i) {
-      __global const char* qp = (__global const char*)(w + q_off) + (long)rr[i] * in + k;
-      const float16 qa = convert_float16(vload16(0, qp)), qb = convert_float16(vload16(1, qp));
-      const float dq = dot(qa.s0123, xv[0]) + dot(qa.s4567, xv[1]) + dot(qa.s89ab, xv[2]) +
-                       dot(qa.scdef, xv[3]) + dot(qb.s0123, xv[4]) + dot(qb.s4567, xv[5]) +
-                       dot(qb.s89ab, xv[6]) + dot(qb.scdef, xv[7]);
-      acc[i] += SCALE(i, c).x * dq;
-    }
-#else
-    for (int i = 0; i < RPT; ++i) {
-      float s = 0.0f;
-      for (int j = 0; j < 4; ++j) {
-        const float8 wv = load_w8(w, q_off, s_off, z_off, in, rr[i], k + 8 * j);
-        s += dot(wv.lo, xv[2 * j]) + dot(wv.hi, xv[2 * j + 1]);
-      }
-      acc[i] += s;
-    }
+  __global const uint4* qrow[RPT];
+  for (int i = 0; i < RPT; ++i)
+    qrow[i] = (__global const uint4*)(w + q_off) + (long)rr[i] * (in / 32);
 #endif
+
+  for (int c0 = lane; c0 < nc; c0 += LANES * GEMV_U) {
+#if WF == WF_Q4 || WF == WF_Q4M
+    uint4 qv[GEMV_U][RPT];  // every load of the step first; chunks past the end re-read the last
+    for (int u = 0; u < GEMV_U; ++u)
+      for (int i = 0; i < RPT; ++i) qv[u][i] = qrow[i][min(c0 + u * LANES, nc - 1)];
+#endif
+    for (int u = 0; u < GEMV_U; ++u) {
+      const int c = c0 + u * LANES;
+      if (c >= nc) break;
+      const int k = c * 32;
+#ifdef GEMV_PROBE
+#if WF == WF_Q4 || WF == WF_Q4M
+      for (int i = 0; i < RPT; ++i)
+        acc[i] += (float)((qv[u][i].s0 ^ qv[u][i].s1 ^ qv[u][i].s2 ^ qv[u][i].s3) & 1u);
+#endif
+#else
+      float4 xv[8];
+      for (int j = 0; j < 8; ++j) xv[j] = X4(k + 4 * j);
+#if WF == WF_Q4 || WF == WF_Q4M
+      float sx = 0.0f;
+      for (int j = 0; j < 8; ++j) sx += dot(xv[j], (float4)(1.0f));
+      for (int i = 0; i < RPT; ++i) {
+        const float2 sm = SCALE(i, CHUNK_GROUP(c));
+        acc[i] += sm.x * q4_chunk_dot(qv[u][i], xv, sx) + sm.y * sx;
+      }
+#elif WF == WF_Q8
+      for (int i = 0; i < RPT; ++i) {
+        __global const char* qp = (__global const char*)(w + q_off) + (long)rr[i] * in + k;
+        const float16 qa = convert_float16(vload16(0, qp)), qb = convert_float16(vload16(1, qp));
+        const float dq = dot(qa.s0123, xv[0]) + dot(qa.s4567, xv[1]) + dot(qa.s89ab, xv[2]) +
+                         dot(qa.scdef, xv[3]) + dot(qb.s0123, xv[4]) + dot(qb.s4567, xv[5]) +
+                         dot(qb.s89ab, xv[6]) + dot(qb.scdef, xv[7]);
+        acc[i] += SCALE(i, c).x * dq;
+      }
+#else
+      for (int i = 0; i < RPT; ++i) {
+        float s = 0.0f;
+        for (int j = 0; j < 4; ++j) {
+          const float8 wv = load_w8(w, q_off, s_off, z_off, in, rr[i], k + 8 * j);
+          s += dot(wv.lo, xv[2 * j]) + dot(wv.hi, xv[2 * j + 1]);
+        }
+        acc[i] += s;
+      }
+#endif
+#endif  // GEMV_PROBE
+    }
   }
 #if !WF_QUANT
   // columns past the last full chunk (dense weights only)
@@ -105,19 +150,18 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
   }
 #endif
 
-  // Sum over the lanes, every row at once: a tree in local memory.
+  // Sum over the lanes: each work-item's RPT partial sums go to local memory, and after one
+  // barrier work-item `lane` (< RPT) adds row `lane`'s LANES sums, four running sums over the
+  // lanes mod 4, then those four.
   __local float red[ROWS * RPT * LANES];
   __local float* mine = red + lr * RPT * LANES;
   for (int i = 0; i < RPT; ++i) mine[i * LANES + lane] = acc[i];
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = LANES >> 1; s > 0; s >>= 1) {
-    if (lane < s)
-      for (int i = 0; i < RPT; ++i) mine[i * LANES + lane] += mine[i * LANES + lane + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
   if (lane < RPT && my_r0 + lane < rows) {
     const int r = my_r0 + lane;
-    float v = mine[lane * LANES];
+    float4 s4 = vload4(0, mine + lane * LANES);
+    for (int l = 4; l < LANES; l += 4) s4 += vload4(0, mine + lane * LANES + l);
+    float v = (s4.x + s4.y) + (s4.z + s4.w);
     if (has_bias) v += bias[bias_off + r];
     store_out(y, y_off + r, v, y_f32);
   }
