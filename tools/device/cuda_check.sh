@@ -8,7 +8,8 @@
 # .devpack/bin.tar.xz with the libraries the GPU machine lacks in .devpack/lib (BUILD=1 builds
 # there instead, with .devdeps from shared/tools/pack-devdeps.sh); .devshared holds the shared model
 # fixtures. Every log goes into $OUT/logs.tar.gz; the summary is printed last.
-# Steps: STEPS="kernels conformance model memcheck bench profile pdl opencl" (default all but pdl;
+# Steps: STEPS="kernels conformance model memcheck bench profile pdl trigger opencl" (default all but
+# pdl and trigger;
 # the opencl step runs tools/device/opencl_nvidia.sh with its STEPS taken from OCL_STEPS); NCU=1 adds
 # Nsight Compute on the W4 GEMV (in the kernels step); GEMV=old|v1|v2|v2s|v3 picks the W4 GEMV
 # for the model-level runs (PERFX_CUDA_W4_GEMV; default: w4_gemv3 on the large matrices).
@@ -164,6 +165,19 @@ if has bench; then
     PERFX_CUDA_W4_GEMV=old bench 7b_awq_gemv_old -m random:llama-2-7b -p 0 -n 128 -r 3
     PERFX_CUDA_W4_GEMV=old bench tiny_awq_gemv_old -m random:tinyllama-1.1b -p 0 -n 128 -r 3
   fi
+fi
+
+if has trigger; then
+  # Where w4_gemv3 lets the next kernel launch (PERFX_CUDA_PDL_GEMV3: late = after the main loop,
+  # NN = after NN % of each warp's batches), decode tok/s for each of TRIGGERS.
+  for p in ${TRIGGERS:-late 50 75 90}; do
+    for m in "7b -m random:llama-2-7b" "tiny -m random:tinyllama-1.1b"; do
+      n=${m%% *}
+      PERFX_CUDA_PDL_GEMV3=$p timeout 150 "$B/perfx" bench --device cuda ${m#* } -p 0 -n 128 -r 3 \
+        > "$L/trigger_${p}_$n.md" 2>&1
+      note "trigger $p $n rc=$?: $(grep -E '\| tg' "$L/trigger_${p}_$n.md" | awk -F'|' '{printf "%s %s;", $7, $8}')"
+    done
+  done
 fi
 
 if has pdl; then

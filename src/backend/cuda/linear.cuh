@@ -250,6 +250,8 @@ struct W4Gemv3Config {
   bool pdl = false;           // launch with programmatic dependent launch (sm_90)
   bool late_trigger = false;  // let the next kernel (if launched with PDL) launch after the main
                               // loop, not at entry
+  int trigger_pct = 100;      // with late_trigger: after this share (%) of each warp's batches
+                              // (100: after the main loop; PERFX_CUDA_PDL_GEMV3=NN sets 1..99)
   bool swiglu = false;  // SwiGLU epilogue for a gate|up weight packed W4RowOrder::kInterleave8:
                         // y [M, N / 2] (activation dtype) = silu(g) · u, where g and u are the
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the

@@ -227,14 +227,20 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense) {
 namespace {
 /// The decode configuration of w4_gemv3: PDL per PERFX_CUDA_PDL_GEMV3 (unset / "late": the next
 /// kernel may launch after the main loop; "entry": at entry, 7B decode 13 % slower than late;
-/// "0": no PDL for this kernel and no early trigger; docs/cuda_linear_notes.md §10).
+/// "0": no PDL for this kernel and no early trigger; a number 1..99: after that share (%) of each
+/// warp's batches; docs/cuda_linear_notes.md §10). Read once per process.
 W4Gemv3Config gemv3_config() {
-  static const int v3_pdl = env_is("PERFX_CUDA_PDL_GEMV3", "0")       ? 0
-                            : env_is("PERFX_CUDA_PDL_GEMV3", "entry") ? 1
-                                                                      : 2;
+  static const int v3_pdl = [] {  // 0 off, -1 entry, else the trigger share in % (100: late)
+    if (env_is("PERFX_CUDA_PDL_GEMV3", "0")) return 0;
+    if (env_is("PERFX_CUDA_PDL_GEMV3", "entry")) return -1;
+    const char* e = std::getenv("PERFX_CUDA_PDL_GEMV3");
+    const int pct = e != nullptr ? std::atoi(e) : 0;
+    return pct >= 1 && pct <= 99 ? pct : 100;
+  }();
   W4Gemv3Config c;
   c.pdl = pdl_enabled() && v3_pdl != 0;
-  c.late_trigger = v3_pdl != 1;  // "0": no early trigger either (the implicit one at exit)
+  c.late_trigger = v3_pdl != -1;  // "0": no early trigger either (the implicit one at exit)
+  c.trigger_pct = v3_pdl > 0 ? v3_pdl : 100;
   return c;
 }
 }  // namespace

@@ -119,14 +119,14 @@ template <typename Tag, typename OutT, int GS, bool PROBE>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    bool late_trigger, bool swiglu) {
+                    int trigger_pct, bool swiglu) {
   using T = typename Tag::T;
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);  // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;               // records per record slot
   constexpr int kU = ring_slots(GS);
   __shared__ float4 red[2][kNW][32];
 
-  if (!late_trigger) pdl_trigger();
+  if (trigger_pct <= 0) pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gid = lane >> 2, tid = lane & 3;
   const int KC = w.d.KC, G = w.d.G, NB = w.d.NB;
@@ -214,8 +214,11 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   load_x(std::integral_constant<int, 0>{}, cur);
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int buf = 0;
+  // the batch after which this warp lets the next kernel launch (W4Gemv3Config::trigger_pct)
+  const int trigger_b = trigger_pct > 0 && trigger_pct < 100 ? nbatch * trigger_pct / 100 : -1;
 #pragma unroll 1
   for (int b = 0; b < nbatch; ++b) {
+    if (b == trigger_b) pdl_trigger();
     Batch<T> nxt;
     step(cur, nxt);
     float c[4] = {0.f, 0.f, 0.f, 0.f};
@@ -304,7 +307,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     }
     cur = nxt;
   }
-  if (late_trigger) pdl_trigger();
+  if (trigger_pct >= 100 || (trigger_pct > 0 && trigger_b >= nbatch)) pdl_trigger();
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
@@ -323,7 +326,7 @@ void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, in
   if (c.grid_cap > 0) grid = std::min<int64_t>(grid, c.grid_cap);
   CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
-                              ldy, bias, S, c.late_trigger, c.swiglu));
+                              ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu));
 }
 
 template <typename Tag, typename OutT, bool PROBE>
