@@ -35,6 +35,9 @@ void bench_serve(BenchServeArgs a) {
   }
   check(r.completed > 0,
         "no request succeeded" + (r.first_error.empty() ? std::string() : ": " + r.first_error));
+  check(!a.load.check || (r.failed == 0 && r.wrong == 0),
+        "--check: " + std::to_string(r.failed) + " failed, " + std::to_string(r.wrong) +
+            " wrong responses");
 }
 
 static Register reg("bench-serve", 55, [](CLI::App& app) {
@@ -56,6 +59,14 @@ static Register reg("bench-serve", 55, [](CLI::App& app) {
   sub->add_option("--temperature", a->load.temperature, "sampling temperature (default 0)");
   sub->add_flag("!--no-ignore-eos", a->load.ignore_eos,
                 "stop at EOS instead of generating exactly --max-tokens");
+  sub->add_option("--disconnect-fraction", a->load.disconnect_fraction,
+                  "this share of the requests closes its stream after half the output (default 0)");
+  sub->add_flag("--check", a->load.check,
+                "check every completed response's usage and finish_reason; exit 1 on a wrong one "
+                "or a failed request");
+  sub->add_flag("--compare-solo", a->load.compare_solo,
+                "serve each request's prompt alone first and report how many responses equal it "
+                "(needs --requests and --temperature 0)");
   sub->add_option("--warmup", a->load.warmup, "unmeasured requests first (default 1)");
   sub->add_flag("!--same-prompt", a->load.unique_prompts,
                 "send one prompt to all requests (default: each starts differently, so no "

@@ -114,7 +114,8 @@ double percentile(std::vector<double>& v, double p) {
 
 namespace {
 
-RequestSample request_on(httplib::Client& c, const LoadOptions& o, const std::string& prompt) {
+RequestSample request_on(httplib::Client& c, const LoadOptions& o, const std::string& prompt,
+                         int stop_after = 0) {
   RequestSample s;
   nlohmann::json req = {{"max_tokens", o.max_tokens},
                         {"temperature", o.temperature},
@@ -162,16 +163,23 @@ RequestSample request_on(httplib::Client& c, const LoadOptions& o, const std::st
       }
       if (!j.contains("choices") || !j["choices"].is_array()) continue;
       for (const auto& ch : j["choices"]) {
+        if (ch.contains("finish_reason") && ch["finish_reason"].is_string())
+          s.finish_reason = ch["finish_reason"];
         std::string text;
         if (ch.contains("text") && ch["text"].is_string()) text = ch["text"];
         if (ch.contains("delta") && ch["delta"].contains("content") &&
             ch["delta"]["content"].is_string())
           text = ch["delta"]["content"];
         if (text.empty()) continue;
+        s.text += text;
         const auto now = Clock::now();
         if (chunks_with_text++ == 0) t_first = now;
         t_last = now;
       }
+    }
+    if (stop_after > 0 && chunks_with_text >= stop_after) {
+      s.disconnected = true;  // close the stream mid-way, as a client that goes away
+      return false;
     }
     return true;
   };
@@ -190,6 +198,10 @@ RequestSample request_on(httplib::Client& c, const LoadOptions& o, const std::st
   }
   const auto t_end = Clock::now();
   s.latency_s = since(t0, t_end);
+  if (s.disconnected) {
+    c.stop();  // the connection is mid-response: the next request opens a new one
+    return s;
+  }
   if (!sent) {
     s.error = "request failed: " + httplib::to_string(err);
     return s;
@@ -213,9 +225,28 @@ RequestSample request_on(httplib::Client& c, const LoadOptions& o, const std::st
 
 }  // namespace
 
-RequestSample run_one_request(const LoadOptions& o, const std::string& prompt) {
+RequestSample run_one_request(const LoadOptions& o, const std::string& prompt, int stop_after) {
   auto c = make_client(o);
-  return request_on(*c, o, prompt);
+  return request_on(*c, o, prompt, stop_after);
+}
+
+std::string check_response(const LoadOptions& o, const RequestSample& s,
+                           const RequestSample* solo) {
+  const std::string got = "finish_reason '" + s.finish_reason + "', completion_tokens " +
+                          std::to_string(s.output_tokens) + ", prompt_tokens " +
+                          std::to_string(s.prompt_tokens);
+  if (o.ignore_eos) {
+    if (s.finish_reason != "length" || s.output_tokens != o.max_tokens)
+      return got + " (want 'length' and " + std::to_string(o.max_tokens) + " with ignore_eos)";
+  } else if (!((s.finish_reason == "length" && s.output_tokens == o.max_tokens) ||
+               (s.finish_reason == "stop" && s.output_tokens <= o.max_tokens))) {
+    return got + " (want 'stop' within, or 'length' at, " + std::to_string(o.max_tokens) + ")";
+  }
+  if (s.prompt_tokens <= 0) return got + " (want prompt_tokens > 0)";
+  if (solo != nullptr && s.prompt_tokens != solo->prompt_tokens)
+    return got + " (the same prompt alone: prompt_tokens " + std::to_string(solo->prompt_tokens) +
+           ")";
+  return "";
 }
 
 LoadReport run_load(const LoadOptions& o) {
@@ -229,13 +260,28 @@ LoadReport run_load(const LoadOptions& o) {
     check((bool)r, "cannot reach http://" + o.host + ":" + std::to_string(o.port) + " (" +
                        httplib::to_string(r.error()) + ")");
   }
+  check(o.disconnect_fraction >= 0 && o.disconnect_fraction <= 1,
+        "--disconnect-fraction must be in [0, 1]");
+  check(!o.compare_solo || (o.requests > 0 && o.temperature == 0),
+        "--compare-solo needs --requests > 0 and --temperature 0");
   const int n_words = prompt_words(o);
-  std::atomic<int> prompt_no{0};
-  auto next_prompt = [&] { return words(n_words, o.unique_prompts ? prompt_no++ : 0); };
+  auto prompt = [&](int no) { return words(n_words, o.unique_prompts ? no : 0); };
   for (int i = 0; i < o.warmup; ++i) {
-    RequestSample w = run_one_request(o, next_prompt());
+    RequestSample w = run_one_request(o, prompt(i));
     check(w.ok, "warm-up request failed: " + w.error);
   }
+  // Request i of the load sends prompt warmup + i; with compare_solo each is first served alone.
+  std::vector<RequestSample> solo;
+  if (o.compare_solo)
+    for (int i = 0; i < o.requests; ++i) {
+      solo.push_back(run_one_request(o, prompt(o.warmup + i)));
+      check(solo.back().ok, "request " + std::to_string(i) + " alone failed: " + solo.back().error);
+    }
+  const int stop_after = std::max(1, o.max_tokens / 2);
+  auto disconnects = [&](int i) {  // floor(n · f) of the first n requests, spread evenly
+    return (int)std::floor((i + 1) * o.disconnect_fraction) >
+           (int)std::floor(i * o.disconnect_fraction);
+  };
 
   std::vector<RequestSample> samples;
   std::mutex mu;
@@ -249,8 +295,11 @@ LoadReport run_load(const LoadOptions& o) {
     threads.emplace_back([&] {
       auto client = make_client(o);  // one keep-alive connection per simulated user
       while (Clock::now() < deadline) {
-        if (o.requests > 0 && issued.fetch_add(1) >= o.requests) break;
-        RequestSample s = request_on(*client, o, next_prompt());
+        const int i = issued.fetch_add(1);
+        if (o.requests > 0 && i >= o.requests) break;
+        RequestSample s =
+            request_on(*client, o, prompt(o.warmup + i), disconnects(i) ? stop_after : 0);
+        s.prompt_no = o.warmup + i;
         std::lock_guard<std::mutex> lk(mu);
         samples.push_back(std::move(s));
       }
@@ -264,12 +313,26 @@ LoadReport run_load(const LoadOptions& o) {
   std::vector<double> ttft, tpot, lat;
   double out_tokens = 0, prompt_tokens = 0;
   for (const auto& s : samples) {
+    if (s.disconnected) {
+      rep.disconnected++;
+      continue;
+    }
     if (!s.ok) {
       rep.failed++;
       if (rep.first_error.empty()) rep.first_error = s.error;
       continue;
     }
     rep.completed++;
+    const RequestSample* alone = o.compare_solo ? &solo[(size_t)(s.prompt_no - o.warmup)] : nullptr;
+    if (o.check) {
+      const std::string why = check_response(o, s, alone);
+      if (!why.empty() && rep.wrong++ == 0)
+        rep.first_wrong = "prompt " + std::to_string(s.prompt_no) + ": " + why;
+    }
+    if (alone != nullptr) {
+      rep.solo_compared++;
+      rep.solo_equal += s.text == alone->text ? 1 : 0;
+    }
     out_tokens += s.output_tokens;
     prompt_tokens += s.prompt_tokens;
     ttft.push_back(s.ttft_s);
@@ -308,6 +371,17 @@ std::string LoadReport::to_text() const {
                 latency_p99);
   std::string out = buf;
   if (!first_error.empty()) out += "first error: " + first_error + "\n";
+  if (options.disconnect_fraction > 0)
+    out += "disconnected mid-stream on purpose: " + std::to_string(disconnected) + "\n";
+  if (options.check)
+    out += "checked usage and finish_reason: " + std::to_string(wrong) + " wrong of " +
+           std::to_string(completed) + (first_wrong.empty() ? "" : "; first: " + first_wrong) +
+           "\n";
+  if (options.compare_solo) {
+    std::snprintf(buf, sizeof buf, "equal to the request alone: %d of %d (%.1f%%)\n", solo_equal,
+                  solo_compared, solo_compared ? 100.0 * solo_equal / solo_compared : 0.0);
+    out += buf;
+  }
   return out;
 }
 
@@ -319,7 +393,12 @@ nlohmann::json LoadReport::to_json() const {
           {"max_tokens", options.max_tokens},
           {"completed", completed},
           {"failed", failed},
+          {"disconnected", disconnected},
           {"first_error", first_error},
+          {"wrong", wrong},
+          {"first_wrong", first_wrong},
+          {"solo_compared", solo_compared},
+          {"solo_equal", solo_equal},
           {"wall_s", wall_s},
           {"requests_per_s", requests_per_s},
           {"output_tokens_per_s", output_tokens_per_s},

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "perfx/status.h"
 #include "test_server.h"
 
@@ -57,6 +60,74 @@ TEST(LoadGenerator, ReportsFailuresAndUnreachableServers) {
   LoadOptions dead;
   dead.port = 1;  // nothing listens there
   EXPECT_THROW(run_load(dead), Error);
+}
+
+TEST(LoadGenerator, DisconnectsChecksAndComparesWithTheRequestAlone) {
+  test::FakeEngineOptions eo;
+  eo.step_sleep_us = 300;
+  test::TestServer s(eo);
+  LoadOptions o;
+  o.port = s.port;
+  o.clients = 4;
+  o.requests = 12;
+  o.prompt_tokens = 20;
+  o.max_tokens = 10;
+  o.disconnect_fraction = 0.25;  // requests 3, 7 and 11 close their streams after 5 chunks
+  o.check = true;
+  o.compare_solo = true;
+  LoadReport r = run_load(o);
+  EXPECT_EQ(r.disconnected, 3);
+  EXPECT_EQ(r.completed, 9) << r.first_error;
+  EXPECT_EQ(r.failed, 0) << r.first_error;
+  EXPECT_EQ(r.wrong, 0) << r.first_wrong;
+  EXPECT_EQ(r.solo_compared, 9);
+  EXPECT_EQ(r.solo_equal, 9);  // the fake model's output does not depend on the batch
+  EXPECT_NE(r.to_text().find("equal to the request alone: 9 of 9"), std::string::npos)
+      << r.to_text();
+  EXPECT_EQ(r.to_json()["disconnected"], 3);
+  // the server cancels the closed streams and frees their KV blocks
+  for (int i = 0; i < 400 && s.metrics.kv_blocks_used() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(s.metrics.kv_blocks_used(), 0);
+  o.temperature = 0.5;
+  EXPECT_THROW(run_load(o), Error);  // solo comparison needs greedy decoding
+}
+
+TEST(LoadGenerator, CheckResponseRejectsWrongUsageAndFinishReason) {
+  LoadOptions o;
+  o.max_tokens = 10;
+  RequestSample ok;
+  ok.ok = true;
+  ok.finish_reason = "length";
+  ok.output_tokens = 10;
+  ok.prompt_tokens = 21;
+  EXPECT_EQ(check_response(o, ok), "");
+  RequestSample s = ok;
+  s.output_tokens = 9;
+  EXPECT_NE(check_response(o, s), "");  // short of max_tokens with ignore_eos
+  s = ok;
+  s.finish_reason = "stop";
+  EXPECT_NE(check_response(o, s), "");
+  s = ok;
+  s.prompt_tokens = 0;
+  EXPECT_NE(check_response(o, s), "");
+  RequestSample alone = ok;
+  alone.prompt_tokens = 22;
+  EXPECT_NE(check_response(o, ok, &alone), "");  // other prompt_tokens than alone
+  alone.prompt_tokens = 21;
+  EXPECT_EQ(check_response(o, ok, &alone), "");
+  o.ignore_eos = false;
+  s = ok;
+  s.finish_reason = "stop";
+  s.output_tokens = 4;
+  EXPECT_EQ(check_response(o, s), "");
+  s.output_tokens = 11;
+  EXPECT_NE(check_response(o, s), "");
+  s = ok;
+  s.output_tokens = 9;  // "length" before max_tokens
+  EXPECT_NE(check_response(o, s), "");
+  s.finish_reason = "";
+  EXPECT_NE(check_response(o, s), "");
 }
 
 TEST(LoadGenerator, UrlAndPercentiles) {
