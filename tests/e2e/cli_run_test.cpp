@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <tuple>
 
 #include "core/thread_pool.h"
@@ -15,6 +17,32 @@ namespace perfx::test {
 namespace {
 
 const std::string kDefault = std::string(PERFX_SOURCE_DIR) + "/models/default";
+
+// make_temp_dir's folders go when the process that made them exits: this test binary, run again
+// as a child with PERFX_TEMP_DIR_PROBE set, makes one and prints its path; after the child exits
+// the folder must be gone (before, every e2e run left its folders, model copies too, in /tmp).
+TEST(TestSupport, TempDirsAreRemovedAtExit) {
+  if (const char* probe = std::getenv("PERFX_TEMP_DIR_PROBE"); probe && *probe) {
+    const std::string d = make_temp_dir("probe");
+    write_file(d + "/file", "x");
+    std::printf("probe-dir %s\n", d.c_str());
+    return;
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "PERFX_TEMP_DIR_PROBE=1 " + sh_quote(self) +
+                          " --gtest_filter=TestSupport.TempDirsAreRemovedAtExit";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  ASSERT_EQ(pclose(p), 0) << out;
+  const size_t at = out.find("probe-dir ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string dir = out.substr(at + 10, out.find('\n', at) - at - 10);
+  ASSERT_EQ(dir.rfind("/tmp/perfx-probe-", 0), 0u) << dir;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir << " is left behind";
+}
 
 TEST(CliRun, DefaultModelPrintsEnglish) {
   auto r = run_perfx("run -p 'And God said' -n 24 --temp 0 -t 2");

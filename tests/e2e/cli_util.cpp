@@ -5,8 +5,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "support/test_support.h"
 
@@ -18,9 +21,32 @@ std::string sh_quote(const std::string& s) {
   return q + "'";
 }
 
+namespace {
+/// The folders make_temp_dir made, removed at exit by the process that made them.
+class TempDirs {
+ public:
+  ~TempDirs() {
+    if (getpid() != owner_) return;  // a forked child exiting: the folders are its parent's
+    std::error_code ec;
+    for (const auto& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+  void add(const std::string& d) {
+    std::lock_guard<std::mutex> lk(mu_);
+    dirs_.push_back(d);
+  }
+
+ private:
+  const pid_t owner_ = getpid();
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+}  // namespace
+
 std::string make_temp_dir(const std::string& tag) {
+  static TempDirs made;
   std::string tmpl = "/tmp/perfx-" + tag + "-XXXXXX";
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  made.add(tmpl);
   return tmpl;
 }
 

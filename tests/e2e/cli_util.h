@@ -15,7 +15,8 @@ struct CmdResult {
 /// Runs `PERFX_BIN <args>` through /bin/sh (args are shell words; quote as needed). timeout_s > 0:
 /// killed (SIGKILL) after that many seconds, exit_code then 137.
 CmdResult run_perfx(const std::string& args, int timeout_s = 0);
-/// A fresh temporary directory (removed by the OS's tmp cleanup; tests use unique names).
+/// A fresh directory /tmp/perfx-TAG-XXXXXX, removed with its contents when the test process exits
+/// normally (a forked child that exits leaves it alone).
 std::string make_temp_dir(const std::string& tag);
 /// Shell-quotes a string.
 std::string sh_quote(const std::string& s);
