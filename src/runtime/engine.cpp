@@ -87,7 +87,9 @@ class EngineImpl : public Engine {
                                    std::to_string((size_t)(per_token * ctx_) >> 20) + " MiB, but only " +
                                    std::to_string(budget > 0 ? (size_t)budget >> 20 : 0) +
                                    " MiB are left within the GPU memory utilization " +
-                                   std::to_string(o.gpu_memory_utilization) + " (lower -c or raise it)");
+                                   std::to_string(o.gpu_memory_utilization) +
+                                   " (lower -c or raise it; on CUDA, PERFX_CUDA_DENSE_WEIGHTS=0 drops the "
+                                   "dequantized weight copies)");
       kv_tokens = (int)std::min<double>(fit, 64.0 * kMaxCtx);
     }
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;

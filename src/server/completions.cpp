@@ -137,6 +137,7 @@ std::unique_ptr<CompletionService::Call> CompletionService::start(const std::str
                                      : ((uint64_t)rd() << 32) ^ rd();
       s.stop = req.stop;
       s.ignore_eos = req.ignore_eos;
+      s.cache_prompt = req.cache_prompt;
       s.logprobs = req.logprobs;
       specs.push_back(std::move(s));
       call->echo.push_back(echo_text[p]);

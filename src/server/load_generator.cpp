@@ -123,6 +123,9 @@ RequestSample request_on(httplib::Client& c, const LoadOptions& o, const std::st
                         {"stream_options", {{"include_usage", true}}},
                         {"ignore_eos", o.ignore_eos}};
   if (!o.model.empty()) req["model"] = o.model;
+  // Comparing with the request alone: every prompt computed in full (no prefix-cache reuse
+  // between the solo pass and the load; llama.cpp's field, perfx honours it too).
+  if (o.compare_solo) req["cache_prompt"] = false;
   if (o.chat) {
     req["messages"] = nlohmann::json::array({{{"role", "user"}, {"content", prompt}}});
   } else {
@@ -177,7 +180,7 @@ RequestSample request_on(httplib::Client& c, const LoadOptions& o, const std::st
         t_last = now;
       }
     }
-    if (stop_after > 0 && chunks_with_text >= stop_after) {
+    if (stop_after > 0 && chunks_with_text >= stop_after && !done) {
       s.disconnected = true;  // close the stream mid-way, as a client that goes away
       return false;
     }
@@ -260,8 +263,8 @@ LoadReport run_load(const LoadOptions& o) {
     check((bool)r, "cannot reach http://" + o.host + ":" + std::to_string(o.port) + " (" +
                        httplib::to_string(r.error()) + ")");
   }
-  check(o.disconnect_fraction >= 0 && o.disconnect_fraction <= 1,
-        "--disconnect-fraction must be in [0, 1]");
+  check(o.disconnect_fraction >= 0 && o.disconnect_fraction < 1,
+        "--disconnect-fraction must be in [0, 1)");
   check(!o.compare_solo || (o.requests > 0 && o.temperature == 0),
         "--compare-solo needs --requests > 0 and --temperature 0");
   const int n_words = prompt_words(o);

@@ -32,7 +32,8 @@ struct LoadOptions {
                                    // order) closes its stream after max(1, max_tokens / 2) chunks
   bool check = false;              // check each completed response's usage and finish_reason
   bool compare_solo = false;  // serve each request's prompt alone first (needs requests > 0 and
-                              // temperature 0) and compare the texts
+                              // temperature 0) and compare the texts; every request then sends
+                              // "cache_prompt": false (no prefix-cache reuse)
 };
 
 /// One request's measurements.

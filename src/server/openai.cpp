@@ -167,6 +167,7 @@ void parse_common(const ojson& body, GenerationRequest& r) {
     r.include_usage = get_bool(*so, "include_usage", false);
   }
   r.ignore_eos = get_bool(body, "ignore_eos", false);
+  r.cache_prompt = get_bool(body, "cache_prompt", true);
   if (const ojson* lb = field(body, "logit_bias")) {
     if (!lb->is_object()) bad_type("logit_bias", "an object", *lb);
     if (!lb->empty()) bad_value("logit_bias", "logit_bias is not supported by this server.");

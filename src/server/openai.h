@@ -61,6 +61,7 @@ struct GenerationRequest {
   int logprobs = -1;        // -1: none; else how many alternatives (0..20)
   bool echo = false;        // completions: prepend the prompt to the text
   bool ignore_eos = false;  // extension (vLLM, llama.cpp)
+  bool cache_prompt = true;  // extension (llama.cpp): false: no prefix-cache reuse for it
 };
 
 /// Deepest nesting of arrays/objects a request body may have (the body object is level 1).

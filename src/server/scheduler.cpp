@@ -304,7 +304,7 @@ void Scheduler::admit() {
       n_running_.fetch_add(1);
     }
     s->id = engine_.create_sequence();
-    s->kv = engine_.match_prefix(s->id, s->tokens);
+    s->kv = s->spec.cache_prompt ? engine_.match_prefix(s->id, s->tokens) : 0;
     const int pending = (int)s->tokens.size() - s->kv;
     const int chunk = std::min(pending, opts_.prefill_chunk - s->kv % opts_.prefill_chunk);
     // Admission is allocation: the first chunk's KV blocks are taken now, keeping one block per

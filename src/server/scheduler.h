@@ -47,6 +47,7 @@ struct SequenceSpec {
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool ignore_eos = false;
+  bool cache_prompt = true;  // false: computed in full, no prefix-cache reuse (llama.cpp's field)
   int logprobs = -1;  // -1: none; 0: the chosen token's; k > 0: also the k most likely
 };
 

@@ -4,7 +4,8 @@
 # output 128, unique prompts, REQS requests (default 2 per client; REQS_<clients> for one of them),
 # at most 60 s each), then the server's
 # metrics. The serving half of cuda_final.sh without its GGUF / model-test parts. SERVE_ENV
-# ("VAR=value ...") is set for the server.
+# ("VAR=value ...") is set for the server; TEMP (default 0) is the requests' temperature (> 0: the
+# rows are sampled by the host's reference sampler).
 #   run: command "bash tools/device/serve_sweep.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,7 +25,8 @@ for c in ${CLIENTS:-1 256}; do
   nv=REQS_$c
   n=${!nv:-${REQS:-$(( c < 4 ? 8 : c * 2 ))}}
   timeout 120 "$B/perfx" bench-serve --url "http://127.0.0.1:$port" --clients $c --requests $n --duration 60 \
-    --prompt-tokens 128 --max-tokens 128 --json "$OUT/serve_$c.json" > "$OUT/serve_$c.txt" 2>&1
+    --prompt-tokens 128 --max-tokens 128 --temperature "${TEMP:-0}" --json "$OUT/serve_$c.json" \
+    > "$OUT/serve_$c.txt" 2>&1
   echo "serve c=$c rc=$?: $(tr '\n' ' ' < "$OUT/serve_$c.txt" | tr -s ' ' | cut -c1-700)"
 done
 curl -fsS "http://127.0.0.1:$port/metrics" | grep -E "^perfx_(kv_blocks_used|engine_steps_total|engine_step_tokens_total|requests_total)"

@@ -715,7 +715,11 @@ class CudaBackend : public Backend {
   void quant_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b) {
     const int M = (int)x.rows;
     const bool ready = kernel_ready_x(x);
-    if (w.dense.get() != nullptr && (!ready || M >= (w.w4 ? w4_dense_min_m() : 9))) {
+    // the copy serves exactly the ladder's Dense rung (and activations the kernels do not take)
+    const bool dense_rung =
+        (w.w4 ? w4a16_plan(w.w4->view(), M, true).kernel
+              : w8a16_plan(w.w8->view(), M, true).kernel) == LinearKernel::Dense;
+    if (w.dense.get() != nullptr && (!ready || dense_rung)) {
       gemm(w.dense.get(), w.out, w.in, x, y, b);
       return;
     }
@@ -1063,13 +1067,14 @@ class CudaBackend : public Backend {
   }
 
   /// Keeps a dequantized copy of a W4 / W8 weight (the activation dtype, [out, in], the packed row
-  /// order) for the large-M rungs — batched decode of >= w4_dense_min_m() sequences (W8: > 8) and
-  /// prefill — which then run cuBLAS on it instead of dequantizing the whole matrix on every call
-  /// (out · in · 2 bytes written and read again per call; the copy is made by the same kernel, so
-  /// the results are bit for bit those of the per-call path). PERFX_CUDA_DENSE_WEIGHTS: "auto"
-  /// (default) while all copies together take at most kDenseShare of the GPU's memory (a 7B model
-  /// on an 80 GB or larger GPU; they are made before the KV cache is sized from the free memory),
-  /// "1" for every weight (out of memory is then an error), "0" never.
+  /// order) for the ladder's Dense rung (w4a16_plan / w8a16_plan: batched decode of >= 65
+  /// sequences for W4, > 8 for W8, and prefill), which then runs cuBLAS on it instead of
+  /// dequantizing the whole matrix on every call (out · in · 2 bytes written and read again per
+  /// call; the copy is made by the same kernel, so the results are bit for bit those of the
+  /// per-call path). PERFX_CUDA_DENSE_WEIGHTS: "auto" (default) while all copies together take at
+  /// most kDenseShare of the GPU's memory (a 7B model on an 80 GB or larger GPU; they are made
+  /// before the KV cache is sized from the free memory), "1" for every weight (out of memory is
+  /// then an error), "0" never.
   void dense_copy(CudaWeight& w) {
     const size_t bytes = (size_t)(w.out * w.in) * 2;
     if (dense_budget_ == 0 || bytes > dense_budget_ - dense_total_) return;

@@ -231,11 +231,16 @@ namespace {
 /// warp's batches; docs/cuda_linear_notes.md §10). Read once per process.
 W4Gemv3Config gemv3_config() {
   static const int v3_pdl = [] {  // 0 off, -1 entry, else the trigger share in % (100: late)
-    if (env_is("PERFX_CUDA_PDL_GEMV3", "0")) return 0;
-    if (env_is("PERFX_CUDA_PDL_GEMV3", "entry")) return -1;
     const char* e = std::getenv("PERFX_CUDA_PDL_GEMV3");
-    const int pct = e != nullptr ? std::atoi(e) : 0;
-    return pct >= 1 && pct <= 99 ? pct : 100;
+    const std::string v = e != nullptr ? e : "";
+    if (v.empty() || v == "late") return 100;
+    if (v == "0") return 0;
+    if (v == "entry") return -1;
+    const int pct = std::atoi(v.c_str());
+    PERFX_CHECK(
+        v.find_first_not_of("0123456789") == std::string::npos && pct >= 1 && pct <= 99,
+        "PERFX_CUDA_PDL_GEMV3 must be late, entry, 0 or a share 1..99 (%), got '" + v + "'");
+    return pct;
   }();
   W4Gemv3Config c;
   c.pdl = pdl_enabled() && v3_pdl != 0;

@@ -214,7 +214,9 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   load_x(std::integral_constant<int, 0>{}, cur);
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int buf = 0;
-  // the batch after which this warp lets the next kernel launch (W4Gemv3Config::trigger_pct)
+  // The batch after which this warp lets the next kernel launch (W4Gemv3Config::trigger_pct). The
+  // CTA's first launch_dependents counts (PTX ISA, griddepcontrol), so the earliest warp decides;
+  // warps without a task never trigger (the CTA's exit does, if none of its warps had work).
   const int trigger_b = trigger_pct > 0 && trigger_pct < 100 ? nbatch * trigger_pct / 100 : -1;
 #pragma unroll 1
   for (int b = 0; b < nbatch; ++b) {
@@ -307,7 +309,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     }
     cur = nxt;
   }
-  if (trigger_pct >= 100 || (trigger_pct > 0 && trigger_b >= nbatch)) pdl_trigger();
+  if (nbatch > 0 && (trigger_pct >= 100 || (trigger_pct > 0 && trigger_b >= nbatch))) pdl_trigger();
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.

@@ -327,6 +327,13 @@ void Context::set_tuned(const std::string& key, int value) {
   write_atomically(cache_dir_ + "/" + device_key() + ".tune", text);
 }
 
+std::string Context::source_tag(const std::string& file) const {
+  std::string text = expand("common.cl", 0) + "\n" + expand(file, 0);
+  if (const char* extra = std::getenv("PERFX_OPENCL_BUILD_OPTIONS"); extra && *extra)
+    text += std::string("\n") + extra;
+  return hex(fnv1a(text)).substr(0, 8);
+}
+
 cl_program Context::build(const std::string& file, const std::string& options) {
   const ClApi& api = cl();
   const std::string text = expand("common.cl", 0) + "\n" + expand(file, 0);

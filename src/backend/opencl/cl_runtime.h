@@ -75,6 +75,9 @@ class Context {
   /// per device beside the cached binaries ("key value" lines).
   int tuned(const std::string& key) const;
   void set_tuned(const std::string& key, int value);
+  /// A short hash of kernel file `file` as built (with common.cl and its #includes) and of
+  /// $PERFX_OPENCL_BUILD_OPTIONS: tuning keys carry it, so a changed kernel is tuned again.
+  std::string source_tag(const std::string& file) const;
 
  private:
   cl_program build(const std::string& file, const std::string& options);

@@ -954,6 +954,8 @@ class OpenClBackend : public Backend {
   // measurement (opencl_backend.h)
 
   BandwidthReport measure(int64_t out, int64_t in, size_t copy_bytes) {
+    check(copy_bytes >= (1u << 20) && out > 0 && in > 0 && in % 128 == 0,
+          "measure_gemv_bandwidth: needs a copy of at least 1 MiB and in a multiple of 128");
     BandwidthReport rep;
     // copy kernel
     const size_t n4 = copy_bytes / 16;
@@ -986,17 +988,19 @@ class OpenClBackend : public Backend {
     auto same_off = [&](int i) { return (cl_long)((size_t)i * n4s % (n4 - n4s + 1)); };
     rep.copy_same_gbs = 2.0 * (double)(n4s * 16) / time_copy(n4s, same_off) / 1e9;
     {  // the same copies back to back
-      std::vector<cl_event> evs(96);
+      EventList evs;
       for (int i = 0; i < 96; ++i) {
         const size_t g[1] = {(n4s + 255) / 256 * 256}, l[1] = {256};
+        cl_event ev = nullptr;
         Launch(ctx_, ck)
             .arg(a.get())
             .arg(b.get())
             .arg((int)n4s)
             .arg(same_off(i))
-            .run(1, g, l, "copy", &evs[(size_t)i]);
+            .run(1, g, l, "copy", &ev);
+        evs.v.push_back(ev);
       }
-      rep.copy_same_stream_gbs = 2.0 * (double)(n4s * 16) * 96 / events_span_seconds(evs) / 1e9;
+      rep.copy_same_stream_gbs = 2.0 * (double)(n4s * 16) * 96 / events_span_seconds(evs.v) / 1e9;
     }
     a.reset();
     b.reset();
@@ -1046,13 +1050,17 @@ class OpenClBackend : public Backend {
     std::sort(us.begin(), us.end());
     rep.gemv_us = us[us.size() / 2];
     // back to back, as in a decode step: the span of 8 rounds over the copies, per GEMV
-    std::vector<cl_event> evs;
-    keep_events_ = &evs;
-    for (int rep_i = 0; rep_i < 8; ++rep_i)
-      for (auto& w : ws) linear(x, *w, nullptr, y);
+    EventList evs;
+    keep_events_ = &evs.v;
+    try {
+      for (int rep_i = 0; rep_i < 8; ++rep_i)
+        for (auto& w : ws) linear(x, *w, nullptr, y);
+    } catch (...) {
+      keep_events_ = nullptr;
+      throw;
+    }
     keep_events_ = nullptr;
-    const size_t n_gemv = evs.size();
-    rep.gemv_stream_us = events_span_seconds(evs) / (double)n_gemv * 1e6;
+    rep.gemv_stream_us = events_span_seconds(evs.v) / (8.0 * (double)ws.size()) * 1e6;
     rep.gemv_gbs = (double)wbytes / (rep.gemv_us * 1e-6) / 1e9;
     rep.gemv_stream_gbs = (double)wbytes / (rep.gemv_stream_us * 1e-6) / 1e9;
     rep.config = last_gemv_config_;
@@ -1194,6 +1202,12 @@ class OpenClBackend : public Backend {
   };
   static constexpr int kGemvDefault = 204;
 
+  /// gemv.cl's source tag (Context::source_tag), computed once.
+  const std::string& gemv_tag() {
+    if (gemv_tag_.empty()) gemv_tag_ = ctx_.source_tag("gemv.cl");
+    return gemv_tag_;
+  }
+
   std::string gemv_opts(const OclWeight& w, const GemvConfig& c) const {
     std::string o = weight_opts(w) + " -DLANES=" + std::to_string(lanes_) +
                     " -DROWS=" + std::to_string(c.rows) + " -DRPT=" + std::to_string(c.rpt) +
@@ -1251,7 +1265,7 @@ class OpenClBackend : public Backend {
     const std::string key = "gemv:wf" + std::to_string(w.wf) + ":gs" + std::to_string(w.gs) +
                             ":in" + std::to_string(w.in) + ":out" + std::to_string(w.out) +
                             ":lanes" + std::to_string(lanes_) + (c.image ? ":img" : ":buf") +
-                            (act_ == DType::F16 ? ":f16" : ":f32");
+                            (act_ == DType::F16 ? ":f16" : ":f32") + ":" + gemv_tag();
     int code = -1;
     if (auto it = gemv_rows_.find(key); it != gemv_rows_.end()) {
       code = it->second;
@@ -1337,9 +1351,19 @@ class OpenClBackend : public Backend {
     return best;
   }
 
-  /// Device seconds of a finished command (releases the event).
-  /// Device seconds from the start of the first of `evs` to the end of the last (releases them).
+  /// Events released when it goes out of scope (also when a launch throws).
+  struct EventList {
+    std::vector<cl_event> v;
+    ~EventList() {
+      for (cl_event e : v)
+        if (e) cl().clReleaseEvent(e);
+    }
+  };
+
+  /// Device seconds from the start of the first of `evs` to the end of the last (non-empty;
+  /// releases them and empties the list).
   double events_span_seconds(std::vector<cl_event>& evs) {
+    check(!evs.empty(), "events_span_seconds: no events");
     cl_check(cl().clWaitForEvents((cl_uint)evs.size(), evs.data()), "clWaitForEvents");
     cl_ulong a = 0, b = 0;
     cl().clGetEventProfilingInfo(evs.front(), CL_PROFILING_COMMAND_START, sizeof a, &a, nullptr);
@@ -1349,6 +1373,7 @@ class OpenClBackend : public Backend {
     return (double)(b - a) * 1e-9;
   }
 
+  /// Device seconds of a finished command (waits for it; releases the event).
   double event_seconds(cl_event ev) {
     cl_check(cl().clWaitForEvents(1, &ev), "clWaitForEvents");
     cl_ulong a = 0, b = 0;
@@ -1493,6 +1518,7 @@ class OpenClBackend : public Backend {
   bool profile_ = false;
   double last_kernel_seconds_ = 0;
   std::vector<cl_event>* keep_events_ = nullptr;  // measure(): the GEMVs' events, kept
+  std::string gemv_tag_;
   std::string last_gemv_config_;
 
   // the prepared step

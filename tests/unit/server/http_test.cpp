@@ -360,6 +360,21 @@ TEST(Http, ClientDisconnectCancelsTheRequest) {
   }
 }
 
+// "cache_prompt": false (llama.cpp's request field) computes the prompt in full: no prefix-cache
+// hit for the same prompt twice; the default reuses the first request's blocks.
+TEST(Http, CachePromptFalseSkipsThePrefixCache) {
+  TestServer s;
+  const std::string prompt(100, 'a');
+  const std::string nocache = R"({"prompt":")" + prompt + R"(","max_tokens":2,"cache_prompt":false})";
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(s.post("/v1/completions", nocache)->status, 200);
+  std::string m = s.client().Get("/metrics")->body;
+  EXPECT_NE(m.find("perfx_prefix_cache_hit_tokens_total 0"), std::string::npos) << m;
+  ASSERT_EQ(s.post("/v1/completions", R"({"prompt":")" + prompt + R"(","max_tokens":2})")->status,
+            200);
+  m = s.client().Get("/metrics")->body;
+  EXPECT_EQ(m.find("perfx_prefix_cache_hit_tokens_total 0"), std::string::npos) << m;
+}
+
 // Bug: libcpp-httplib's listen backlog of 5 dropped the SYNs of a burst of clients, which then
 // waited 1 s for the kernel's SYN retry. With the server bound but not yet accepting, every one of
 // 32 simultaneous connects must still complete its handshake (into the accept queue).

@@ -64,15 +64,15 @@ TEST(LoadGenerator, ReportsFailuresAndUnreachableServers) {
 
 TEST(LoadGenerator, DisconnectsChecksAndComparesWithTheRequestAlone) {
   test::FakeEngineOptions eo;
-  eo.step_sleep_us = 300;
+  eo.step_sleep_us = 1000;  // the server sees a closed stream well before its 20 tokens left
   test::TestServer s(eo);
   LoadOptions o;
   o.port = s.port;
   o.clients = 4;
   o.requests = 12;
   o.prompt_tokens = 20;
-  o.max_tokens = 10;
-  o.disconnect_fraction = 0.25;  // requests 3, 7 and 11 close their streams after 5 chunks
+  o.max_tokens = 40;
+  o.disconnect_fraction = 0.25;  // requests 3, 7 and 11 close their streams after 20 chunks
   o.check = true;
   o.compare_solo = true;
   LoadReport r = run_load(o);
@@ -85,10 +85,17 @@ TEST(LoadGenerator, DisconnectsChecksAndComparesWithTheRequestAlone) {
   EXPECT_NE(r.to_text().find("equal to the request alone: 9 of 9"), std::string::npos)
       << r.to_text();
   EXPECT_EQ(r.to_json()["disconnected"], 3);
-  // the server cancels the closed streams and frees their KV blocks
-  for (int i = 0; i < 400 && s.metrics.kv_blocks_used() != 0; ++i)
+  // the server cancelled the closed streams (they did not run to their length) and freed the blocks
+  std::string m;
+  for (int i = 0; i < 400; ++i) {
+    m = s.metrics.render();
+    if (m.find("finish_reason=\"cancelled\"} 3") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_NE(m.find("perfx_requests_total{finish_reason=\"cancelled\"} 3"), std::string::npos) << m;
   EXPECT_EQ(s.metrics.kv_blocks_used(), 0);
+  EXPECT_NE(m.find("perfx_prefix_cache_hit_tokens_total 0"), std::string::npos)
+      << "compare_solo sends cache_prompt false: " << m;
   o.temperature = 0.5;
   EXPECT_THROW(run_load(o), Error);  // solo comparison needs greedy decoding
 }

@@ -167,6 +167,21 @@ TEST(Scheduler, PrefixCachingReusesPromptBlocks) {
   for (const auto& st : steps)
     for (int n : st.tokens_per_item) saw_8 = saw_8 || n == 8;
   EXPECT_TRUE(saw_8);
+  // cache_prompt false (llama.cpp's request field): the prompt is computed in full again.
+  auto full_prefills = [&] {
+    int n = 0;
+    for (const auto& st : engine.steps())
+      for (int t : st.tokens_per_item) n += t == 40;
+    return n;
+  };
+  const int before = full_prefills();  // the first request's
+  SequenceSpec c = greedy(prompt, 4);
+  c.cache_prompt = false;
+  Result r = run_to_end(*s.submit({c}));
+  EXPECT_EQ(r.ids, a.ids);
+  EXPECT_NE(metrics.render().find("perfx_prefix_cache_hit_tokens_total 32"), std::string::npos)
+      << "no new prefix hit: " << metrics.render();
+  EXPECT_EQ(full_prefills(), before + 1);
 }
 
 TEST(Scheduler, PreemptsByRecomputeWhenBlocksRunOutAndNeverFails) {

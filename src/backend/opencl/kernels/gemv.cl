@@ -3,9 +3,10 @@
 // Work-group (LANES, ROWS); each work-item computes RPT rows, so a work-group covers ROWS · RPT
 // rows. The columns of a row are split over the LANES work-items in chunks of 32 (a 2-D split over
 // rows and K): lane l sums chunks l, l + LANES, ... in that order, so neighbouring lanes read
-// neighbouring 16-byte words of a row. The loop takes U chunks per lane at a time and issues all
-// U · RPT weight loads before the arithmetic that needs them (int4: one uint4 per row and chunk;
-// int8: two char16; dense: 8-wide vectors), so each work-item keeps that many loads in flight.
+// neighbouring 16-byte words of a row. The loop takes U chunks per lane at a time; for int4 it
+// issues all U · RPT weight loads (one uint4 per row and chunk) before the arithmetic that needs
+// them, so each work-item keeps that many loads in flight (int8: two char16, dense: 8-wide vectors,
+// loaded where they are used).
 // A work-item loads its chunk of the activation vector once (through an image1d_buffer_t with
 // USE_IMAGE — the texture path — else from the buffer) and reuses it for its RPT rows. Quantized
 // formats read each chunk's (scale, offset) from global memory (cached), or from local memory
@@ -21,8 +22,9 @@
 // the sum over lanes), never on ROWS, RPT or U: tuning those per device changes the speed, not a
 // single bit. Global [LANES, ceil(rows / (ROWS · RPT)) · ROWS].
 //
-// Measurement switch (tools/device/opencl_nvidia.sh): -DGEMV_PROBE keeps the loads and drops the
-// arithmetic (the results are then meaningless), to separate memory time from compute time.
+// Measurement switch (tools/device/opencl_nvidia.sh): -DGEMV_PROBE keeps the int4 loads and drops
+// the arithmetic (the results are then meaningless; other formats do nothing), to separate memory
+// time from compute time.
 #include "weights.cl"
 
 #ifndef GEMV_U
