@@ -22,6 +22,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -1004,6 +1005,54 @@ TEST_P(Conformance, Sample) {
       std::count_if(want.begin() + 2, want.end(), [](int32_t id) { return id != 3 && id != 17; }),
       0)
       << "some draws must land away from the two largest logits";
+}
+
+// Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a
+// 1024-thread block, so device kernels must split the vocabulary), with and without penalties,
+// at the ends of u's range: the same ids as the reference sampler.
+TEST_P(Conformance, SampleFullVocabulary) {
+  const int V = 32003;
+  std::mt19937 rng(29);
+  std::vector<SampleRow> rows;
+  for (double u : {0.0, 0.03, 0.41, 0.77, 0.999999})
+    for (float temp : {0.6f, 1.0f, 1.7f}) {
+      SampleRow r;
+      r.temperature = temp;
+      r.u = u;
+      if (rows.size() % 3 == 1) {  // every third row with penalties
+        r.repeat_penalty = 1.3f;
+        r.presence_penalty = 0.4f;
+        r.frequency_penalty = 0.2f;
+        r.repeat_ids = {5, 31999, 32002, 100};
+        r.counts = {{5, 3}, {100, 1}, {7, 2}};
+      }
+      rows.push_back(r);
+    }
+  const int R = (int)rows.size();
+  for (int i = 0; i < R; ++i) rows[(size_t)i].row = (i * 7) % R;  // a permutation (7 ⟂ 15)
+  // Distinct logits on a grid 1/1024 apart around a few high ones, shuffled per row.
+  std::vector<float> lg((size_t)R * V);
+  for (int r = 0; r < R; ++r) {
+    std::vector<int> perm(V);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int i = 0; i < V; ++i) lg[(size_t)r * V + i] = -12.0f + (float)perm[(size_t)i] / 1024.0f;
+    lg[(size_t)r * V + 5] = 25.0f;
+    lg[(size_t)r * V + 31999] = 24.5f;
+  }
+  std::vector<int32_t> want((size_t)R);
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (int r = 0; r < R; ++r) {
+    const int lr = rows[(size_t)r].row;
+    std::vector<float> row(lg.begin() + (long)lr * V, lg.begin() + (long)(lr + 1) * V);
+    want[(size_t)r] = cpu::sample_logits(row.data(), V, rows[(size_t)r], scratch);
+  }
+  Tensor t = d().upload(lg, R, V, V + 3, DType::F32, false);
+  std::vector<int32_t> got((size_t)R, -1);
+  d().be().sample(t, rows, got.data());
+  EXPECT_EQ(got, want);
+  std::set<int32_t> distinct(want.begin(), want.end());
+  EXPECT_GT(distinct.size(), 4u) << "the draws must spread over the vocabulary";
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()),

@@ -757,15 +757,33 @@ class CudaBackend : public Backend {
     PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
     for (const auto& r : rows)
       PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
-    // Greedy rows on the GPU: penalties in place, then argmax; only the ids come back.
+    // On the GPU: penalties in place, then argmax for greedy rows and the softmax draw for rows
+    // with a temperature and no top-k / top-p / min-p (PERFX_CUDA_GPU_SAMPLING=0: those on the
+    // host too); only the ids come back. Rows with a truncation go to the host's reference sampler.
+    static const bool gpu_draws = [] {
+      const char* e = std::getenv("PERFX_CUDA_GPU_SAMPLING");
+      return !(e && std::string(e) == "0");
+    }();
+    const int V = (int)logits.cols;
+    auto on_gpu = [&](const SampleRow& r) {
+      if (r.temperature <= 0) return true;
+      const bool truncated = (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0f || r.min_p > 0.0f;
+      return gpu_draws && !truncated;
+    };
     std::vector<int32_t> greedy_rows;
-    std::vector<size_t> greedy_at;
+    std::vector<size_t> greedy_at, draw_at;
+    std::vector<SampleDraw> draws;
     std::vector<PenaltyEntry> pen;
     for (size_t i = 0; i < rows.size(); ++i) {
       const SampleRow& r = rows[i];
-      if (r.temperature > 0) continue;
-      greedy_rows.push_back(r.row);
-      greedy_at.push_back(i);
+      if (!on_gpu(r)) continue;
+      if (r.temperature > 0) {
+        draws.push_back(SampleDraw{r.u, r.temperature, r.row});
+        draw_at.push_back(i);
+      } else {
+        greedy_rows.push_back(r.row);
+        greedy_at.push_back(i);
+      }
       std::map<int32_t, PenaltyEntry> merged;
       if (r.repeat_penalty != 1.0f)
         for (int32_t id : r.repeat_ids)
@@ -779,33 +797,41 @@ class CudaBackend : public Backend {
         }
       for (const auto& [id, e] : merged) pen.push_back(e);
     }
-    if (!greedy_rows.empty()) {
-      const size_t n_rows = greedy_rows.size();
-      const size_t bytes = pen.size() * sizeof(PenaltyEntry) + n_rows * 4 * 2 + 64;
-      ensure_sample_staging(bytes);
+    if (!greedy_rows.empty() || !draws.empty()) {
+      // staging: penalties | draws (16-byte aligned) | greedy rows | ids out (greedy, then draws)
+      const size_t n_greedy = greedy_rows.size(), n_draws = draws.size();
+      const size_t o_draws = (pen.size() * sizeof(PenaltyEntry) + 15) & ~size_t(15);
+      const size_t o_rows = o_draws + n_draws * sizeof(SampleDraw);
+      const size_t o_out = o_rows + n_greedy * 4;
+      const size_t n_out = n_greedy + n_draws;
+      ensure_sample_staging(o_out + n_out * 4 + 64);
       char* h = static_cast<char*>(pinned_sample_);
       char* d = static_cast<char*>(sample_dev_.get());
       std::memcpy(h, pen.data(), pen.size() * sizeof(PenaltyEntry));
-      const size_t o_rows = (pen.size() * sizeof(PenaltyEntry) + 15) & ~size_t(15);
-      std::memcpy(h + o_rows, greedy_rows.data(), n_rows * 4);
-      const size_t o_out = o_rows + n_rows * 4;
+      std::memcpy(h + o_draws, draws.data(), n_draws * sizeof(SampleDraw));
+      std::memcpy(h + o_rows, greedy_rows.data(), n_greedy * 4);
       cuda_ok(cudaMemcpyAsync(d, h, o_out, cudaMemcpyHostToDevice, stream_),
               "upload sampling rows");
       launch_penalties(logits.f32(), logits.stride, reinterpret_cast<const PenaltyEntry*>(d),
                        (int)pen.size(), stream_);
       launch_argmax(logits.f32(), logits.stride, reinterpret_cast<const int32_t*>(d + o_rows),
-                    (int)n_rows, (int)logits.cols, reinterpret_cast<int32_t*>(d + o_out), stream_);
-      cuda_ok(cudaGetLastError(), "sample (argmax)");
-      cuda_ok(cudaMemcpyAsync(h + o_out, d + o_out, n_rows * 4, cudaMemcpyDeviceToHost, stream_),
+                    (int)n_greedy, V, reinterpret_cast<int32_t*>(d + o_out), stream_);
+      launch_sample_softmax(logits.f32(), logits.stride,
+                            reinterpret_cast<const SampleDraw*>(d + o_draws), (int)n_draws, V,
+                            reinterpret_cast<int32_t*>(d + o_out) + n_greedy, stream_);
+      cuda_ok(cudaGetLastError(), "sample (argmax, softmax draw)");
+      cuda_ok(cudaMemcpyAsync(h + o_out, d + o_out, n_out * 4, cudaMemcpyDeviceToHost, stream_),
               "sampled ids");
       cuda_ok(cudaStreamSynchronize(stream_), "sample");
-      for (size_t i = 0; i < n_rows; ++i) std::memcpy(&ids[greedy_at[i]], h + o_out + i * 4, 4);
+      for (size_t i = 0; i < n_greedy; ++i) std::memcpy(&ids[greedy_at[i]], h + o_out + i * 4, 4);
+      for (size_t i = 0; i < n_draws; ++i)
+        std::memcpy(&ids[draw_at[i]], h + o_out + (n_greedy + i) * 4, 4);
     }
     // Other rows: the row travels to the host and the reference sampler picks (same draws as the
     // CPU backend).
     std::vector<float> row((size_t)logits.cols);
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i].temperature <= 0) continue;
+      if (on_gpu(rows[i])) continue;
       to_host(row.data(), logits.rows_view(rows[i].row, 1).data, row.size() * 4);
       ids[i] = cpu::sample_logits(row.data(), (int)logits.cols, rows[i], sample_scratch_);
     }

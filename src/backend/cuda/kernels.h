@@ -61,6 +61,21 @@ void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, in
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
                    int32_t* out, cudaStream_t stream);
 
+/// One row to draw from with a temperature and no truncation (sample.cu).
+struct SampleDraw {
+  double u;           // uniform draw in [0, 1) (SampleRow::u)
+  float temperature;  // > 0
+  int32_t row;        // row of the logits
+};
+/// out[i] = the id drawn from softmax(logits[draws[i].row, :vocab] / T) at draws[i].u, as the
+/// reference sampler without top-k / top-p / min-p (cpu::sample_logits): the first id, in id
+/// order, where the running sum of exp((l − max) / T) (double) exceeds u · Σ; vocab − 1 if
+/// rounding leaves none. F32 logits with row stride ld (penalties already applied), draws and out
+/// [n] on the device; one 1024-thread block per draw. The sums run in another order than the
+/// CPU's, so a pick can differ only where u · Σ falls within rounding of a boundary.
+void launch_sample_softmax(const float* logits, int64_t ld, const SampleDraw* draws, int n,
+                           int vocab, int32_t* out, cudaStream_t stream);
+
 /// Dense GEMV for decode: y[m, n] = Σ_k x[m, k] · W[n, k] (+ bias[n]) for m < M <= 8, W [N, K]
 /// row-major in `act` (fp16/bf16), x [M, K] in `act`, y in `yt` (act or F32); fp32 accumulation. A
 /// warp per row, 16-byte loads (4 in flight per lane). Returns false (nothing launched) unless
