@@ -1028,8 +1028,34 @@ TEST_P(Conformance, SampleFullVocabulary) {
       }
       rows.push_back(r);
     }
+  // Top-k rows (1..1024; top-p / min-p inside), two of them with logits tied at the k-th: 500
+  // (sorted by id on the device) and 2,000 (more than a device block sorts: handed back to the
+  // host, whose draw must not apply the row's penalties twice).
+  struct TopK {
+    float temp;
+    int k;
+    float p, min_p;
+    double u;
+    int ties;
+  };
+  const size_t first_k = rows.size();
+  for (TopK c : {TopK{0.8f, 40, 0.95f, 0.05f, 0.37, 0}, TopK{1.5f, 1024, 1, 0, 0.9, 0},
+                 TopK{1.0f, 1, 1, 0, 0.5, 0}, TopK{1.2f, 300, 0.5f, 0, 0.2, 0},
+                 TopK{1.0f, 100, 1, 0, 0.98, 500}, TopK{1.0f, 100, 1, 0, 0.97, 2000}}) {
+    SampleRow r;
+    r.temperature = c.temp;
+    r.top_k = c.k;
+    r.top_p = c.p;
+    r.min_p = c.min_p;
+    r.u = c.u;
+    if (c.ties == 2000) {
+      r.presence_penalty = 0.4f;  // on one of the 50 above the ties: moves the draw among them
+      r.counts = {{10, 1}};
+    }
+    rows.push_back(r);
+  }
   const int R = (int)rows.size();
-  for (int i = 0; i < R; ++i) rows[(size_t)i].row = (i * 7) % R;  // a permutation (7 ⟂ 15)
+  for (int i = 0; i < R; ++i) rows[(size_t)i].row = R - 1 - i;  // rows sampled out of order
   // Distinct logits on a grid 1/1024 apart around a few high ones, shuffled per row.
   std::vector<float> lg((size_t)R * V);
   for (int r = 0; r < R; ++r) {
@@ -1039,6 +1065,13 @@ TEST_P(Conformance, SampleFullVocabulary) {
     for (int i = 0; i < V; ++i) lg[(size_t)r * V + i] = -12.0f + (float)perm[(size_t)i] / 1024.0f;
     lg[(size_t)r * V + 5] = 25.0f;
     lg[(size_t)r * V + 31999] = 24.5f;
+  }
+  for (size_t i = first_k; i < rows.size(); ++i) {
+    const int ties = i + 2 >= rows.size() ? (i + 1 == rows.size() ? 2000 : 500) : 0;
+    if (ties == 0) continue;
+    float* row = &lg[(size_t)rows[i].row * V];
+    for (int j = 0; j < 50; ++j) row[j] = 30.0f + (float)j / 16.0f;  // 50 above the ties
+    for (int t = 0; t < ties; ++t) row[100 + 11 * t] = 29.0f;         // the k-th falls in here
   }
   std::vector<int32_t> want((size_t)R);
   std::vector<std::pair<float, int32_t>> scratch;
@@ -1051,6 +1084,8 @@ TEST_P(Conformance, SampleFullVocabulary) {
   std::vector<int32_t> got((size_t)R, -1);
   d().be().sample(t, rows, got.data());
   EXPECT_EQ(got, want);
+  for (size_t i = rows.size() - 2; i < rows.size(); ++i)  // the draws land among the ties
+    EXPECT_TRUE(want[i] >= 100 && (want[i] - 100) % 11 == 0) << want[i];
   std::set<int32_t> distinct(want.begin(), want.end());
   EXPECT_GT(distinct.size(), 4u) << "the draws must spread over the vocabulary";
 }

@@ -757,83 +757,23 @@ class CudaBackend : public Backend {
     PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
     for (const auto& r : rows)
       PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
-    // On the GPU: penalties in place, then argmax for greedy rows and the softmax draw for rows
-    // with a temperature and no top-k / top-p / min-p (PERFX_CUDA_GPU_SAMPLING=0: those on the
-    // host too); only the ids come back. Rows with a truncation go to the host's reference sampler.
-    static const bool gpu_draws = [] {
-      const char* e = std::getenv("PERFX_CUDA_GPU_SAMPLING");
-      return !(e && std::string(e) == "0");
-    }();
-    const int V = (int)logits.cols;
-    auto on_gpu = [&](const SampleRow& r) {
-      if (r.temperature <= 0) return true;
-      const bool truncated = (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0f || r.min_p > 0.0f;
-      return gpu_draws && !truncated;
-    };
-    std::vector<int32_t> greedy_rows;
-    std::vector<size_t> greedy_at, draw_at;
-    std::vector<SampleDraw> draws;
-    std::vector<PenaltyEntry> pen;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const SampleRow& r = rows[i];
-      if (!on_gpu(r)) continue;
-      if (r.temperature > 0) {
-        draws.push_back(SampleDraw{r.u, r.temperature, r.row});
-        draw_at.push_back(i);
-      } else {
-        greedy_rows.push_back(r.row);
-        greedy_at.push_back(i);
-      }
-      std::map<int32_t, PenaltyEntry> merged;
-      if (r.repeat_penalty != 1.0f)
-        for (int32_t id : r.repeat_ids)
-          if (id >= 0 && id < logits.cols)
-            merged[id] = PenaltyEntry{r.row, id, r.repeat_penalty, 0.0f};
-      if (r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f)
-        for (const auto& [id, cnt] : r.counts) {
-          if (id < 0 || id >= logits.cols) continue;
-          auto it = merged.emplace(id, PenaltyEntry{r.row, id, 1.0f, 0.0f}).first;
-          it->second.subtract = r.presence_penalty + r.frequency_penalty * (float)cnt;
-        }
-      for (const auto& [id, e] : merged) pen.push_back(e);
-    }
-    if (!greedy_rows.empty() || !draws.empty()) {
-      // staging: penalties | draws (16-byte aligned) | greedy rows | ids out (greedy, then draws)
-      const size_t n_greedy = greedy_rows.size(), n_draws = draws.size();
-      const size_t o_draws = (pen.size() * sizeof(PenaltyEntry) + 15) & ~size_t(15);
-      const size_t o_rows = o_draws + n_draws * sizeof(SampleDraw);
-      const size_t o_out = o_rows + n_greedy * 4;
-      const size_t n_out = n_greedy + n_draws;
-      ensure_sample_staging(o_out + n_out * 4 + 64);
-      char* h = static_cast<char*>(pinned_sample_);
-      char* d = static_cast<char*>(sample_dev_.get());
-      std::memcpy(h, pen.data(), pen.size() * sizeof(PenaltyEntry));
-      std::memcpy(h + o_draws, draws.data(), n_draws * sizeof(SampleDraw));
-      std::memcpy(h + o_rows, greedy_rows.data(), n_greedy * 4);
-      cuda_ok(cudaMemcpyAsync(d, h, o_out, cudaMemcpyHostToDevice, stream_),
-              "upload sampling rows");
-      launch_penalties(logits.f32(), logits.stride, reinterpret_cast<const PenaltyEntry*>(d),
-                       (int)pen.size(), stream_);
-      launch_argmax(logits.f32(), logits.stride, reinterpret_cast<const int32_t*>(d + o_rows),
-                    (int)n_greedy, V, reinterpret_cast<int32_t*>(d + o_out), stream_);
-      launch_sample_softmax(logits.f32(), logits.stride,
-                            reinterpret_cast<const SampleDraw*>(d + o_draws), (int)n_draws, V,
-                            reinterpret_cast<int32_t*>(d + o_out) + n_greedy, stream_);
-      cuda_ok(cudaGetLastError(), "sample (argmax, softmax draw)");
-      cuda_ok(cudaMemcpyAsync(h + o_out, d + o_out, n_out * 4, cudaMemcpyDeviceToHost, stream_),
-              "sampled ids");
-      cuda_ok(cudaStreamSynchronize(stream_), "sample");
-      for (size_t i = 0; i < n_greedy; ++i) std::memcpy(&ids[greedy_at[i]], h + o_out + i * 4, 4);
-      for (size_t i = 0; i < n_draws; ++i)
-        std::memcpy(&ids[draw_at[i]], h + o_out + (n_greedy + i) * 4, 4);
-    }
-    // Other rows: the row travels to the host and the reference sampler picks (same draws as the
-    // CPU backend).
+    std::vector<RowState> state(rows.size(), RowState::Host);
+    sample_on_gpu(logits, rows, ids, state);
+    // The other rows travel to the host and the reference sampler picks (same draws as the CPU
+    // backend); a row the GPU handed back already carries its penalties.
     std::vector<float> row((size_t)logits.cols);
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (on_gpu(rows[i])) continue;
-      to_host(row.data(), logits.rows_view(rows[i].row, 1).data, row.size() * 4);
-      ids[i] = cpu::sample_logits(row.data(), (int)logits.cols, rows[i], sample_scratch_);
+      if (state[i] == RowState::Picked) continue;
+      const SampleRow* r = &rows[i];
+      SampleRow plain;
+      if (state[i] == RowState::Penalized) {
+        plain = rows[i];
+        plain.repeat_penalty = 1.0f;
+        plain.presence_penalty = plain.frequency_penalty = 0.0f;
+        r = &plain;
+      }
+      to_host(row.data(), logits.rows_view(r->row, 1).data, row.size() * 4);
+      ids[i] = cpu::sample_logits(row.data(), (int)logits.cols, *r, sample_scratch_);
     }
   }
 
@@ -1002,6 +942,100 @@ class CudaBackend : public Backend {
     batch_dev_.alloc(cap * 4, "the batch layout", dev_);
     staging_cap_ = cap;
     gen_->value++;
+  }
+
+  enum class RowState : uint8_t { Host, Picked, Penalized };
+
+  /// Backend::sample's GPU part. For the rows it takes it applies the penalties in place, then
+  /// picks: argmax for greedy rows, the softmax draw for rows with a temperature and no top-k /
+  /// top-p / min-p, the top-k draw (top-p / min-p inside) for 1 <= top_k <= 1024 (sample.cu; the
+  /// reference sampler's arithmetic). Sets state[i] to Picked (ids[i] written), Penalized (a top-k
+  /// row handed back: more than 1024 logits tie with its k-th) or leaves Host (rows it does not
+  /// take; PERFX_CUDA_GPU_SAMPLING=0: every row with a temperature). Only ids cross to the host.
+  void sample_on_gpu(const Tensor& logits, const std::vector<SampleRow>& rows, int32_t* ids,
+                     std::vector<RowState>& state) {
+    static const bool gpu_draws = [] {
+      const char* e = std::getenv("PERFX_CUDA_GPU_SAMPLING");
+      return !(e && std::string(e) == "0");
+    }();
+    const int V = (int)logits.cols;
+    std::vector<int32_t> greedy_rows;
+    std::vector<size_t> greedy_at, soft_at, topk_at;
+    std::vector<SampleDraw> soft;
+    std::vector<SampleDrawTopK> topk;
+    std::vector<PenaltyEntry> pen;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const SampleRow& r = rows[i];
+      const bool truncated = (r.top_k > 0 && r.top_k < V) || r.top_p < 1.0f || r.min_p > 0.0f;
+      if (r.temperature <= 0) {
+        greedy_rows.push_back(r.row);
+        greedy_at.push_back(i);
+      } else if (!gpu_draws) {
+        continue;
+      } else if (!truncated) {
+        soft.push_back(SampleDraw{r.u, r.temperature, r.row});
+        soft_at.push_back(i);
+      } else if (r.top_k > 0 && r.top_k <= 1024 && r.top_k < V) {
+        topk.push_back(SampleDrawTopK{r.u, r.temperature, r.top_p, r.min_p, r.top_k, r.row});
+        topk_at.push_back(i);
+      } else {
+        continue;
+      }
+      std::map<int32_t, PenaltyEntry> merged;
+      if (r.repeat_penalty != 1.0f)
+        for (int32_t id : r.repeat_ids)
+          if (id >= 0 && id < V) merged[id] = PenaltyEntry{r.row, id, r.repeat_penalty, 0.0f};
+      if (r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f)
+        for (const auto& [id, cnt] : r.counts) {
+          if (id < 0 || id >= V) continue;
+          auto it = merged.emplace(id, PenaltyEntry{r.row, id, 1.0f, 0.0f}).first;
+          it->second.subtract = r.presence_penalty + r.frequency_penalty * (float)cnt;
+        }
+      for (const auto& [id, e] : merged) pen.push_back(e);
+    }
+    const size_t n_greedy = greedy_rows.size(), n_soft = soft.size(), n_topk = topk.size();
+    const size_t n_out = n_greedy + n_soft + n_topk;
+    if (n_out == 0) return;
+    // staging: penalties | softmax draws | top-k draws (both 16-byte aligned) | greedy rows |
+    // ids out (greedy, softmax, top-k)
+    const size_t o_soft = (pen.size() * sizeof(PenaltyEntry) + 15) & ~size_t(15);
+    const size_t o_topk = o_soft + n_soft * sizeof(SampleDraw);
+    const size_t o_rows = o_topk + n_topk * sizeof(SampleDrawTopK);
+    const size_t o_out = o_rows + n_greedy * 4;
+    ensure_sample_staging(o_out + n_out * 4 + 64);
+    char* h = static_cast<char*>(pinned_sample_);
+    char* d = static_cast<char*>(sample_dev_.get());
+    std::memcpy(h, pen.data(), pen.size() * sizeof(PenaltyEntry));
+    std::memcpy(h + o_soft, soft.data(), n_soft * sizeof(SampleDraw));
+    std::memcpy(h + o_topk, topk.data(), n_topk * sizeof(SampleDrawTopK));
+    std::memcpy(h + o_rows, greedy_rows.data(), n_greedy * 4);
+    cuda_ok(cudaMemcpyAsync(d, h, o_out, cudaMemcpyHostToDevice, stream_), "upload sampling rows");
+    int32_t* out = reinterpret_cast<int32_t*>(d + o_out);
+    launch_penalties(logits.f32(), logits.stride, reinterpret_cast<const PenaltyEntry*>(d),
+                     (int)pen.size(), stream_);
+    launch_argmax(logits.f32(), logits.stride, reinterpret_cast<const int32_t*>(d + o_rows),
+                  (int)n_greedy, V, out, stream_);
+    launch_sample_softmax(logits.f32(), logits.stride,
+                          reinterpret_cast<const SampleDraw*>(d + o_soft), (int)n_soft, V,
+                          out + n_greedy, stream_);
+    launch_sample_top_k(logits.f32(), logits.stride,
+                        reinterpret_cast<const SampleDrawTopK*>(d + o_topk), (int)n_topk, V,
+                        out + n_greedy + n_soft, stream_);
+    cuda_ok(cudaGetLastError(), "sample (argmax, draws)");
+    cuda_ok(cudaMemcpyAsync(h + o_out, out, n_out * 4, cudaMemcpyDeviceToHost, stream_),
+            "sampled ids");
+    cuda_ok(cudaStreamSynchronize(stream_), "sample");
+    const int32_t* got = reinterpret_cast<const int32_t*>(h + o_out);
+    auto take = [&](const std::vector<size_t>& at, size_t first) {
+      for (size_t i = 0; i < at.size(); ++i) {
+        const int32_t id = got[first + i];
+        state[at[i]] = id >= 0 ? RowState::Picked : RowState::Penalized;
+        if (id >= 0) ids[at[i]] = id;
+      }
+    };
+    take(greedy_at, 0);
+    take(soft_at, n_greedy);
+    take(topk_at, n_greedy + n_soft);
   }
 
   void ensure_sample_staging(size_t bytes) {

@@ -1,5 +1,6 @@
-// Sampling with a temperature on the GPU: the reference sampler's no-truncation path
-// (src/backend/cpu/sampling.cpp) for one row per block, so only the picked ids leave the device.
+// Sampling with a temperature on the GPU: the reference sampler's (src/backend/cpu/sampling.cpp)
+// no-truncation path and its top-k (<= 1024) path with top-p / min-p, one row per block, so only
+// the picked ids leave the device.
 #include <cfloat>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -67,7 +68,168 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (threadIdx.x == 0) out[blockIdx.x] = s_pick;
 }
 
+// A float's bits as an unsigned key with the same order (larger float, larger key).
+__device__ __forceinline__ uint32_t order_key(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// (key, id) pairs sorted by key descending, then id ascending (the reference sampler's order).
+__device__ __forceinline__ bool goes_first(uint32_t ka, int ia, uint32_t kb, int ib) {
+  return ka > kb || (ka == kb && ia < ib);
+}
+
+// Bitonic sort of kSampleThreads (key, id) pairs in shared memory into goes_first order; every
+// thread of the block calls it.
+__device__ void bitonic_sort(uint32_t* key, int* id) {
+  const int i = threadIdx.x;
+  for (int size = 2; size <= kSampleThreads; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      __syncthreads();
+      const int j = i ^ stride;
+      if (j > i) {
+        const bool up = (i & size) == 0;
+        const bool swap = up ? goes_first(key[j], id[j], key[i], id[i])
+                             : goes_first(key[i], id[i], key[j], id[j]);
+        if (swap) {
+          const uint32_t tk = key[i];
+          key[i] = key[j];
+          key[j] = tk;
+          const int ti = id[i];
+          id[i] = id[j];
+          id[j] = ti;
+        }
+      }
+    }
+  __syncthreads();
+}
+
+// One block per draw: the reference sampler's truncated path for top_k <= kSampleThreads.
+// 1. The k-th candidate's key by a most-significant-digit-first radix select (4 passes of 8 bits);
+// 2. the candidates (keys above it, then the lowest ids among those equal to it) sorted by
+//    (logit descending, id ascending); 3. thread 0 repeats the reference's arithmetic on them in
+//    order: softmax at T in float with a double sum, top-p prefix, min-p, the draw. More than
+//    kSampleThreads logits equal to the k-th one: out = −1 (the host samples that row).
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_top_k_kernel(const float* __restrict__ logits, int64_t ld,
+                        const SampleDrawTopK* __restrict__ draws, int vocab,
+                        int32_t* __restrict__ out) {
+  pdl_enter();
+  __shared__ uint32_t ckey[kSampleThreads], tkey[kSampleThreads];
+  __shared__ int cid[kSampleThreads], tid_[kSampleThreads];
+  __shared__ float prob[kSampleThreads];
+  __shared__ int hist[256];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_left, n_gt, n_eq;
+  const SampleDrawTopK d = draws[blockIdx.x];
+  const float* l = logits + (int64_t)d.row * ld;
+  const int k = d.top_k, t = threadIdx.x;
+  if (t == 0) {
+    s_prefix = 0;
+    s_left = k;
+    n_gt = 0;
+    n_eq = 0;
+  }
+  // 1. radix select of the k-th largest key
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = t; b < 256; b += kSampleThreads) hist[b] = 0;
+    __syncthreads();
+    const uint32_t prefix = s_prefix;
+    for (int j = t; j < vocab; j += kSampleThreads) {
+      const uint32_t key = order_key(l[j]);
+      if (shift == 24 || (key >> (shift + 8)) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1);
+    }
+    __syncthreads();
+    if (t == 0) {
+      int left = s_left, b = 255;
+      for (; b > 0 && hist[b] < left; --b) left -= hist[b];
+      s_left = left;  // how many of bin b's keys are still to take
+      s_prefix = (prefix << 8) | (uint32_t)b;
+    }
+    __syncthreads();
+  }
+  const uint32_t kth = s_prefix;
+  const int take_eq = s_left;  // keys equal to kth among the k (>= 1)
+  // 2. candidates
+  ckey[t] = 0;
+  cid[t] = 0x7fffffff;
+  tkey[t] = 0;
+  tid_[t] = 0x7fffffff;
+  __syncthreads();
+  for (int j = t; j < vocab; j += kSampleThreads) {
+    const uint32_t key = order_key(l[j]);
+    if (key > kth) {
+      const int at = atomicAdd(&n_gt, 1);
+      ckey[at] = key;
+      cid[at] = j;
+    } else if (key == kth) {
+      const int at = atomicAdd(&n_eq, 1);
+      if (at < kSampleThreads) {
+        tkey[at] = key;
+        tid_[at] = j;
+      }
+    }
+  }
+  __syncthreads();
+  if (n_eq > kSampleThreads) {  // too many ties at the boundary to keep: the host's row
+    if (t == 0) out[blockIdx.x] = -1;
+    return;
+  }
+  bitonic_sort(tkey, tid_);  // ties by id
+  const int gt = n_gt;
+  if (t < take_eq) {
+    ckey[gt + t] = tkey[t];
+    cid[gt + t] = tid_[t];
+  }
+  bitonic_sort(ckey, cid);
+  // 3. the reference's arithmetic, in order (src/backend/cpu/sampling.cpp steps 4-7)
+  if (t != 0) return;
+  const float mx = l[cid[0]];
+  double sum = 0;
+  for (int i = 0; i < k; ++i) {
+    prob[i] = expf((l[cid[i]] - mx) / d.temperature);
+    sum += prob[i];
+  }
+  for (int i = 0; i < k; ++i) prob[i] = (float)(prob[i] / sum);
+  int keep = k;
+  if (d.top_p < 1.0f) {
+    double cum = 0;
+    for (int i = 0; i < k; ++i) {
+      cum += prob[i];
+      if (cum >= d.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (d.min_p > 0.0f) {
+    const float thr = d.min_p * prob[0];
+    int kk = 1;
+    while (kk < keep && prob[kk] >= thr) ++kk;
+    keep = kk;
+  }
+  double total = 0;
+  for (int i = 0; i < keep; ++i) total += prob[i];
+  double r = d.u * total;
+  int pick = cid[keep - 1];
+  for (int i = 0; i < keep; ++i) {
+    r -= prob[i];
+    if (r < 0) {
+      pick = cid[i];
+      break;
+    }
+  }
+  out[blockIdx.x] = pick;
+}
+
 }  // namespace
+
+void launch_sample_top_k(const float* logits, int64_t ld, const SampleDrawTopK* draws, int n,
+                         int vocab, int32_t* out, cudaStream_t stream) {
+  if (n <= 0) return;
+  launch_pdl(sample_top_k_kernel, dim3(n), dim3(kSampleThreads), 0, stream, logits, ld, draws,
+             vocab, out);
+}
 
 void launch_sample_softmax(const float* logits, int64_t ld, const SampleDraw* draws, int n,
                            int vocab, int32_t* out, cudaStream_t stream) {
