@@ -1028,7 +1028,8 @@ TEST_P(Conformance, SampleFullVocabulary) {
       }
       rows.push_back(r);
     }
-  // Top-k rows (1..1024; top-p / min-p inside), two of them with logits tied at the k-th: 500
+  // Top-k rows (1..1024; top-p / min-p inside), top-p / min-p without top-k (k 0), and two rows
+  // with logits tied at the k-th: 500
   // (sorted by id on the device) and 2,000 (more than a device block sorts: handed back to the
   // host, whose draw must not apply the row's penalties twice).
   struct TopK {
@@ -1041,6 +1042,8 @@ TEST_P(Conformance, SampleFullVocabulary) {
   const size_t first_k = rows.size();
   for (TopK c : {TopK{0.8f, 40, 0.95f, 0.05f, 0.37, 0}, TopK{1.5f, 1024, 1, 0, 0.9, 0},
                  TopK{1.0f, 1, 1, 0, 0.5, 0}, TopK{1.2f, 300, 0.5f, 0, 0.2, 0},
+                 TopK{0.6f, 0, 0.9f, 0, 0.8, 0}, TopK{1.0f, 0, 1, 0.05f, 0.45, 0},
+                 TopK{1.7f, 0, 0.99f, 0, 0.7, 0},  // a cut past 1,024 ids: the host's
                  TopK{1.0f, 100, 1, 0, 0.98, 500}, TopK{1.0f, 100, 1, 0, 0.97, 2000}}) {
     SampleRow r;
     r.temperature = c.temp;

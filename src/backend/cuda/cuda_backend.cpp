@@ -948,10 +948,11 @@ class CudaBackend : public Backend {
 
   /// Backend::sample's GPU part. For the rows it takes it applies the penalties in place, then
   /// picks: argmax for greedy rows, the softmax draw for rows with a temperature and no top-k /
-  /// top-p / min-p, the top-k draw (top-p / min-p inside) for 1 <= top_k <= 1024 (sample.cu; the
-  /// reference sampler's arithmetic). Sets state[i] to Picked (ids[i] written), Penalized (a top-k
-  /// row handed back: more than 1024 logits tie with its k-th) or leaves Host (rows it does not
-  /// take; PERFX_CUDA_GPU_SAMPLING=0: every row with a temperature). Only ids cross to the host.
+  /// top-p / min-p, the top-k draw (top-p / min-p inside) for 1 <= top_k <= 1024 and for top-p /
+  /// min-p without top-k (sample.cu; the reference sampler's arithmetic). Sets state[i] to Picked
+  /// (ids[i] written), Penalized (a row handed back: more than 1024 logits tie with its k-th, or
+  /// its top-p / min-p cut lies past the 1024 most likely ids) or leaves Host (top_k > 1024;
+  /// PERFX_CUDA_GPU_SAMPLING=0: every row with a temperature). Only ids cross to the host.
   void sample_on_gpu(const Tensor& logits, const std::vector<SampleRow>& rows, int32_t* ids,
                      std::vector<RowState>& state) {
     static const bool gpu_draws = [] {
@@ -975,8 +976,9 @@ class CudaBackend : public Backend {
       } else if (!truncated) {
         soft.push_back(SampleDraw{r.u, r.temperature, r.row});
         soft_at.push_back(i);
-      } else if (r.top_k > 0 && r.top_k <= 1024 && r.top_k < V) {
-        topk.push_back(SampleDrawTopK{r.u, r.temperature, r.top_p, r.min_p, r.top_k, r.row});
+      } else if (r.top_k <= 1024 || r.top_k >= V) {  // top-k 1..1024, or top-p / min-p alone
+        const int k = r.top_k > 0 && r.top_k < V ? r.top_k : 0;
+        topk.push_back(SampleDrawTopK{r.u, r.temperature, r.top_p, r.min_p, k, r.row});
         topk_at.push_back(i);
       } else {
         continue;

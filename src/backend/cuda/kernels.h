@@ -77,13 +77,13 @@ void launch_sample_softmax(const float* logits, int64_t ld, const SampleDraw* dr
                            int vocab, int32_t* out, cudaStream_t stream);
 
 /// One row to draw from with a temperature and top-k (1..1024, < vocab), optionally top-p / min-p
-/// within the k (sample.cu).
+/// within the k; or top_k 0: top-p and / or min-p over the whole vocabulary (sample.cu).
 struct SampleDrawTopK {
   double u;           // uniform draw in [0, 1)
   float temperature;  // > 0
   float top_p;        // >= 1: off
   float min_p;        // <= 0: off
-  int32_t top_k;      // 1..1024
+  int32_t top_k;      // 1..1024, or 0: off (then top_p < 1 or min_p > 0)
   int32_t row;        // row of the logits
   int32_t pad = 0;
 };
@@ -91,8 +91,9 @@ struct SampleDrawTopK {
 /// :vocab] with top-k → softmax(l / T) → top-p → min-p at draws[i].u: the same candidates in the
 /// same order (logit descending, id ascending), the same float / double arithmetic on them
 /// (expf may differ from the host's in the last bit, so a pick can differ only where u · Σ falls
-/// within rounding of a boundary); −1 where more than 1024 logits tie with the k-th (the caller
-/// samples that row on the host). F32 logits with row stride ld (penalties applied), draws and out
+/// within rounding of a boundary); −1 where more than 1024 logits tie with the k-th, or with
+/// top_k 0 where the top-p / min-p cut falls past the 1024 most likely ids (the caller samples
+/// that row on the host). F32 logits with row stride ld (penalties applied), draws and out
 /// [n] on the device; one 1024-thread block per draw.
 void launch_sample_top_k(const float* logits, int64_t ld, const SampleDrawTopK* draws, int n,
                          int vocab, int32_t* out, cudaStream_t stream);

@@ -104,12 +104,15 @@ __device__ void bitonic_sort(uint32_t* key, int* id) {
   __syncthreads();
 }
 
-// One block per draw: the reference sampler's truncated path for top_k <= kSampleThreads.
+// One block per draw: the reference sampler's truncated path for top_k <= kSampleThreads, or
+// (top_k off: `full`) for top-p / min-p over the whole vocabulary when their cut falls within the
+// kSampleThreads most likely ids.
 // 1. The k-th candidate's key by a most-significant-digit-first radix select (4 passes of 8 bits);
 // 2. the candidates (keys above it, then the lowest ids among those equal to it) sorted by
 //    (logit descending, id ascending); 3. thread 0 repeats the reference's arithmetic on them in
-//    order: softmax at T in float with a double sum, top-p prefix, min-p, the draw. More than
-//    kSampleThreads logits equal to the k-th one: out = −1 (the host samples that row).
+//    order: softmax at T in float with a double sum (over the whole vocabulary when `full`),
+//    top-p prefix, min-p, the draw. out = −1 (the host samples that row) when more than
+//    kSampleThreads logits equal the k-th one, or a `full` row's cut lies past the candidates.
 __global__ void __launch_bounds__(kSampleThreads)
     sample_top_k_kernel(const float* __restrict__ logits, int64_t ld,
                         const SampleDrawTopK* __restrict__ draws, int vocab,
@@ -121,9 +124,11 @@ __global__ void __launch_bounds__(kSampleThreads)
   __shared__ int hist[256];
   __shared__ uint32_t s_prefix;
   __shared__ int s_left, n_gt, n_eq;
+  __shared__ double s_sum_all;
   const SampleDrawTopK d = draws[blockIdx.x];
   const float* l = logits + (int64_t)d.row * ld;
-  const int k = d.top_k, t = threadIdx.x;
+  const bool full = d.top_k <= 0;  // top-p / min-p over the whole vocabulary
+  const int k = full ? min(vocab, kSampleThreads) : d.top_k, t = threadIdx.x;
   if (t == 0) {
     s_prefix = 0;
     s_left = k;
@@ -183,21 +188,32 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
   bitonic_sort(ckey, cid);
   // 3. the reference's arithmetic, in order (src/backend/cpu/sampling.cpp steps 4-7)
-  if (t != 0) return;
   const float mx = l[cid[0]];
+  if (full) {  // the softmax's sum runs over every id (in another order than the host's)
+    double part = 0;
+    for (int j = t; j < vocab; j += kSampleThreads) part += expf((l[j] - mx) / d.temperature);
+    using ReduceD = cub::BlockReduce<double, kSampleThreads>;
+    __shared__ typename ReduceD::TempStorage red;
+    part = ReduceD(red).Sum(part);
+    if (t == 0) s_sum_all = part;
+  }
+  if (t != 0) return;
   double sum = 0;
   for (int i = 0; i < k; ++i) {
     prob[i] = expf((l[cid[i]] - mx) / d.temperature);
     sum += prob[i];
   }
+  if (full) sum = s_sum_all;
   for (int i = 0; i < k; ++i) prob[i] = (float)(prob[i] / sum);
   int keep = k;
+  bool cut = !full || k == vocab;  // a `full` row needs its cut inside the candidates
   if (d.top_p < 1.0f) {
     double cum = 0;
     for (int i = 0; i < k; ++i) {
       cum += prob[i];
       if (cum >= d.top_p) {
         keep = i + 1;
+        cut = true;
         break;
       }
     }
@@ -206,7 +222,12 @@ __global__ void __launch_bounds__(kSampleThreads)
     const float thr = d.min_p * prob[0];
     int kk = 1;
     while (kk < keep && prob[kk] >= thr) ++kk;
+    if (kk < k) cut = true;
     keep = kk;
+  }
+  if (!cut) {
+    out[blockIdx.x] = -1;
+    return;
   }
   double total = 0;
   for (int i = 0; i < keep; ++i) total += prob[i];
