@@ -260,6 +260,13 @@ TEST(ServeE2E, ApiKeyAndBadFlags) {
   CmdResult r = run_perfx("serve -m " + sh_quote(default_model()) + " --max-batch 0");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--max-batch"), std::string::npos) << r.err;
+  // a step budget below one token per sequence plus one prompt chunk (64 + 512 here)
+  r = run_perfx("serve -m " + sh_quote(default_model()) + " --max-num-batched-tokens 575");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--max-num-batched-tokens must be 0 (the default) or from --max-batch + "
+                       "--prefill-chunk = 576 up to"),
+            std::string::npos)
+      << r.err;
   r = run_perfx("serve -m " + sh_quote(default_model()) + " --chat-template /nonexistent.jinja");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("/nonexistent.jinja"), std::string::npos) << r.err;

@@ -4,8 +4,8 @@
 # output 128, unique prompts, REQS requests (default 2 per client; REQS_<clients> for one of them),
 # at most 60 s each), then the server's
 # metrics. The serving half of cuda_final.sh without its GGUF / model-test parts. SERVE_ENV
-# ("VAR=value ...") is set for the server; TEMP (default 0) is the requests' temperature (> 0: the
-# rows are sampled by the host's reference sampler).
+# ("VAR=value ...") is set for the server and SERVE_ARGS added to its flags; TEMP (default 0) is
+# the requests' temperature.
 #   run: command "bash tools/device/serve_sweep.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,7 +17,7 @@ tar -xJf .devpack/bin.tar.xz -C /tmp/devbin
 B=/tmp/devbin/.devbin
 T0=$(date +%s)
 port=18731
-env ${SERVE_ENV:-} "$B/perfx" serve -m random:llama-2-7b --device cuda --port $port --max-batch 256 > "$OUT/serve.log" 2>&1 &
+env ${SERVE_ENV:-} "$B/perfx" serve -m random:llama-2-7b --device cuda --port $port --max-batch 256 ${SERVE_ARGS:-} > "$OUT/serve.log" 2>&1 &
 pid=$!
 for i in $(seq 1 120); do curl -fsS "http://127.0.0.1:$port/health" > /dev/null 2>&1 && break; sleep 1; done
 echo "serve up after $(( $(date +%s) - T0 )) s"

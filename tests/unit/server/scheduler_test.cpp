@@ -149,6 +149,37 @@ TEST(Scheduler, ChunkedPrefillRunsBesideDecodes) {
   EXPECT_EQ(mixed, 4);
 }
 
+// The step budget (--max-num-batched-tokens): at its least (max_batch + prefill_chunk) one prompt
+// chunk joins a step; a larger budget takes several, whole chunks only.
+TEST(Scheduler, StepBudgetBoundsPromptChunksPerStep) {
+  for (int budget : {0, 4 + 3 * 16}) {
+    FakeEngine engine;
+    SchedulerOptions o;
+    o.max_batch = 4;
+    o.prefill_chunk = 16;
+    o.max_step_tokens = budget;  // 0: the least, 4 + 16
+    Scheduler s(engine, o, nullptr);
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (int i = 0; i < 4; ++i)  // 4 prompts of 40 tokens: chunks 16, 16, 8
+      hs.push_back(s.submit({greedy(prompt_of(engine, std::string(39, (char)('a' + i))), 3)}));
+    s.start();
+    for (auto& h : hs) run_to_end(*h);
+    int most = 0;
+    for (const auto& st : engine.steps()) {
+      int n = 0;
+      for (int t : st.tokens_per_item) n += t;
+      EXPECT_LE(n, budget == 0 ? 4 + 16 : budget);
+      int chunks = 0;
+      for (int t : st.tokens_per_item) chunks += t > 1;
+      most = std::max(most, chunks);
+    }
+    if (budget == 0)
+      EXPECT_EQ(most, 1);
+    else
+      EXPECT_GE(most, 3) << "budget " << budget;
+  }
+}
+
 TEST(Scheduler, PrefixCachingReusesPromptBlocks) {
   FakeEngine engine;
   Metrics metrics;
