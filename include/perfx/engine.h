@@ -28,7 +28,7 @@ struct EngineOptions {
   /// --gpu-memory-utilization); 0 = size it for one sequence of ctx tokens (the CPU's rule).
   double gpu_memory_utilization = 0;
   int max_step_tokens = 0;       // most tokens one step carries (the server's budget); the GPU
-                                 // KV sizing keeps activation room for max(512, this)
+                                 // KV sizing keeps activation room for max(512, this) tokens
   int block_size = 16;           // tokens per KV block
   /// KV cache element types, llama.cpp's --cache-type-k / --cache-type-v: "f32", "f16", "q8_0";
   /// "" = the backend's activation dtype (f32 on the CPU).

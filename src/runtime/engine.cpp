@@ -76,12 +76,12 @@ class EngineImpl : public Engine {
     size_t free_b = 0, total_b = 0;
     if (o.kv_cache_tokens == 0 && o.gpu_memory_utilization > 0 && backend_->device_memory(&free_b, &total_b)) {
       // vLLM's rule: weights + activations + KV within utilization · total; activations get a
-      // reserve (the scratch of the largest step, at least 512 tokens, with its logits, plus 1 GiB
-      // for workspaces).
+      // reserve (the scratch of the largest step, at least 512 tokens; logits for 512 rows, one per
+      // sequence; plus 1 GiB for workspaces).
       const size_t act = dtype_block_bytes(backend_->act_dtype());
       const size_t step = (size_t)std::max(512, o.max_step_tokens);
       const size_t scratch = step * (size_t)(6 * c.hidden_size + 4 * c.intermediate_size) * act +
-                             step * (size_t)c.vocab_size * 4 + (size_t(1) << 30);
+                             (size_t)512 * (size_t)c.vocab_size * 4 + (size_t(1) << 30);
       const double budget = o.gpu_memory_utilization * (double)total_b - (double)(total_b - free_b) - (double)scratch;
       const double per_token = (double)c.num_hidden_layers * 2.0 * (double)c.kv_dim() * (double)act;
       const double fit = budget / per_token;

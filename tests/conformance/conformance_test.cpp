@@ -1028,34 +1028,39 @@ TEST_P(Conformance, SampleFullVocabulary) {
       }
       rows.push_back(r);
     }
-  // Top-k rows (1..1024; top-p / min-p inside), top-p / min-p without top-k (k 0), and two rows
-  // with logits tied at the k-th: 500
-  // (sorted by id on the device) and 2,000 (more than a device block sorts: handed back to the
-  // host, whose draw must not apply the row's penalties twice).
+  // Top-k rows (1..1024 on a device; 2,000: the host's; top-p / min-p inside), top-p / min-p
+  // without top-k (k 0), one of them with its cut past the 1,024 most likely ids (handed back to
+  // the host after the device applied its penalties: they must not apply twice), two rows with
+  // 500 and 2,000 logits tied at the k-th (the lowest ids win), and a masked row (all but 33
+  // logits −inf, top-k 40: the −inf ties fill the candidates).
+  enum Kind { kPlain, kTies500, kTies2000, kMasked, kHandedBack };
   struct TopK {
     float temp;
     int k;
     float p, min_p;
     double u;
-    int ties;
+    Kind kind;
   };
   const size_t first_k = rows.size();
-  for (TopK c : {TopK{0.8f, 40, 0.95f, 0.05f, 0.37, 0}, TopK{1.5f, 1024, 1, 0, 0.9, 0},
-                 TopK{1.0f, 1, 1, 0, 0.5, 0}, TopK{1.2f, 300, 0.5f, 0, 0.2, 0},
-                 TopK{0.6f, 0, 0.9f, 0, 0.8, 0}, TopK{1.0f, 0, 1, 0.05f, 0.45, 0},
-                 TopK{1.7f, 0, 0.99f, 0, 0.7, 0},  // a cut past 1,024 ids: the host's
-                 TopK{1.0f, 100, 1, 0, 0.98, 500}, TopK{1.0f, 100, 1, 0, 0.97, 2000}}) {
+  std::vector<Kind> kinds;
+  for (TopK c : {TopK{0.8f, 40, 0.95f, 0.05f, 0.37, kPlain}, TopK{1.5f, 1024, 1, 0, 0.9, kPlain},
+                 TopK{1.0f, 1, 1, 0, 0.5, kPlain}, TopK{1.2f, 300, 0.5f, 0, 0.2, kPlain},
+                 TopK{1.1f, 2000, 1, 0, 0.3, kPlain}, TopK{0.6f, 0, 0.9f, 0, 0.8, kPlain},
+                 TopK{1.0f, 0, 1, 0.05f, 0.45, kPlain}, TopK{1.7f, 0, 0.99f, 0, 0.7, kHandedBack},
+                 TopK{1.0f, 100, 1, 0, 0.98, kTies500}, TopK{1.0f, 100, 1, 0, 0.97, kTies2000},
+                 TopK{1.0f, 40, 1, 0, 0.5, kMasked}}) {
     SampleRow r;
     r.temperature = c.temp;
     r.top_k = c.k;
     r.top_p = c.p;
     r.min_p = c.min_p;
     r.u = c.u;
-    if (c.ties == 2000) {
-      r.presence_penalty = 0.4f;  // on one of the 50 above the ties: moves the draw among them
-      r.counts = {{10, 1}};
+    if (c.kind == kHandedBack) {
+      r.presence_penalty = 2.0f;  // on the largest logit
+      r.counts = {{5, 1}};
     }
     rows.push_back(r);
+    kinds.push_back(c.kind);
   }
   const int R = (int)rows.size();
   for (int i = 0; i < R; ++i) rows[(size_t)i].row = R - 1 - i;  // rows sampled out of order
@@ -1070,11 +1075,16 @@ TEST_P(Conformance, SampleFullVocabulary) {
     lg[(size_t)r * V + 31999] = 24.5f;
   }
   for (size_t i = first_k; i < rows.size(); ++i) {
-    const int ties = i + 2 >= rows.size() ? (i + 1 == rows.size() ? 2000 : 500) : 0;
-    if (ties == 0) continue;
+    const Kind kind = kinds[i - first_k];
     float* row = &lg[(size_t)rows[i].row * V];
-    for (int j = 0; j < 50; ++j) row[j] = 30.0f + (float)j / 16.0f;  // 50 above the ties
-    for (int t = 0; t < ties; ++t) row[100 + 11 * t] = 29.0f;         // the k-th falls in here
+    if (kind == kTies500 || kind == kTies2000) {
+      for (int j = 0; j < 50; ++j) row[j] = 30.0f + (float)j / 16.0f;  // 50 above the ties
+      for (int t = 0; t < (kind == kTies500 ? 500 : 2000); ++t)
+        row[100 + 11 * t] = 29.0f;  // the k-th falls in here
+    } else if (kind == kMasked) {
+      for (int j = 0; j < V; ++j)
+        if (j % 997 != 3) row[j] = -INFINITY;  // 33 finite logits left
+    }
   }
   std::vector<int32_t> want((size_t)R);
   std::vector<std::pair<float, int32_t>> scratch;
@@ -1087,8 +1097,21 @@ TEST_P(Conformance, SampleFullVocabulary) {
   std::vector<int32_t> got((size_t)R, -1);
   d().be().sample(t, rows, got.data());
   EXPECT_EQ(got, want);
-  for (size_t i = rows.size() - 2; i < rows.size(); ++i)  // the draws land among the ties
-    EXPECT_TRUE(want[i] >= 100 && (want[i] - 100) % 11 == 0) << want[i];
+  for (size_t i = first_k; i < rows.size(); ++i) {
+    const Kind kind = kinds[i - first_k];
+    if (kind == kTies500 || kind == kTies2000) {  // the draws land among the ties
+      EXPECT_TRUE(want[i] >= 100 && (want[i] - 100) % 11 == 0) << want[i];
+    }
+    if (kind == kMasked) {
+      EXPECT_EQ(want[i] % 997, 3) << "a finite logit";
+    }
+    if (kind == kHandedBack) {  // penalties applied twice would move this draw: the test can fail
+      const int lr = rows[i].row;
+      std::vector<float> row(lg.begin() + (long)lr * V, lg.begin() + (long)(lr + 1) * V);
+      row[5] -= 2.0f;
+      EXPECT_NE(cpu::sample_logits(row.data(), V, rows[i], scratch), want[i]);
+    }
+  }
   std::set<int32_t> distinct(want.begin(), want.end());
   EXPECT_GT(distinct.size(), 4u) << "the draws must spread over the vocabulary";
 }

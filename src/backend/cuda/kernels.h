@@ -95,6 +95,8 @@ struct SampleDrawTopK {
 /// top_k 0 where the top-p / min-p cut falls past the 1024 most likely ids (the caller samples
 /// that row on the host). F32 logits with row stride ld (penalties applied), draws and out
 /// [n] on the device; one 1024-thread block per draw.
+static_assert(sizeof(SampleDraw) == 16 && sizeof(SampleDrawTopK) == 32,
+              "the draws are copied to the device as they are laid out here");
 void launch_sample_top_k(const float* logits, int64_t ld, const SampleDrawTopK* draws, int n,
                          int vocab, int32_t* out, cudaStream_t stream);
 

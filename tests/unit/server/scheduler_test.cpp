@@ -173,10 +173,11 @@ TEST(Scheduler, StepBudgetBoundsPromptChunksPerStep) {
       for (int t : st.tokens_per_item) chunks += t > 1;
       most = std::max(most, chunks);
     }
-    if (budget == 0)
+    if (budget == 0) {
       EXPECT_EQ(most, 1);
-    else
+    } else {
       EXPECT_GE(most, 3) << "budget " << budget;
+    }
   }
 }
 
