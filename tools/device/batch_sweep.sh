@@ -8,12 +8,10 @@
 #   run: command "bash tools/device/batch_sweep.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 OUT=${OUT:-/tmp/batch_sweep}
-mkdir -p "$OUT" /tmp/devbin
-export LD_LIBRARY_PATH="$ROOT/.devpack/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-tar -xJf "$ROOT/.devpack/bin.tar.xz" -C /tmp/devbin
-P=/tmp/devbin/.devbin/perfx
+mkdir -p "$OUT"
+. tools/device/devbin.sh
+P=$B/perfx
 N=${N:-32}
 for mode in ${MODES:-default fused}; do
   env_min=""

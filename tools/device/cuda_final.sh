@@ -5,13 +5,10 @@
 # (prompt 128 / output 128, random:llama-2-7b AWQ). Carry [".devpack", ".devshared", ".devllama2"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT" /tmp/devbin
-export LD_LIBRARY_PATH="$ROOT/.devpack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+mkdir -p "$OUT"
+. tools/device/devbin.sh
 export PERFX_SHARED_DIR="$ROOT/.devshared"
-tar -xJf .devpack/bin.tar.xz -C /tmp/devbin
-B=/tmp/devbin/.devbin
 T0=$(date +%s)
 S=$OUT/final.txt
 : > "$S"

@@ -10,12 +10,9 @@
 #   run: command "bash tools/device/serve_soak.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT" /tmp/devbin
-export LD_LIBRARY_PATH="$ROOT/.devpack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-[ -x /tmp/devbin/.devbin/perfx ] || tar -xJf .devpack/bin.tar.xz -C /tmp/devbin
-B=/tmp/devbin/.devbin
+mkdir -p "$OUT"
+. tools/device/devbin.sh
 T0=$(date +%s)
 soak() {  # name, model, extra bench-serve flags...
   local name=$1 model=$2 port=18741

@@ -9,12 +9,9 @@
 #   run: command "bash tools/device/serve_sweep.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT" /tmp/devbin
-export LD_LIBRARY_PATH="$ROOT/.devpack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-tar -xJf .devpack/bin.tar.xz -C /tmp/devbin
-B=/tmp/devbin/.devbin
+mkdir -p "$OUT"
+. tools/device/devbin.sh
 T0=$(date +%s)
 port=18731
 env ${SERVE_ENV:-} "$B/perfx" serve -m random:llama-2-7b --device cuda --port $port --max-batch 256 ${SERVE_ARGS:-} > "$OUT/serve.log" 2>&1 &
