@@ -957,54 +957,7 @@ class OpenClBackend : public Backend {
     check(copy_bytes >= (1u << 20) && out > 0 && in > 0 && in % 128 == 0,
           "measure_gemv_bandwidth: needs a copy of at least 1 MiB and in a multiple of 128");
     BandwidthReport rep;
-    // copy kernel
-    const size_t n4 = copy_bytes / 16;
-    DevMem a(sh_, n4 * 16, "the copy test"), b(sh_, n4 * 16, "the copy test");
-    cl_check(cl().clEnqueueFillBuffer(ctx_.queue(), a.get(), "\0\0\0\0", 4, 0, n4 * 16, 0, nullptr,
-                                      nullptr),
-             "clEnqueueFillBuffer");
-    cl_kernel ck = ctx_.kernel("copy.cl", "copy_f4", "");
-    // median device seconds of 12 copies of n float4s, the k-th at offset off(k)
-    auto time_copy = [&](size_t n, auto off) {
-      std::vector<double> t;
-      for (int i = 0; i < 12; ++i) {
-        const size_t g[1] = {(n + 255) / 256 * 256}, l[1] = {256};
-        cl_event ev = nullptr;
-        Launch(ctx_, ck)
-            .arg(a.get())
-            .arg(b.get())
-            .arg((int)n)
-            .arg((cl_long)off(i))
-            .run(1, g, l, "copy", &ev);
-        t.push_back(event_seconds(ev));
-      }
-      std::sort(t.begin(), t.end());
-      return t[t.size() / 2];
-    };
-    rep.copy_gbs = 2.0 * (double)(n4 * 16) / time_copy(n4, [](int) { return 0; }) / 1e9;
-    rep.empty_us = time_copy(1, [](int) { return 0; }) * 1e6;
-    const size_t wb = (size_t)(out * in / 2 + out * (in / 128) * 3);  // the GEMV's weight bytes
-    const size_t n4s = std::min(wb / 32, n4 / 2);  // half of them read, half written
-    auto same_off = [&](int i) { return (cl_long)((size_t)i * n4s % (n4 - n4s + 1)); };
-    rep.copy_same_gbs = 2.0 * (double)(n4s * 16) / time_copy(n4s, same_off) / 1e9;
-    {  // the same copies back to back
-      EventList evs;
-      for (int i = 0; i < 96; ++i) {
-        const size_t g[1] = {(n4s + 255) / 256 * 256}, l[1] = {256};
-        cl_event ev = nullptr;
-        Launch(ctx_, ck)
-            .arg(a.get())
-            .arg(b.get())
-            .arg((int)n4s)
-            .arg(same_off(i))
-            .run(1, g, l, "copy", &ev);
-        evs.v.push_back(ev);
-      }
-      rep.copy_same_stream_gbs = 2.0 * (double)(n4s * 16) * 96 / events_span_seconds(evs.v) / 1e9;
-    }
-    a.reset();
-    b.reset();
-    // int4 g128 weights, enough copies to defeat the last-level cache
+    // the int4 g128 weight (enough copies of it to defeat the last-level cache are made below)
     auto m = std::make_shared<Int4Matrix>();
     m->out = out;
     m->in = in;
@@ -1018,6 +971,45 @@ class OpenClBackend : public Backend {
       v = fp32_to_fp16(0.001f + (float)((s = s * 1664525u + 1013904223u) >> 24) * 1e-5f);
     for (auto& v : m->zeros) v = (uint8_t)((s = s * 1664525u + 1013904223u) >> 28);
     const size_t wbytes = m->bytes();
+    // copy kernel
+    const size_t n4 = copy_bytes / 16;
+    DevMem a(sh_, n4 * 16, "the copy test"), b(sh_, n4 * 16, "the copy test");
+    cl_check(cl().clEnqueueFillBuffer(ctx_.queue(), a.get(), "\0\0\0\0", 4, 0, n4 * 16, 0, nullptr,
+                                      nullptr),
+             "clEnqueueFillBuffer");
+    cl_kernel ck = ctx_.kernel("copy.cl", "copy_f4", "");
+    // copies n float4s at float4 offset off; its event in *ev
+    auto enqueue_copy = [&](size_t n, cl_long off, cl_event* ev) {
+      const size_t g[1] = {(n + 255) / 256 * 256}, l[1] = {256};
+      Launch(ctx_, ck).arg(a.get()).arg(b.get()).arg((int)n).arg(off).run(1, g, l, "copy", ev);
+    };
+    // median device seconds of 12 copies of n float4s, the k-th at offset off(k)
+    auto time_copy = [&](size_t n, auto off) {
+      std::vector<double> t;
+      for (int i = 0; i < 12; ++i) {
+        cl_event ev = nullptr;
+        enqueue_copy(n, (cl_long)off(i), &ev);
+        t.push_back(event_seconds(ev));
+      }
+      std::sort(t.begin(), t.end());
+      return t[t.size() / 2];
+    };
+    rep.copy_gbs = 2.0 * (double)(n4 * 16) / time_copy(n4, [](int) { return 0; }) / 1e9;
+    rep.empty_us = time_copy(1, [](int) { return 0; }) * 1e6;
+    const size_t n4s = std::min(wbytes / 32, n4 / 2);  // the GEMV's bytes: half read, half written
+    auto same_off = [&](int i) { return (cl_long)((size_t)i * n4s % (n4 - n4s + 1)); };
+    rep.copy_same_gbs = 2.0 * (double)(n4s * 16) / time_copy(n4s, same_off) / 1e9;
+    {  // the same copies back to back
+      EventList evs;
+      for (int i = 0; i < 96; ++i) {
+        cl_event ev = nullptr;
+        enqueue_copy(n4s, same_off(i), &ev);
+        evs.v.push_back(ev);
+      }
+      rep.copy_same_stream_gbs = 2.0 * (double)(n4s * 16) * 96 / events_span_seconds(evs.v) / 1e9;
+    }
+    a.reset();
+    b.reset();
     // At least 4x the reported cache and 256 MiB in all (drivers report L1 or L2 here; an H200's L2
     // is 50 MiB), so every GEMV reads its weights from memory.
     const uint64_t span = std::max<uint64_t>(4 * ctx_.dev().global_cache, 256ull << 20);
