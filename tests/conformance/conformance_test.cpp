@@ -947,6 +947,23 @@ TEST_P(Conformance, GatherRows) {
 
 // ---- sampling
 
+/// Row r of logits lg [rows, V] (a copy: the reference sampler modifies its input).
+std::vector<float> logits_row(const std::vector<float>& lg, int V, int r) {
+  return std::vector<float>(lg.begin() + (long)r * V, lg.begin() + (long)(r + 1) * V);
+}
+
+/// The reference sampler's pick for each of `rows` over logits lg [rows, V].
+std::vector<int32_t> reference_picks(const std::vector<float>& lg, int V,
+                                     const std::vector<SampleRow>& rows) {
+  std::vector<int32_t> want;
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (const SampleRow& r : rows) {
+    std::vector<float> row = logits_row(lg, V, r.row);
+    want.push_back(cpu::sample_logits(row.data(), V, r, scratch));
+  }
+  return want;
+}
+
 TEST_P(Conformance, Sample) {
   const int V = 1000;
   std::mt19937 rng(11);
@@ -988,13 +1005,7 @@ TEST_P(Conformance, Sample) {
     lg[(size_t)(r * V + 3)] = 40.0f;  // the penalties must move this one (3 is penalised)
     lg[(size_t)(r * V + 17)] = 39.9f;
   }
-  std::vector<int32_t> want((size_t)R);
-  std::vector<std::pair<float, int32_t>> scratch;
-  for (int r = 0; r < R; ++r) {
-    const int lr = rows[(size_t)r].row;
-    std::vector<float> row(lg.begin() + (long)lr * V, lg.begin() + (long)(lr + 1) * V);
-    want[(size_t)r] = cpu::sample_logits(row.data(), V, rows[(size_t)r], scratch);
-  }
+  const std::vector<int32_t> want = reference_picks(lg, V, rows);
   Tensor t = d().upload(lg, R, V, V + 1, DType::F32, false);
   std::vector<int32_t> got((size_t)R, -1);
   d().be().sample(t, rows, got.data());
@@ -1086,13 +1097,7 @@ TEST_P(Conformance, SampleFullVocabulary) {
         if (j % 997 != 3) row[j] = -INFINITY;  // 33 finite logits left
     }
   }
-  std::vector<int32_t> want((size_t)R);
-  std::vector<std::pair<float, int32_t>> scratch;
-  for (int r = 0; r < R; ++r) {
-    const int lr = rows[(size_t)r].row;
-    std::vector<float> row(lg.begin() + (long)lr * V, lg.begin() + (long)(lr + 1) * V);
-    want[(size_t)r] = cpu::sample_logits(row.data(), V, rows[(size_t)r], scratch);
-  }
+  const std::vector<int32_t> want = reference_picks(lg, V, rows);
   Tensor t = d().upload(lg, R, V, V + 3, DType::F32, false);
   std::vector<int32_t> got((size_t)R, -1);
   d().be().sample(t, rows, got.data());
@@ -1106,9 +1111,9 @@ TEST_P(Conformance, SampleFullVocabulary) {
       EXPECT_EQ(want[i] % 997, 3) << "a finite logit";
     }
     if (kind == kHandedBack) {  // penalties applied twice would move this draw: the test can fail
-      const int lr = rows[i].row;
-      std::vector<float> row(lg.begin() + (long)lr * V, lg.begin() + (long)(lr + 1) * V);
+      std::vector<float> row = logits_row(lg, V, rows[i].row);
       row[5] -= 2.0f;
+      std::vector<std::pair<float, int32_t>> scratch;
       EXPECT_NE(cpu::sample_logits(row.data(), V, rows[i], scratch), want[i]);
     }
   }
