@@ -715,11 +715,13 @@ class CudaBackend : public Backend {
   void quant_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b) {
     const int M = (int)x.rows;
     const bool ready = kernel_ready_x(x);
-    // the copy serves exactly the ladder's Dense rung (and activations the kernels do not take)
-    const bool dense_rung =
-        (w.w4 ? w4a16_plan(w.w4->view(), M, true).kernel
-              : w8a16_plan(w.w8->view(), M, true).kernel) == LinearKernel::Dense;
-    if (w.dense.get() != nullptr && (!ready || dense_rung)) {
+    // the copy serves exactly the ladder's Dense rung (and activations the kernels do not take);
+    // the plan is only asked for weights that have a copy
+    auto dense_rung = [&] {
+      return (w.w4 ? w4a16_plan(w.w4->view(), M, true).kernel
+                   : w8a16_plan(w.w8->view(), M, true).kernel) == LinearKernel::Dense;
+    };
+    if (w.dense.get() != nullptr && (!ready || dense_rung())) {
       gemm(w.dense.get(), w.out, w.in, x, y, b);
       return;
     }
