@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   } tmp;
   __shared__ float s_max;
   __shared__ int s_pick;
+  __shared__ double s_before[kSampleThreads + 1];
   const SampleDraw d = draws[blockIdx.x];
   const float* l = logits + (int64_t)d.row * ld;
   float m = -FLT_MAX;
@@ -53,26 +54,39 @@ __global__ void __launch_bounds__(kSampleThreads)
   for (int j = j0; j < j1; ++j) s += exp((double)(l[j] - mx) / T);
   double before = 0, total = 0;
   Scan(tmp.scan).ExclusiveSum(s, before, total);
+  s_before[threadIdx.x] = before;
+  if (threadIdx.x == 0) s_before[kSampleThreads] = total;
+  __syncthreads();
+  // Thread t owns [before_t, before_t+1): the ranges tile [0, total) whatever the rounding.
   const double r = d.u * total;
-  if (j0 < j1 && before <= r && r < before + s) {
+  if (j0 < j1 && before <= r && r < s_before[threadIdx.x + 1]) {
     double acc = before;
+    int last = -1;  // the chunk's last id with weight: where rounding leaves the walk short of r
     for (int j = j0; j < j1; ++j) {
-      acc += exp((double)(l[j] - mx) / T);
+      const double e = exp((double)(l[j] - mx) / T);
+      acc += e;
+      if (e > 0) last = j;
       if (acc > r) {
-        atomicMin(&s_pick, j);
+        last = j;
         break;
       }
     }
+    if (last >= 0) atomicMin(&s_pick, last);
   }
   __syncthreads();
   if (threadIdx.x == 0) out[blockIdx.x] = s_pick;
 }
 
-// A float's bits as an unsigned key with the same order (larger float, larger key).
+// A float's bits as an unsigned key with the same order (larger float, larger key; −0 and +0 the
+// same key, as they compare equal on the host).
 __device__ __forceinline__ uint32_t order_key(float f) {
-  const uint32_t u = __float_as_uint(f);
+  const uint32_t u = __float_as_uint(f + 0.0f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+
+// expf as the host computes it (glibc's is correctly rounded or nearly; CUDA's expf may be 2 ulp
+// off): exp in double, rounded once to float.
+__device__ __forceinline__ float host_expf(float x) { return (float)exp((double)x); }
 
 // (key, id) pairs sorted by key descending, then id ascending (the reference sampler's order).
 __device__ __forceinline__ bool goes_first(uint32_t ka, int ia, uint32_t kb, int ib) {
@@ -118,22 +132,24 @@ __global__ void __launch_bounds__(kSampleThreads)
                         const SampleDrawTopK* __restrict__ draws, int vocab,
                         int32_t* __restrict__ out) {
   pdl_enter();
-  __shared__ uint32_t ckey[kSampleThreads], tkey[kSampleThreads];
-  __shared__ int cid[kSampleThreads], tid_[kSampleThreads];
+  using ScanI = cub::BlockScan<int, kSampleThreads>;
+  __shared__ typename ScanI::TempStorage scan_tmp;
+  __shared__ uint32_t ckey[kSampleThreads];
+  __shared__ int cid[kSampleThreads];
   __shared__ float prob[kSampleThreads];
   __shared__ int hist[256];
   __shared__ uint32_t s_prefix;
-  __shared__ int s_left, n_gt, n_eq;
+  __shared__ int s_left, n_gt;
   __shared__ double s_sum_all;
   const SampleDrawTopK d = draws[blockIdx.x];
   const float* l = logits + (int64_t)d.row * ld;
   const bool full = d.top_k <= 0;  // top-p / min-p over the whole vocabulary
-  const int k = full ? min(vocab, kSampleThreads) : d.top_k, t = threadIdx.x;
+  const int k = min(min(vocab, kSampleThreads), full ? kSampleThreads : d.top_k);
+  const int t = threadIdx.x;
   if (t == 0) {
     s_prefix = 0;
     s_left = k;
     n_gt = 0;
-    n_eq = 0;
   }
   // 1. radix select of the k-th largest key
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -155,43 +171,39 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
   const uint32_t kth = s_prefix;
   const int take_eq = s_left;  // keys equal to kth among the k (>= 1)
-  // 2. candidates
+  // 2. candidates: the keys above kth (fewer than k) anywhere, then the first take_eq ids equal to
+  // it in id order (contiguous id chunks per thread, ranked by a scan), placed after them
   ckey[t] = 0;
   cid[t] = 0x7fffffff;
-  tkey[t] = 0;
-  tid_[t] = 0x7fffffff;
   __syncthreads();
-  for (int j = t; j < vocab; j += kSampleThreads) {
+  const int C = (vocab + kSampleThreads - 1) / kSampleThreads;
+  const int j0 = min(vocab, t * C), j1 = min(vocab, j0 + C);
+  int n_eq = 0;
+  for (int j = j0; j < j1; ++j) {
     const uint32_t key = order_key(l[j]);
     if (key > kth) {
       const int at = atomicAdd(&n_gt, 1);
       ckey[at] = key;
       cid[at] = j;
-    } else if (key == kth) {
-      const int at = atomicAdd(&n_eq, 1);
-      if (at < kSampleThreads) {
-        tkey[at] = key;
-        tid_[at] = j;
-      }
     }
+    n_eq += key == kth;
   }
-  __syncthreads();
-  if (n_eq > kSampleThreads) {  // too many ties at the boundary to keep: the host's row
-    if (t == 0) out[blockIdx.x] = -1;
-    return;
-  }
-  bitonic_sort(tkey, tid_);  // ties by id
+  int rank = 0;
+  ScanI(scan_tmp).ExclusiveSum(n_eq, rank);
+  __syncthreads();  // n_gt complete
   const int gt = n_gt;
-  if (t < take_eq) {
-    ckey[gt + t] = tkey[t];
-    cid[gt + t] = tid_[t];
-  }
+  for (int j = j0; j < j1 && rank < take_eq; ++j)
+    if (order_key(l[j]) == kth) {
+      ckey[gt + rank] = kth;
+      cid[gt + rank] = j;
+      ++rank;
+    }
   bitonic_sort(ckey, cid);
   // 3. the reference's arithmetic, in order (src/backend/cpu/sampling.cpp steps 4-7)
   const float mx = l[cid[0]];
   if (full) {  // the softmax's sum runs over every id (in another order than the host's)
     double part = 0;
-    for (int j = t; j < vocab; j += kSampleThreads) part += expf((l[j] - mx) / d.temperature);
+    for (int j = t; j < vocab; j += kSampleThreads) part += host_expf((l[j] - mx) / d.temperature);
     using ReduceD = cub::BlockReduce<double, kSampleThreads>;
     __shared__ typename ReduceD::TempStorage red;
     part = ReduceD(red).Sum(part);
@@ -200,7 +212,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (t != 0) return;
   double sum = 0;
   for (int i = 0; i < k; ++i) {
-    prob[i] = expf((l[cid[i]] - mx) / d.temperature);
+    prob[i] = host_expf((l[cid[i]] - mx) / d.temperature);
     sum += prob[i];
   }
   if (full) sum = s_sum_all;
