@@ -278,8 +278,7 @@ Register reg("bench", 55, [](CLI::App& app) {
   sub->add_option("-B,--batch-seqs", *b, "Sequences decoding together in tg tests (comma list)")
       ->capture_default_str();
   sub->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->capture_default_str();
-  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
-  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
+  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
   sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
       ->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], opencl[:N]")->capture_default_str();

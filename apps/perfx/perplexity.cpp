@@ -84,8 +84,7 @@ Register reg("perplexity", 40, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--chunks", a->chunks, "Evaluate at most this many windows (0 = all)")
       ->capture_default_str();
-  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
-  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
+  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")->capture_default_str();
   add_max_alloc_option(sub);

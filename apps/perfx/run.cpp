@@ -163,8 +163,7 @@ Register reg("run", 10, [](CLI::App& app) {
   sub->add_option("--presence-penalty", a->presence_penalty, "Presence penalty")->capture_default_str();
   sub->add_option("--frequency-penalty", a->frequency_penalty, "Frequency penalty")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "RNG seed (-1 = random)")->capture_default_str();
-  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
-  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
+  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   sub->add_option("-c,--ctx-size", a->ctx,
                   "Context size (0 = model's, at most 4096; more than the model's trained context "

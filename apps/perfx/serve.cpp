@@ -184,8 +184,7 @@ static Register reg("serve", 50, [](CLI::App& app) {
   sub->add_option("--chat-template", a->chat_template,
                   "chat template: a Jinja file, a tokenizer_config.json, or one of chatml, llama2, "
                   "llama3, mistral, zephyr");
-  sub->add_option("--cache-type-k", a->cache_type_k, "KV cache type of K: f32, f16, q8_0 (default f32)");
-  sub->add_option("--cache-type-v", a->cache_type_v, "KV cache type of V: f32, f16, q8_0 (default f32)");
+  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
   sub->add_option("-t,--threads", a->threads, "compute threads (default: all cores)");
   sub->add_option("--device", a->device, "backend: cpu (default), cuda[:N] or opencl[:N]");
   add_max_alloc_option(sub);

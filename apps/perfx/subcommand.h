@@ -36,6 +36,22 @@ inline void add_max_alloc_option(CLI::App* sub) {
       "OpenCL: largest single device buffer, e.g. 1GiB (bigger weights are split)");
 }
 
+/// --cache-type-k / --cache-type-v (llama.cpp's names) and --kv-cache-dtype (vLLM's: one type for
+/// both; "auto" = the default). Values: f32, f16, bf16, q8_0 (int8 is taken for q8_0); the engine
+/// checks them, the backend refuses the ones it cannot store with a message naming the flag.
+/// --kv-cache-dtype excludes the other two (CLI11 refuses the combination).
+inline void add_kv_cache_type_options(CLI::App* sub, std::string* k, std::string* v) {
+  const std::string dflt = " (default: the activation dtype: f32 on the CPU, f16/bf16 on GPUs)";
+  auto* ok = sub->add_option("--cache-type-k", *k, "KV cache type of K: f32, f16, bf16, q8_0" + dflt);
+  auto* ov = sub->add_option("--cache-type-v", *v, "KV cache type of V: f32, f16, bf16, q8_0" + dflt);
+  sub->add_option_function<std::string>(
+         "--kv-cache-dtype",
+         [k, v](const std::string& s) { *k = *v = s == "int8" ? "q8_0" : s == "auto" ? "" : s; },
+         "KV cache type of K and V: auto, f16, bf16, f32, q8_0 (int8) (vLLM's flag)")
+      ->excludes(ok)
+      ->excludes(ov);
+}
+
 /// The model used when -m is omitted: models/default in the source tree (or $PERFX_DEFAULT_MODEL).
 std::string default_model_path();
 

@@ -72,6 +72,17 @@ class EngineImpl : public Engine {
                 "a KV cache of " + std::to_string(o.kv_cache_tokens) +
                     " tokens cannot hold one sequence of the context size " + std::to_string(ctx_) +
                     ": give --kv-cache-tokens >= " + std::to_string(ctx_) + " or a smaller -c");
+    KvCacheTypes kvt;
+    auto kv_type = [](const std::string& s, const char* flag) -> std::optional<DType> {
+      if (s.empty()) return std::nullopt;
+      if (s == "f32") return DType::F32;
+      if (s == "f16") return DType::F16;
+      if (s == "bf16") return DType::BF16;
+      if (s == "q8_0") return DType::Q8_0;
+      throw Error(std::string(flag) + " must be f32, f16, bf16 or q8_0, got '" + s + "'");
+    };
+    kvt.k = kv_type(o.cache_type_k, "--cache-type-k");
+    kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
     int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
     size_t free_b = 0, total_b = 0;
     if (o.kv_cache_tokens == 0 && o.gpu_memory_utilization > 0 && backend_->device_memory(&free_b, &total_b)) {
@@ -83,7 +94,13 @@ class EngineImpl : public Engine {
       const size_t scratch = step * (size_t)(6 * c.hidden_size + 4 * c.intermediate_size) * act +
                              (size_t)512 * (size_t)c.vocab_size * 4 + (size_t(1) << 30);
       const double budget = o.gpu_memory_utilization * (double)total_b - (double)(total_b - free_b) - (double)scratch;
-      const double per_token = (double)c.num_hidden_layers * 2.0 * (double)c.kv_dim() * (double)act;
+      // bytes per cached element: the type's block bytes over its block size (Q8_0: 34 / 32)
+      auto elem = [&](std::optional<DType> t) {
+        const DType d = t.value_or(backend_->act_dtype());
+        return (double)dtype_block_bytes(d) / (double)dtype_block_elems(d);
+      };
+      const double per_token =
+          (double)c.num_hidden_layers * (double)c.kv_dim() * (elem(kvt.k) + elem(kvt.v));
       const double fit = budget / per_token;
       PERFX_CHECK(fit >= ctx_, "GPU memory: the KV cache for one sequence of " + std::to_string(ctx_) + " tokens needs " +
                                    std::to_string((size_t)(per_token * ctx_) >> 20) + " MiB, but only " +
@@ -96,16 +113,6 @@ class EngineImpl : public Engine {
     }
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
-    KvCacheTypes kvt;
-    auto kv_type = [](const std::string& s, const char* flag) -> std::optional<DType> {
-      if (s.empty()) return std::nullopt;
-      if (s == "f32") return DType::F32;
-      if (s == "f16") return DType::F16;
-      if (s == "q8_0") return DType::Q8_0;
-      throw Error(std::string(flag) + " must be f32, f16 or q8_0, got '" + s + "'");
-    };
-    kvt.k = kv_type(o.cache_type_k, "--cache-type-k");
-    kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
     try {
       kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
                                 (int)c.head_dim, kvt);

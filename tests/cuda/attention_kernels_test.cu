@@ -83,13 +83,17 @@ struct DevBuf {
 // Attention cases
 
 struct DevBatch {
-  DevBuf qkv, out, kpool, vpool, table, q_start, kv_len, ws;
+  DevBuf qkv, out, kpool, vpool, k8, v8, kscale, vscale, table, q_start, kv_len, ws;
   int64_t ldo = 0;
   DevBatch(const AttnCase& c, const HostBatch& b)
       : qkv(b.qkv.size() * 2),
         out(static_cast<size_t>(std::max(b.n_tokens, 1)) * (c.nq * c.D + c.out_pad) * 2),
         kpool(b.kpool.size() * 2),
         vpool(b.vpool.size() * 2),
+        k8(b.k8.size()),
+        v8(b.v8.size()),
+        kscale(b.kscale.size() * 2),
+        vscale(b.vscale.size() * 2),
         table(b.table.size() * 4),
         q_start(b.q_start.size() * 4),
         kv_len(b.kv_len.size() * 4 + 4),
@@ -101,6 +105,10 @@ struct DevBatch {
     qkv.upload(b.qkv);
     kpool.upload(b.kpool);
     vpool.upload(b.vpool);
+    k8.upload(b.k8);
+    v8.upload(b.v8);
+    kscale.upload(b.kscale);
+    vscale.upload(b.vscale);
     table.upload(b.table);
     q_start.upload(b.q_start);
     kv_len.upload(b.kv_len);
@@ -117,6 +125,13 @@ PagedAttentionArgs make_args(const AttnCase& c, const HostBatch& b, const DevBat
   a.ldo = d.ldo;
   a.k_cache = d.kpool.p;
   a.v_cache = d.vpool.p;
+  if (c.q8) {  // the int8 pools (kpool / vpool hold their dequantized values for the reference)
+    a.kv_q8 = true;
+    a.k_cache = d.k8.p;
+    a.v_cache = d.v8.p;
+    a.k_scale = d.kscale.p;
+    a.v_scale = d.vscale.p;
+  }
   a.n_q_heads = c.nq;
   a.n_kv_heads = c.nkv;
   a.head_dim = c.D;
@@ -381,20 +396,31 @@ struct Shape {
   int nq, nkv, D;
 };
 
-void bench_attention(const Shape& sh, int batch, int q_len, int ctx, bool decode, cudaStream_t st) {
+/// q8: a q8_0 cache (int8 pools of random bytes, fp16 scales in [-0.01, 0.01]); its bytes count
+/// the scale records (8 bytes per slot and KV head).
+void bench_attention(const Shape& sh, int batch, int q_len, int ctx, bool decode, cudaStream_t st,
+                     bool q8 = false) {
   const bool bf16 = true;
   const int bs = 16;
   const int kv_len = ctx + q_len;
   const int nbps = (kv_len + bs - 1) / bs;
   const int64_t total_blocks = static_cast<int64_t>(batch) * nbps;
   const int64_t pool_elems = total_blocks * bs * sh.nkv * sh.D;
-  const double kv_bytes = static_cast<double>(batch) * kv_len * sh.nkv * sh.D * 2.0 * 2.0;
+  const int64_t pool_bytes = q8 ? pool_elems : pool_elems * 2;
+  const int64_t scale_elems = q8 ? total_blocks * bs * sh.nkv * 4 : 0;
+  const double kv_bytes =
+      static_cast<double>(batch) * kv_len * sh.nkv * (q8 ? sh.D + 8.0 : sh.D * 2.0) * 2.0;
   const int copies =
       decode ? static_cast<int>(std::min<double>(16, std::max(1.0, std::ceil(512e6 / kv_bytes))))
              : 1;
-  DevBuf k(pool_elems * 2 * copies), v(pool_elems * 2 * copies);
-  fill_random(k.p, pool_elems * copies, 1, 1.f, bf16);
-  fill_random(v.p, pool_elems * copies, 2, 1.f, bf16);
+  DevBuf k(pool_bytes * copies), v(pool_bytes * copies);
+  fill_random(k.p, pool_bytes / 2 * copies, 1, 1.f, bf16);  // q8: random int8 bit patterns
+  fill_random(v.p, pool_bytes / 2 * copies, 2, 1.f, bf16);
+  DevBuf ks(scale_elems * 2 * copies), vs(scale_elems * 2 * copies);
+  if (q8) {
+    fill_random(ks.p, scale_elems * copies, 6, 0.01f, false);
+    fill_random(vs.p, scale_elems * copies, 7, 0.01f, false);
+  }
   const int64_t ldq = static_cast<int64_t>(sh.nq + 2 * sh.nkv) * sh.D;
   const int n_tokens = batch * q_len;
   DevBuf q(static_cast<size_t>(n_tokens) * ldq * 2),
@@ -431,6 +457,13 @@ void bench_attention(const Shape& sh, int batch, int q_len, int ctx, bool decode
   a.workspace = ws.p;
   a.workspace_bytes = ws.bytes;
   a.maybe_short_seqs = decode;
+  if (q8) {
+    a.kv_q8 = true;
+    a.k_cache = k.p;
+    a.v_cache = v.p;
+    a.k_scale = ks.p;
+    a.v_scale = vs.p;
+  }
   CK(cudaDeviceSynchronize());
   const PagedAttentionPlan plan = paged_attention_plan(a);
   paged_attention(a, st);  // warm-up outside the graph
@@ -439,14 +472,19 @@ void bench_attention(const Shape& sh, int batch, int q_len, int ctx, bool decode
   const double us = time_graph(st, calls, [&](int i) {
     PagedAttentionArgs b = a;
     const int cp = i % copies;
-    b.k_cache = k.as<u16>() + static_cast<int64_t>(cp) * pool_elems;
-    b.v_cache = v.as<u16>() + static_cast<int64_t>(cp) * pool_elems;
+    b.k_cache = k.as<char>() + static_cast<int64_t>(cp) * pool_bytes;
+    b.v_cache = v.as<char>() + static_cast<int64_t>(cp) * pool_bytes;
+    if (q8) {
+      b.k_scale = ks.as<u16>() + static_cast<int64_t>(cp) * scale_elems;
+      b.v_scale = vs.as<u16>() + static_cast<int64_t>(cp) * scale_elems;
+    }
     paged_attention(b, st);
   });
   char what[160], extra[96];
   if (decode) {
     const double bytes = kv_bytes + static_cast<double>(n_tokens) * sh.nq * sh.D * 2.0 * 2.0;
-    std::snprintf(what, sizeof what, "decode %s b=%d kv=%d", sh.name, batch, kv_len);
+    std::snprintf(what, sizeof what, "decode %s%s b=%d kv=%d", sh.name, q8 ? " q8" : "", batch,
+                  kv_len);
     std::snprintf(extra, sizeof extra, "splits=%d chunk=%d copies=%d", plan.n_splits, plan.chunk,
                   copies);
     g_bench.push_back({what, us, bytes / us * 1e-3, kBwCeil, "GB/s", extra});
@@ -515,6 +553,9 @@ void run_bench(cudaStream_t st) {
   for (const Shape& sh : {s7b, s8b})
     for (int b : {1, 16, 64, 256})
       for (int ctx : {512, 2048}) bench_attention(sh, b, 1, ctx - 1, true, st);
+  for (const Shape& sh : {s7b, s8b})  // the q8_0 cache at serving batches
+    for (int b : {64, 256})
+      for (int ctx : {512, 2048}) bench_attention(sh, b, 1, ctx - 1, true, st, true);
   bench_attention(s7b, 1, 512, 0, false, st);
   bench_attention(tiny, 1, 512, 0, false, st);
   bench_attention(s7b, 1, 512, 1536, false, st);

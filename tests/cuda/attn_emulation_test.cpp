@@ -138,16 +138,17 @@ void collective(const Slot& mine, F&& compute) {
 struct Copy {
   void* dst;
   const void* src;
-  int bytes;
+  int bytes;      // 0 (zero-fill) or size
+  int size = 16;  // the cp.async's cp-size: 16 or 8
 };
 std::vector<std::vector<Copy>> g_groups[kMaxThreads];  // committed, oldest first
 std::vector<Copy> g_open[kMaxThreads];                 // issued, not yet committed
 
 inline void do_copy(const Copy& c) {
-  if (c.bytes == 16)
-    std::memcpy(c.dst, c.src, 16);
+  if (c.bytes != 0)
+    std::memcpy(c.dst, c.src, (size_t)c.size);
   else
-    std::memset(c.dst, 0, 16);
+    std::memset(c.dst, 0, (size_t)c.size);
 }
 
 // Global buffers the kernels may read through cp.async / __ldg (registered by the driver).
@@ -175,7 +176,9 @@ void check_smem(const void* p, size_t n, const char* what) {
                   n, g_smem_limit);
     die(buf);
   }
-  if (reinterpret_cast<uintptr_t>(p) % 16) die(std::string(what) + ": not 16-byte aligned");
+  const size_t align = n < 16 ? n : 16;  // a copy's own size (8-byte cp.async), else 16
+  if (reinterpret_cast<uintptr_t>(p) % align)
+    die(std::string(what) + ": not " + std::to_string(align) + "-byte aligned");
 }
 
 void fiber_entry() {
@@ -340,16 +343,23 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
   ldmatrix_any(r, smem, true);
 }
 
-inline void cp_async_16(void* smem, const void* gmem, int src_bytes) {
-  emu::check_smem(smem, 16, "cp.async destination");
-  if (src_bytes != 0 && src_bytes != 16) emu::die("cp.async src_bytes not 0 or 16");
-  emu::check_global(gmem, src_bytes ? 16 : 1, "cp.async source");
-  if (src_bytes && reinterpret_cast<uintptr_t>(gmem) % 16) emu::die("cp.async source misaligned");
-  const emu::Copy c{smem, gmem, src_bytes};
+inline void cp_async_n(void* smem, const void* gmem, int src_bytes, int size) {
+  emu::check_smem(smem, (size_t)size, "cp.async destination");
+  if (src_bytes != 0 && src_bytes != size) emu::die("cp.async src_bytes not 0 or the copy size");
+  emu::check_global(gmem, src_bytes ? (size_t)size : 1, "cp.async source");
+  if (src_bytes && reinterpret_cast<uintptr_t>(gmem) % (uintptr_t)size)
+    emu::die("cp.async source misaligned");
+  const emu::Copy c{smem, gmem, src_bytes, size};
   if (emu::g_deferred)
     emu::g_open[emu::tid()].push_back(c);
   else
     emu::do_copy(c);
+}
+inline void cp_async_16(void* smem, const void* gmem, int src_bytes) {
+  cp_async_n(smem, gmem, src_bytes, 16);
+}
+inline void cp_async_8(void* smem, const void* gmem, int src_bytes) {
+  cp_async_n(smem, gmem, src_bytes, 8);
 }
 inline void cp_async_commit() {
   if (!emu::g_deferred) return;
@@ -395,7 +405,12 @@ void run_tile_grid(const TileArgs& t, Grid g) {
     for (unsigned y = 0; y < g.y; ++y)
       for (unsigned x = 0; x < g.x; ++x) {
         blockIdx = make_uint3(x, y, z);
-        emu::run_block(kThreads, [&] { attn_tile_kernel<T, D, WM, WN, kSplit>(t); });
+        emu::run_block(kThreads, [&] {
+          if constexpr (D % 32 == 0) {
+            if (t.k_scale) return attn_tile_kernel<T, D, WM, WN, kSplit, true>(t);
+          }
+          attn_tile_kernel<T, D, WM, WN, kSplit>(t);
+        });
       }
 }
 
@@ -483,6 +498,10 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
       add_range(b.qkv);
       add_range(b.kpool);
       add_range(b.vpool);
+      add_range(b.k8);
+      add_range(b.v8);
+      add_range(b.kscale);
+      add_range(b.vscale);
       add_range(b.table);
       add_range(b.q_start);
       add_range(b.kv_len);
@@ -494,6 +513,13 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
       a.ldo = ldo;
       a.k_cache = b.kpool.data();
       a.v_cache = b.vpool.data();
+      if (c.q8) {  // the int8 pools; kpool / vpool hold their dequantized values for the reference
+        a.kv_q8 = true;
+        a.k_cache = b.k8.data();
+        a.v_cache = b.v8.data();
+        a.k_scale = b.kscale.data();
+        a.v_scale = b.vscale.data();
+      }
       a.n_q_heads = c.nq;
       a.n_kv_heads = c.nkv;
       a.head_dim = c.D;

@@ -90,6 +90,7 @@ struct AttnCase {
   int q_bound = 0;     // max_q_len passed (0: the real maximum)
   int out_pad = 8;     // ldo = nq * D + out_pad (the gap must stay poisoned)
   bool quick = false;  // part of --quick
+  bool q8 = false;     // a q8_0 cache (PagedAttentionArgs::kv_q8)
 };
 
 struct HostBatch {
@@ -98,7 +99,25 @@ struct HostBatch {
   int64_t ldq = 0;
   std::vector<int32_t> q_start, kv_len, table;
   std::vector<u16> kpool, vpool, qkv;
+  // q8 cases: the int8 pools and fp16 scale records (q8_scale_stride 4 halves per slot and KV
+  // head); kpool / vpool then hold q * d rounded to T, the values the kernel stages.
+  std::vector<int8_t> k8, v8;
+  std::vector<u16> kscale, vscale;
 };
+
+/// Quantizes the 32 values x as GGUF Q8_0 (d = max|x| / 127, q = round(x / d)): q, and d as fp16
+/// bits; returns the dequantized values rounded to T in deq.
+inline u16 quantize_q8_block(const float* x, int8_t* q, u16* deq, bool bf16) {
+  float amax = 0.f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const u16 dh = f2t(amax / 127.f, false);
+  const float d = t2f(dh, false), id = amax > 0.f ? 127.f / amax : 0.f;
+  for (int i = 0; i < 32; ++i) {
+    q[i] = static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(x[i] * id)), -127, 127));
+    deq[i] = f2t(static_cast<float>(q[i]) * d, bf16);
+  }
+  return dh;
+}
 
 inline int64_t slot_of(const HostBatch& b, int bs, int s, int j) {
   return static_cast<int64_t>(b.table[static_cast<size_t>(s) * b.max_blocks + j / bs]) * bs +
@@ -143,12 +162,31 @@ inline HostBatch make_batch(const AttnCase& c, uint64_t seed, int n_blocks_cap =
   const int64_t vec = static_cast<int64_t>(c.nkv) * c.D;  // elements per slot
   b.kpool.assign(static_cast<size_t>(n_slots * vec), kPoison);
   b.vpool.assign(static_cast<size_t>(n_slots * vec), kPoison);
+  if (c.q8) {  // poisoned int8 (-128 never comes out of the quantizer) and NaN scales
+    b.k8.assign(static_cast<size_t>(n_slots * vec), -128);
+    b.v8.assign(static_cast<size_t>(n_slots * vec), -128);
+    b.kscale.assign(static_cast<size_t>(n_slots * c.nkv * 4), kPoison);
+    b.vscale.assign(static_cast<size_t>(n_slots * c.nkv * 4), kPoison);
+  }
   for (int s = 0; s < b.n_seqs; ++s)
     for (int j = 0; j < b.kv_len[s]; ++j) {
       const int64_t slot = slot_of(b, c.bs, s, j);
       for (int64_t e = 0; e < vec; ++e) {
         b.kpool[static_cast<size_t>(slot * vec + e)] = f2t(uni(rng), c.bf16);
         b.vpool[static_cast<size_t>(slot * vec + e)] = f2t(uni(rng), c.bf16);
+      }
+      if (!c.q8) continue;
+      for (int64_t blk = 0; blk < vec / 32; ++blk) {
+        const size_t at = static_cast<size_t>(slot * vec + 32 * blk);
+        const size_t rec =
+            static_cast<size_t>((slot * c.nkv + blk / (c.D / 32)) * 4 + blk % (c.D / 32));
+        float xk[32], xv[32];
+        for (int i = 0; i < 32; ++i) {
+          xk[i] = 3.f * t2f(b.kpool[at + i], c.bf16);  // |x| up to 3: scales above 1/64
+          xv[i] = 3.f * t2f(b.vpool[at + i], c.bf16);
+        }
+        b.kscale[rec] = quantize_q8_block(xk, &b.k8[at], &b.kpool[at], c.bf16);
+        b.vscale[rec] = quantize_q8_block(xv, &b.v8[at], &b.vpool[at], c.bf16);
       }
     }
   b.ldq = static_cast<int64_t>(c.nq + 2 * c.nkv) * c.D;  // fused QKV row
@@ -341,6 +379,31 @@ inline std::vector<SeqSpec> decode_seqs(std::initializer_list<int> ctx) {
 inline std::vector<AttnCase> attention_cases() {
   std::vector<AttnCase> v;
   auto add = [&](AttnCase c) { v.push_back(std::move(c)); };
+  // ---- a q8_0 cache (int8 + fp16 scale per 32): decode, prefill and a mixed batch
+  {
+    AttnCase c;
+    c.name = "q8 cache decode G4 mixed lengths";
+    c.q8 = true, c.quick = true;
+    c.bf16 = true, c.D = 128, c.nq = 16, c.nkv = 4, c.bs = 16;
+    c.seqs = decode_seqs({0, 70, 300, 1000, 63});
+    add(c);
+  }
+  {
+    AttnCase c;
+    c.name = "q8 cache prefill + decode hd64";
+    c.q8 = true, c.quick = true;
+    c.bf16 = false, c.D = 64, c.nq = 8, c.nkv = 2, c.bs = 8;
+    c.seqs = {{37, 0}, {1, 90}, {20, 45}};
+    add(c);
+  }
+  {
+    AttnCase c;
+    c.name = "q8 cache chunked prefill hd96";
+    c.q8 = true;
+    c.bf16 = false, c.D = 96, c.nq = 12, c.nkv = 4, c.bs = 16;
+    c.seqs = {{70, 33}, {1, 130}};
+    add(c);
+  }
   // ---- decode (q_len = 1): the split-KV kernel under kAuto
   {
     AttnCase c;

@@ -195,6 +195,28 @@ TEST(CliPerplexity, ContextZeroIsTheModelsContext) {
   EXPECT_EQ(r.out.rfind("PPL = ", 0), 0u) << r.out;
 }
 
+// vLLM's --kv-cache-dtype sets K and V at once (int8 is q8_0); it cannot be mixed with
+// llama.cpp's per-tensor flags, and a bad value names the flag.
+TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
+  const std::string base = "perplexity -f " + kDefault + "/heldout.txt -c 64 --chunks 2 -t 2";
+  auto pair = run_perfx(base + " --cache-type-k q8_0 --cache-type-v q8_0");
+  ASSERT_EQ(pair.exit_code, 0) << pair.err;
+  auto one = run_perfx(base + " --kv-cache-dtype int8");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, pair.out);
+  auto f32 = run_perfx(base + " --kv-cache-dtype auto");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  EXPECT_NE(f32.out, pair.out) << "q8_0 rounds K and V: the PPL must move in its last digits";
+  auto both = run_perfx(base + " --kv-cache-dtype q8_0 --cache-type-k f16");
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.err.find("--kv-cache-dtype"), std::string::npos) << both.err;
+  auto bad = run_perfx(base + " --kv-cache-dtype fp4");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--cache-type-k must be f32, f16, bf16 or q8_0, got 'fp4'"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {
   const std::string args = "perplexity -f " + kDefault + "/heldout.txt -c 16 --chunks 40 -t 2";
   auto r = run_perfx(args);

@@ -45,10 +45,19 @@ enum class AttnPath : int {
 ///  * seq_kv_len int32 [n_seqs]: keys in the cache after this step. Row i of sequence s is the
 ///        token at position p = seq_kv_len[s] - q_len + i and attends to keys 0..p (causal).
 ///        The new tokens' K/V must already be in the cache.
+///  * kv_q8 (llama.cpp's --cache-type-k/-v q8_0): k_cache / v_cache hold int8 in the layout
+///        above and k_scale / v_scale fp16 [n_slots * n_kv_heads, q8_scale_stride(head_dim)]:
+///        dim e of KV head h at slot s is q * scale[(s * n_kv_heads + h) * stride + e / 32]
+///        (blocks of 32 along head_dim, d = max|x| / 127, as GGUF's Q8_0). head_dim 64, 96 or
+///        128 here. The tile kernels stage the int8 tile and its scales with cp.async and
+///        dequantize them in shared memory.
 /// GQA: query head h uses KV head h / (n_q_heads / n_kv_heads).
 /// out = softmax(scale * q k^T) v per query row, softmax and accumulation in fp32.
 struct PagedAttentionArgs {
   AttnDtype dtype = AttnDtype::kBF16;
+  bool kv_q8 = false;
+  const void* k_scale = nullptr;  // kv_q8: fp16 [n_slots * n_kv_heads, q8_scale_stride]
+  const void* v_scale = nullptr;
   const void* q = nullptr;
   int64_t ldq = 0;
   void* out = nullptr;

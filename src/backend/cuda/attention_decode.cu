@@ -29,6 +29,9 @@ void split_init_one(int* occupancy) {
   const int smem = static_cast<int>(SplitCfg<D>::kSmemBytes);
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   ATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, k, kThreads, smem));
+  if constexpr (D % 32 == 0)  // the q8_0-cache variant (same smem; the split plan uses one figure)
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(attn_tile_kernel<T, D, kSplitWM, kSplitWN, true, true>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 }
 
 template <typename T>
@@ -75,8 +78,13 @@ PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
 
 template <typename T, int D>
 void launch_split_one(const TileArgs& t, Grid g, cudaStream_t stream) {
-  launch_pdl(attn_tile_kernel<T, D, kSplitWM, kSplitWN, true>, dim3(g.x, g.y, g.z), dim3(kThreads),
-             SplitCfg<D>::kSmemBytes, stream, t);
+  auto* k = attn_tile_kernel<T, D, kSplitWM, kSplitWN, true>;
+  if constexpr (D % 32 == 0) {
+    if (t.k_scale) k = attn_tile_kernel<T, D, kSplitWM, kSplitWN, true, true>;
+  } else {
+    require(!t.k_scale, "paged_attention: a q8_0 KV cache needs head_dim 64, 96 or 128");
+  }
+  launch_pdl(k, dim3(g.x, g.y, g.z), dim3(kThreads), SplitCfg<D>::kSmemBytes, stream, t);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 

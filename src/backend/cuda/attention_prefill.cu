@@ -19,6 +19,10 @@ void set_attr_one() {
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(attn_tile_kernel<T, D, kWM, kWN, false>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(C::kSmemBytes)));
+  if constexpr (D % 32 == 0)  // the q8_0-cache variant
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(attn_tile_kernel<T, D, kWM, kWN, false, true>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(C::kSmemBytes)));
 }
 
 template <typename T>
@@ -32,8 +36,13 @@ void set_attr_all() {
 template <typename T, int D>
 void launch_one(const TileArgs& args, dim3 grid, cudaStream_t stream) {
   using C = TileCfg<D, kWM, kWN>;
-  launch_pdl(attn_tile_kernel<T, D, kWM, kWN, false>, grid, dim3(kThreads), C::kSmemBytes, stream,
-             args);
+  auto* k = attn_tile_kernel<T, D, kWM, kWN, false>;
+  if constexpr (D % 32 == 0) {
+    if (args.k_scale) k = attn_tile_kernel<T, D, kWM, kWN, false, true>;
+  } else {
+    require(!args.k_scale, "paged_attention: a q8_0 KV cache needs head_dim 64, 96 or 128");
+  }
+  launch_pdl(k, grid, dim3(kThreads), C::kSmemBytes, stream, args);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -33,6 +33,8 @@ struct TileArgs {
   int64_t ldo;
   const void* k_cache;
   const void* v_cache;
+  const void* k_scale;  // kv_q8: fp16 per 32 cache elements (else null)
+  const void* v_scale;
   const int32_t* block_tables;
   int max_blocks;
   const int32_t* seq_q_start;
@@ -97,6 +99,8 @@ inline void validate(const PagedAttentionArgs& a) {
   require(a.ldq % 8 == 0 && a.ldq >= width, f + "ldq must be a multiple of 8 and >= width");
   require(a.ldo % 8 == 0 && a.ldo >= width, f + "ldo must be a multiple of 8 and >= width");
   require(std::isfinite(a.scale), f + "scale must be finite");
+  require(!a.kv_q8 || (a.head_dim % 32 == 0 && a.k_scale && a.v_scale),
+          f + "a q8_0 KV cache needs head_dim 64, 96 or 128 and both scale arrays");
   const int64_t rows = static_cast<int64_t>(a.max_q_len) * (a.n_q_heads / a.n_kv_heads);
   require((rows + kPrefillRows - 1) / kPrefillRows <= std::numeric_limits<int>::max(),
           f + "max_q_len too large");
@@ -185,6 +189,8 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
   t.ldo = a.ldo;
   t.k_cache = a.k_cache;
   t.v_cache = a.v_cache;
+  t.k_scale = a.kv_q8 ? a.k_scale : nullptr;
+  t.v_scale = a.kv_q8 ? a.v_scale : nullptr;
   t.block_tables = a.block_tables;
   t.max_blocks = a.max_blocks;
   t.seq_q_start = a.seq_q_start;

@@ -55,6 +55,13 @@ struct TileCfg {
   static constexpr size_t kSmemBytes = kQBytes + (kKvBytes > kMergeBytes ? kKvBytes : kMergeBytes);
   static constexpr int kKvIters = kTileKeys * kChunks / kThreads;
   static_assert(kKvIters * kThreads == kTileKeys * kChunks, "K/V tile chunks per thread");
+  // q8_0 cache (kQ8): one converted T stage of K and of V, then kStages raw stages, each
+  // [K: 64 int8 rows of D][K: 64 scale records of 8 bytes][V: the same] (q8_scale_stride 4).
+  static constexpr int kRawHalf = kTileKeys * (D + 8);
+  static constexpr int kRawStage = 2 * kRawHalf;
+  static constexpr int kRawIters = kTileKeys * (D / 16) / kThreads;  // 16-byte copies per thread
+  static constexpr size_t kQ8KvBytes = size_t(2 * kKvElems) * 2 + size_t(kStages) * kRawStage;
+  static_assert(kQ8KvBytes <= kKvBytes, "the q8 staging fits in the fp16 ring's space");
   static_assert(kQBytes % 16 == 0 && (kKvElems * 2) % 16 == 0, "16-byte aligned smem regions");
 };
 
@@ -139,6 +146,13 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, int sr
                : "memory");
 }
 
+/// 8-byte variant (cp.async.ca: .cg takes 16 bytes only); same zero-fill rule.
+__device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -157,14 +171,37 @@ __device__ __forceinline__ void cp_async_wait() {
 // n_seqs), rows = one tile of 16*WM rows (x reversed: the last, longest tiles start first), keys =
 // 0 .. position of the tile's last token.
 
-template <typename T, int D, int WM, int WN, bool kSplit>
+/// 8 int8 cache values (q) times their block's scale d -> 8 T values packed in 16 bytes (the
+/// smem image of an fp16/bf16 chunk). The product is formed in fp32, then rounded to T once.
+template <typename T>
+__device__ __forceinline__ uint4 dequant_q8x8(uint2 q, float d) {
+  float f[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[i] = static_cast<float>(static_cast<int8_t>(q.x >> (8 * i))) * d;
+    f[4 + i] = static_cast<float>(static_cast<int8_t>(q.y >> (8 * i))) * d;
+  }
+  uint4 u;
+  u.x = TypeOps<T>::pack(f[0], f[1]);
+  u.y = TypeOps<T>::pack(f[2], f[3]);
+  u.z = TypeOps<T>::pack(f[4], f[5]);
+  u.w = TypeOps<T>::pack(f[6], f[7]);
+  return u;
+}
+
+// kQ8: the cache holds int8 with an fp16 scale per 32 elements (TileArgs::k_scale / v_scale).
+// The raw int8 rows and scale records go through the same cp.async double buffer; once a tile
+// has landed, the CTA dequantizes it into one T stage of K and V, so everything after that is the
+// fp16/bf16 kernel (one more barrier per tile).
+template <typename T, int D, int WM, int WN, bool kSplit, bool kQ8 = false>
 __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   using C = TileCfg<D, WM, WN>;
   using Ops = TypeOps<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = reinterpret_cast<T*>(smem_raw + C::kQBytes);
-  T* sV = sK + kStages * C::kKvElems;
+  T* sV = sK + (kQ8 ? 1 : kStages) * C::kKvElems;
+  unsigned char* sRaw = reinterpret_cast<unsigned char*>(sV + C::kKvElems);  // kQ8 only
   // Merge buffers alias the K/V ring (used only after the key loop has drained).
   float* sO = reinterpret_cast<float*>(smem_raw + C::kQBytes);
   float* sM = sO + WN * C::kRows * C::kOStride;
@@ -219,6 +256,10 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   const T* __restrict__ qg = static_cast<const T*>(a.q);
   const T* __restrict__ kc = static_cast<const T*>(a.k_cache);
   const T* __restrict__ vc = static_cast<const T*>(a.v_cache);
+  const int8_t* __restrict__ kc8 = static_cast<const int8_t*>(a.k_cache);
+  const int8_t* __restrict__ vc8 = static_cast<const int8_t*>(a.v_cache);
+  const __half* __restrict__ kscale = static_cast<const __half*>(a.k_scale);
+  const __half* __restrict__ vscale = static_cast<const __half*>(a.v_scale);
 
   // Q tile -> smem (rows past rows_total zero-filled).
   for (int c = tid; c < C::kRows * C::kChunks; c += kThreads) {
@@ -241,28 +282,67 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
   const int64_t head_off = static_cast<int64_t>(kvh) * D;
 
-  // Keys [kt, kt + 64) -> stage st. Keys >= k_end (and, defensively, keys whose block-table entry
-  // is out of the row or negative) are zero-filled without touching memory.
+  // Slot of key j, or -1 for keys >= k_end (and, defensively, keys whose block-table entry is
+  // out of the row or negative): those are zero-filled without touching memory.
+  auto slot_of = [&](int j) -> int64_t {
+    if (j >= k_end) return -1;
+    const int bi = j / bs;
+    const int blk = bi < a.max_blocks ? __ldg(table + bi) : -1;
+    return blk >= 0 ? static_cast<int64_t>(blk) * bs + (j - bi * bs) : -1;
+  };
+
+  // Keys [kt, kt + 64) -> stage st (kQ8: raw stage st).
   auto load_kv = [&](int kt, int st) {
-    T* dk = sK + st * C::kKvElems;
-    T* dv = sV + st * C::kKvElems;
+    if constexpr (kQ8) {
+      static_assert(C::kRawIters * kThreads == kTileKeys * (D / 16), "raw chunks per thread");
+      unsigned char* rk = sRaw + st * C::kRawStage;
+      unsigned char* rv = rk + C::kRawHalf;
+#pragma unroll
+      for (int it = 0; it < C::kRawIters; ++it) {
+        const int c = tid + it * kThreads;
+        const int r = c / (D / 16), ch = c - r * (D / 16);
+        const int64_t slot = slot_of(kt + r);
+        const int64_t off = slot >= 0 ? slot * slot_stride + head_off + ch * 16 : 0;
+        cp_async_16(rk + r * D + ch * 16, kc8 + off, slot >= 0 ? 16 : 0);
+        cp_async_16(rv + r * D + ch * 16, vc8 + off, slot >= 0 ? 16 : 0);
+      }
+      if (tid < kTileKeys) {
+        const int64_t slot = slot_of(kt + tid);
+        const int64_t so = slot >= 0 ? (slot * a.n_kv_heads + kvh) * 4 : 0;
+        cp_async_8(rk + kTileKeys * D + tid * 8, kscale + so, slot >= 0 ? 8 : 0);
+        cp_async_8(rv + kTileKeys * D + tid * 8, vscale + so, slot >= 0 ? 8 : 0);
+      }
+    } else {
+      T* dk = sK + st * C::kKvElems;
+      T* dv = sV + st * C::kKvElems;
+#pragma unroll
+      for (int it = 0; it < C::kKvIters; ++it) {
+        const int c = tid + it * kThreads;
+        const int r = c / C::kChunks, ch = c - r * C::kChunks;
+        const int64_t slot = slot_of(kt + r);
+        const int64_t off = slot >= 0 ? slot * slot_stride + head_off + ch * 8 : 0;
+        cp_async_16(dk + r * C::kStride + ch * 8, kc + off, slot >= 0 ? 16 : 0);
+        cp_async_16(dv + r * C::kStride + ch * 8, vc + off, slot >= 0 ? 16 : 0);
+      }
+    }
+  };
+
+  // kQ8: raw stage st -> the T tiles (zero-filled keys have zero scales: they become zeros).
+  auto dequant_stage = [&](int st) {
+    const unsigned char* rk = sRaw + st * C::kRawStage;
+    const unsigned char* rv = rk + C::kRawHalf;
 #pragma unroll
     for (int it = 0; it < C::kKvIters; ++it) {
       const int c = tid + it * kThreads;
       const int r = c / C::kChunks, ch = c - r * C::kChunks;
-      const int j = kt + r;
-      int bytes = 0;
-      int64_t off = 0;
-      if (j < k_end) {
-        const int bi = j / bs;
-        const int blk = bi < a.max_blocks ? __ldg(table + bi) : -1;
-        if (blk >= 0) {
-          off = (static_cast<int64_t>(blk) * bs + (j - bi * bs)) * slot_stride + head_off + ch * 8;
-          bytes = 16;
-        }
-      }
-      cp_async_16(dk + r * C::kStride + ch * 8, kc + off, bytes);
-      cp_async_16(dv + r * C::kStride + ch * 8, vc + off, bytes);
+      const float kd =
+          __half2float(reinterpret_cast<const __half*>(rk + kTileKeys * D + r * 8)[ch >> 2]);
+      const float vd =
+          __half2float(reinterpret_cast<const __half*>(rv + kTileKeys * D + r * 8)[ch >> 2]);
+      *reinterpret_cast<uint4*>(sK + r * C::kStride + ch * 8) =
+          dequant_q8x8<T>(*reinterpret_cast<const uint2*>(rk + r * D + ch * 8), kd);
+      *reinterpret_cast<uint4*>(sV + r * C::kStride + ch * 8) =
+          dequant_q8x8<T>(*reinterpret_cast<const uint2*>(rv + r * D + ch * 8), vd);
     }
   };
 
@@ -290,11 +370,16 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     cp_async_commit();   // possibly empty: keeps one group per iteration
     cp_async_wait<1>();  // everything but the newest group: tile t is here
     __syncthreads();
+    if constexpr (kQ8) {
+      dequant_stage(t & 1);
+      __syncthreads();
+    }
 
     const int jb = k_begin + t * kTileKeys + wn * C::kKW;  // first key of this warp's slice
     if (warp_active && jb < w_max_lim) {
-      const T* cK = sK + (t & 1) * C::kKvElems + wn * C::kKW * C::kStride;
-      const T* cV = sV + (t & 1) * C::kKvElems + wn * C::kKW * C::kStride;
+      const int cs = kQ8 ? 0 : (t & 1);  // the T stage holding tile t
+      const T* cK = sK + cs * C::kKvElems + wn * C::kKW * C::kStride;
+      const T* cV = sV + cs * C::kKvElems + wn * C::kKW * C::kStride;
 
       // S = Q K^T over the slice: kKW/8 n-tiles of 8 keys.
       float s[C::kKW / 8][4];

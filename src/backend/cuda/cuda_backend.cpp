@@ -137,17 +137,28 @@ class CudaWeight : public Weight {
   const float* vec() const { return static_cast<const float*>(mem.get()); }
 };
 
+/// The paged KV cache: per layer a K pool then a V pool, each [slots, n_kv_heads, head_dim] of
+/// the activation dtype, or (q8: --cache-type-k/-v q8_0) int8 followed by its fp16 scales, one
+/// per 32 elements (attention.cuh, PagedAttentionArgs::kv_q8). Regions start 256-byte aligned.
 class CudaKv : public KvStorage {
  public:
   DevMem mem;
   size_t pool_elems = 0;  // elements per K (or V) pool of one layer
+  bool q8 = false;
+  static size_t round256(size_t b) { return (b + 255) & ~size_t(255); }
+  size_t data_bytes() const { return round256(pool_elems * (q8 ? 1 : 2)); }
+  size_t scale_bytes() const {  // one record of q8_scale_stride halves per (slot, KV head)
+    return q8 ? round256(pool_elems / head_dim * (size_t)q8_scale_stride(head_dim) * 2) : 0;
+  }
+  size_t pool_bytes() const { return data_bytes() + scale_bytes(); }
   size_t bytes() const override { return mem.size(); }
-  void* k(int layer) const {
-    return static_cast<uint16_t*>(mem.get()) + (size_t)(2 * layer) * pool_elems;
+  char* pool(int layer, int which) const {
+    return static_cast<char*>(mem.get()) + (size_t)(2 * layer + which) * pool_bytes();
   }
-  void* v(int layer) const {
-    return static_cast<uint16_t*>(mem.get()) + (size_t)(2 * layer + 1) * pool_elems;
-  }
+  void* k(int layer) const { return pool(layer, 0); }
+  void* v(int layer) const { return pool(layer, 1); }
+  void* k_scale(int layer) const { return q8 ? pool(layer, 0) + data_bytes() : nullptr; }
+  void* v_scale(int layer) const { return q8 ? pool(layer, 1) + data_bytes() : nullptr; }
 };
 
 class CudaRope : public RopeTable {
@@ -402,19 +413,27 @@ class CudaBackend : public Backend {
                                        int head_dim, const KvCacheTypes& types) override {
     check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
           "create_kv: bad shape");
-    for (const auto& t : {types.k, types.v})
-      check(!t || *t == act_,
+    const DType kt = types.k.value_or(act_), vt = types.v.value_or(act_);
+    for (DType t : {kt, vt})
+      check(t == act_ || t == DType::Q8_0,
             std::string("the CUDA backend keeps the KV cache in the activation dtype (") +
-                dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
+                dtype_name(act_) + ") or q8_0; --cache-type-k/-v " + dtype_name(t) +
                 " is not supported on it");
+    check(kt == vt, std::string("the CUDA backend takes one type for K and V; --cache-type-k ") +
+                        dtype_name(kt) + " and --cache-type-v " + dtype_name(vt) + " differ");
+    const bool q8 = kt == DType::Q8_0;
+    check(!q8 || (head_dim % 32 == 0 && head_dim <= 256),
+          "--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 (this model's is " +
+              std::to_string(head_dim) + ")");
     auto kv = std::make_unique<CudaKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
     kv->n_kv_heads = n_kv_heads;
     kv->head_dim = head_dim;
+    kv->q8 = q8;
     kv->pool_elems = (size_t)n_blocks * block_size * n_kv_heads * head_dim;
-    kv->mem.alloc(kv->pool_elems * 2 * (size_t)n_layers * 2,
+    kv->mem.alloc(kv->pool_bytes() * 2 * (size_t)n_layers,
                   "the KV cache (" + std::to_string((int64_t)n_blocks * block_size) + " tokens)",
                   dev_);
     PERFX_CHECK(head_dim <= 256 && head_dim % 2 == 0,
@@ -604,6 +623,9 @@ class CudaBackend : public Backend {
     a.ldv = v.stride;
     a.k_cache = kv.k(layer);
     a.v_cache = kv.v(layer);
+    a.kv_q8 = kv.q8;
+    a.k_scale = kv.k_scale(layer);
+    a.v_scale = kv.v_scale(layer);
     a.n_slots = n_slots;
     a.positions = pos_d_;
     a.slots = slots_d_;
@@ -636,9 +658,10 @@ class CudaBackend : public Backend {
     const bool fast = (hd == 64 || hd == 80 || hd == 96 || hd == 128) && aligned16(q.data) &&
                       aligned16(out.data) && q.stride % 8 == 0 && out.stride % 8 == 0;
     if (!fast) {  // the tensor-core kernels do not take this shape: the plain kernel
-      launch_attention_generic(q.data, q.stride, kv.k(layer), kv.v(layer), n_q_heads, kv.n_kv_heads,
-                               hd, kv.block_size, tables_d_, width_, seq_d_, pos_d_, n_tokens_,
-                               scale, out.data, out.stride, act_, stream_);
+      launch_attention_generic(q.data, q.stride, kv.k(layer), kv.v(layer), kv.k_scale(layer),
+                               kv.v_scale(layer), n_q_heads, kv.n_kv_heads, hd, kv.block_size,
+                               tables_d_, width_, seq_d_, pos_d_, n_tokens_, scale, out.data,
+                               out.stride, act_, stream_);
       launched("attention (generic)");
       return;
     }
@@ -650,6 +673,9 @@ class CudaBackend : public Backend {
     a.ldo = out.stride;
     a.k_cache = kv.k(layer);
     a.v_cache = kv.v(layer);
+    a.kv_q8 = kv.q8;
+    a.k_scale = kv.k_scale(layer);
+    a.v_scale = kv.v_scale(layer);
     a.n_q_heads = n_q_heads;
     a.n_kv_heads = kv.n_kv_heads;
     a.head_dim = kv.head_dim;

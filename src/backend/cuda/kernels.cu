@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/attn_common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/swiglu.cuh"
@@ -300,14 +301,24 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int64_t ld,
 
 constexpr int kAttnChunk = 128;
 
+/// Element e of KV head kvh at `slot` of a cache pool, as fp32: T, or (kv scales non-null: a
+/// q8_0 cache, attention.cuh) int8 times the fp16 scale of its 32-value block.
 template <typename T>
-__global__ void attention_generic_kernel(const T* __restrict__ q, int64_t ldq,
-                                         const T* __restrict__ kc, const T* __restrict__ vc,
-                                         int n_q_heads, int n_kv_heads, int hd, int block_size,
-                                         const int32_t* __restrict__ tables, int width,
-                                         const int32_t* __restrict__ token_seq,
-                                         const int32_t* __restrict__ positions, float scale,
-                                         T* __restrict__ out, int64_t ldo) {
+__device__ __forceinline__ float kv_elem(const void* pool, const __half* scales, int64_t slot,
+                                         int n_kv_heads, int kvh, int hd, int e) {
+  const int64_t i = (slot * n_kv_heads + kvh) * hd + e;
+  if (scales == nullptr) return to_f(static_cast<const T*>(pool)[i]);
+  return static_cast<float>(static_cast<const int8_t*>(pool)[i]) *
+         __half2float(scales[(slot * n_kv_heads + kvh) * q8_scale_stride(hd) + e / 32]);
+}
+
+template <typename T>
+__global__ void attention_generic_kernel(
+    const T* __restrict__ q, int64_t ldq, const void* __restrict__ kc, const void* __restrict__ vc,
+    const __half* __restrict__ kscale, const __half* __restrict__ vscale, int n_q_heads,
+    int n_kv_heads, int hd, int block_size, const int32_t* __restrict__ tables, int width,
+    const int32_t* __restrict__ token_seq, const int32_t* __restrict__ positions, float scale,
+    T* __restrict__ out, int64_t ldo) {
   pdl_enter();
   __shared__ float qs[256];
   __shared__ float p[kAttnChunk];
@@ -326,9 +337,9 @@ __global__ void attention_generic_kernel(const T* __restrict__ q, int64_t ldq,
     float s = -INFINITY;
     if (j < n_keys) {
       const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
-      const T* kr = kc + (slot * n_kv_heads + kvh) * hd;
       s = 0.0f;
-      for (int d = 0; d < hd; ++d) s += qs[d] * to_f(kr[d]);
+      for (int d = 0; d < hd; ++d)
+        s += qs[d] * kv_elem<T>(kc, kscale, slot, n_kv_heads, kvh, hd, d);
     }
     // chunk max
     float cm = s;
@@ -356,9 +367,9 @@ __global__ void attention_generic_kernel(const T* __restrict__ q, int64_t ldq,
     for (int jj = 0; jj < n; ++jj) {
       const int jk = j0 + jj;
       const int64_t slot = (int64_t)table[jk / block_size] * block_size + jk % block_size;
-      const T* vr = vc + (slot * n_kv_heads + kvh) * hd;
-      if (tid < hd) acc0 += p[jj] * to_f(vr[tid]);
-      if (tid + kAttnChunk < hd) acc1 += p[jj] * to_f(vr[tid + kAttnChunk]);
+      if (tid < hd) acc0 += p[jj] * kv_elem<T>(vc, vscale, slot, n_kv_heads, kvh, hd, tid);
+      if (tid + kAttnChunk < hd)
+        acc1 += p[jj] * kv_elem<T>(vc, vscale, slot, n_kv_heads, kvh, hd, tid + kAttnChunk);
     }
     m = m_new;
     __syncthreads();  // p[] and red[] are rewritten by the next chunk
@@ -533,17 +544,19 @@ void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, in
 }
 
 void launch_attention_generic(const void* q, int64_t ldq, const void* k_cache, const void* v_cache,
-                              int n_q_heads, int n_kv_heads, int head_dim, int block_size,
-                              const int32_t* tables, int width, const int32_t* token_seq,
-                              const int32_t* positions, int n_tokens, float scale, void* out,
-                              int64_t ldo, DType act, cudaStream_t stream) {
+                              const void* k_scale, const void* v_scale, int n_q_heads,
+                              int n_kv_heads, int head_dim, int block_size, const int32_t* tables,
+                              int width, const int32_t* token_seq, const int32_t* positions,
+                              int n_tokens, float scale, void* out, int64_t ldo, DType act,
+                              cudaStream_t stream) {
   if (n_tokens <= 0) return;
   const dim3 grid((unsigned)n_tokens, (unsigned)n_q_heads);
   PERFX_DISPATCH_ACT(
       act, launch_pdl(attention_generic_kernel<T>, grid, dim3(kAttnChunk), 0, stream,
-                      static_cast<const T*>(q), ldq, static_cast<const T*>(k_cache),
-                      static_cast<const T*>(v_cache), n_q_heads, n_kv_heads, head_dim, block_size,
-                      tables, width, token_seq, positions, scale, static_cast<T*>(out), ldo));
+                      static_cast<const T*>(q), ldq, k_cache, v_cache,
+                      static_cast<const __half*>(k_scale), static_cast<const __half*>(v_scale),
+                      n_q_heads, n_kv_heads, head_dim, block_size, tables, width, token_seq,
+                      positions, scale, static_cast<T*>(out), ldo));
 }
 
 bool launch_dense_gemv(const void* W, int64_t N, int64_t K, const void* x, int M, int64_t ldx,

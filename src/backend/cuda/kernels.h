@@ -114,11 +114,13 @@ bool launch_dense_gemv(const void* W, int64_t N, int64_t K, const void* x, int M
 /// (Milakov & Gimelshein 2018). Token t (sequence token_seq[t], position positions[t]) attends to
 /// keys 0..positions[t]; key j is at slot tables[seq * width + j / block_size] * block_size +
 /// j % block_size of the caches [slots, n_kv_heads, head_dim]; GQA as backend.h. q, out, caches in
-/// `act`.
+/// `act`, or with k_scale / v_scale non-null a q8_0 cache (int8 pools and fp16 scale records as
+/// PagedAttentionArgs::kv_q8 describes; head_dim a multiple of 32).
 void launch_attention_generic(const void* q, int64_t ldq, const void* k_cache, const void* v_cache,
-                              int n_q_heads, int n_kv_heads, int head_dim, int block_size,
-                              const int32_t* tables, int width, const int32_t* token_seq,
-                              const int32_t* positions, int n_tokens, float scale, void* out,
-                              int64_t ldo, DType act, cudaStream_t stream);
+                              const void* k_scale, const void* v_scale, int n_q_heads,
+                              int n_kv_heads, int head_dim, int block_size, const int32_t* tables,
+                              int width, const int32_t* token_seq, const int32_t* positions,
+                              int n_tokens, float scale, void* out, int64_t ldo, DType act,
+                              cudaStream_t stream);
 
 }  // namespace perfx::cuda

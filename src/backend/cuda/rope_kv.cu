@@ -54,6 +54,22 @@ __device__ __forceinline__ void rope_cos_sin(int pos, float inv_freq, float af, 
   *s = sv * af;
 }
 
+/// Stores a warp's head (element e = lane + 32 j in x[j]) as Q8_0 blocks: block j is x[j] over
+/// the 32 lanes, so its max|x| is a warp reduction.
+__device__ __forceinline__ void store_q8(const float (&x)[kPerLane], int hd, int lane, int8_t* q,
+                                         __half* d) {
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    if (32 * j >= hd) break;
+    float amax = fabsf(x[j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float id = amax > 0.f ? 127.f / amax : 0.f;
+    q[lane + 32 * j] = static_cast<int8_t>(fminf(fmaxf(rintf(x[j] * id), -127.f), 127.f));
+    if (lane == 0) d[j] = __float2half_rn(amax / 127.f);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvArgs a) {
   __shared__ float s_cos[kMaxHeadDim / 2], s_sin[kMaxHeadDim / 2];
@@ -77,7 +93,19 @@ __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvA
     if (!store) return;
     const int vh = head - nq - nkv;
     const T* src = static_cast<const T*>(a.v) + t * a.ldv + static_cast<int64_t>(vh) * hd;
-    T* dst = static_cast<T*>(a.v_cache) + (slot * nkv + vh) * hd;
+    const int64_t at = (slot * nkv + vh) * hd;
+    if (a.kv_q8) {
+      float x[kPerLane];
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int e = lane + 32 * j;
+        x[j] = e < hd ? to_f<T>(src[e]) : 0.f;
+      }
+      store_q8(x, hd, lane, static_cast<int8_t*>(a.v_cache) + at,
+               static_cast<__half*>(a.v_scale) + (slot * nkv + vh) * q8_scale_stride(hd));
+      return;
+    }
+    T* dst = static_cast<T*>(a.v_cache) + at;
     for (int e = lane; e < hd; e += 32) dst[e] = src[e];
     return;
   }
@@ -134,6 +162,12 @@ __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvA
       }
     }
   }
+  if (!is_q && a.kv_q8) {
+    const int64_t at = (slot * nkv + kh) * hd;
+    store_q8(x, hd, lane, static_cast<int8_t*>(a.k_cache) + at,
+             static_cast<__half*>(a.k_scale) + (slot * nkv + kh) * q8_scale_stride(hd));
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const int e = lane + 32 * j;
@@ -168,6 +202,8 @@ void rope_norm_kv_store(const RopeKvArgs& a, cudaStream_t stream) {
   require(a.n_q_heads == 0 || a.q, f + "null q");
   require(a.n_kv_heads == 0 || (a.k && a.v && a.k_cache && a.v_cache), f + "null k/v/cache");
   require(a.rot_dim == 0 || a.inv_freq, f + "null inv_freq");
+  require(!a.kv_q8 || a.n_kv_heads == 0 || (a.head_dim % 32 == 0 && a.k_scale && a.v_scale),
+          f + "a q8_0 cache needs head_dim a multiple of 32 and both scale arrays");
   const int64_t hd = a.head_dim;
   require(a.n_q_heads == 0 || a.ldq >= a.n_q_heads * hd, f + "ldq < n_q_heads * head_dim");
   require(a.n_kv_heads == 0 || (a.ldk >= a.n_kv_heads * hd && a.ldv >= a.n_kv_heads * hd),

@@ -30,9 +30,16 @@ namespace perfx::cuda {
 ///    disables RoPE (inv_freq may then be null).
 ///  * Norm (before RoPE): when q_norm (k_norm) is non-null, each q (k) head becomes
 ///    x / sqrt(mean(x^2) + norm_eps) * w with w fp32 [head_dim], computed in fp32.
+///  * kv_q8 (a q8_0 cache, PagedAttentionArgs::kv_q8): the caches are int8 and each 32 values
+///    of a head get an fp16 scale in k_scale / v_scale [n_slots * n_kv_heads, q8_scale_stride]:
+///    d = max|x| / 127, q = clamp(rint(x * 127 / max|x|), -127, 127) from the fp32 values (GGUF
+///    Q8_0's rule, the CPU cache's too); head_dim must be a multiple of 32.
 /// Everything is computed in fp32 from the T inputs and rounded to T once.
 struct RopeKvArgs {
   AttnDtype dtype = AttnDtype::kBF16;
+  bool kv_q8 = false;
+  void* k_scale = nullptr;  // kv_q8: fp16 [n_slots * n_kv_heads, q8_scale_stride(head_dim)]
+  void* v_scale = nullptr;
   void* q = nullptr;
   int64_t ldq = 0;
   const void* k = nullptr;
