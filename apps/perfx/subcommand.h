@@ -46,7 +46,12 @@ inline void add_kv_cache_type_options(CLI::App* sub, std::string* k, std::string
   auto* ov = sub->add_option("--cache-type-v", *v, "KV cache type of V: f32, f16, bf16, q8_0" + dflt);
   sub->add_option_function<std::string>(
          "--kv-cache-dtype",
-         [k, v](const std::string& s) { *k = *v = s == "int8" ? "q8_0" : s == "auto" ? "" : s; },
+         [k, v](const std::string& s) {
+           if (s != "auto" && s != "f32" && s != "f16" && s != "bf16" && s != "q8_0" && s != "int8")
+             throw CLI::ValidationError("--kv-cache-dtype",
+                                        "must be auto, f16, bf16, f32, q8_0 or int8, got '" + s + "'");
+           *k = *v = s == "int8" ? "q8_0" : s == "auto" ? "" : s;
+         },
          "KV cache type of K and V: auto, f16, bf16, f32, q8_0 (int8) (vLLM's flag)")
       ->excludes(ok)
       ->excludes(ov);

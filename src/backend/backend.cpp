@@ -22,6 +22,15 @@ Tensor Tensor::cols_view(int64_t c0, int64_t n) const {
   return t;
 }
 
+double Backend::kv_bytes_per_token(int n_kv_heads, int head_dim,
+                                   const KvCacheTypes& types) const {
+  auto elem = [&](std::optional<DType> t) {
+    const DType d = t.value_or(act_dtype());
+    return (double)dtype_block_bytes(d) / (double)dtype_block_elems(d);
+  };
+  return (double)n_kv_heads * head_dim * (elem(types.k) + elem(types.v));
+}
+
 Tensor Tensor::rows_view(int64_t r0, int64_t n) const {
   check(r0 >= 0 && r0 + n <= rows, "Tensor::rows_view out of range");
   Tensor t = *this;

@@ -188,6 +188,10 @@ class Backend {
   virtual std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size,
                                                int n_kv_heads, int head_dim,
                                                const KvCacheTypes& types = {}) = 0;
+  /// Bytes one token's K and V take in one layer of a cache create_kv would make with these
+  /// types (unset: the activation dtype). Default: the types' GGUF sizes (Q8_0 34 per 32 values);
+  /// a backend with another layout says its own. Used to size a device's cache from free memory.
+  virtual double kv_bytes_per_token(int n_kv_heads, int head_dim, const KvCacheTypes& types) const;
 
   // ---- ops
   /// Makes the step's layout visible to the device (CPU: no-op). Throws perfx::Error for a token id

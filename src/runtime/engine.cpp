@@ -94,13 +94,9 @@ class EngineImpl : public Engine {
       const size_t scratch = step * (size_t)(6 * c.hidden_size + 4 * c.intermediate_size) * act +
                              (size_t)512 * (size_t)c.vocab_size * 4 + (size_t(1) << 30);
       const double budget = o.gpu_memory_utilization * (double)total_b - (double)(total_b - free_b) - (double)scratch;
-      // bytes per cached element: the type's block bytes over its block size (Q8_0: 34 / 32)
-      auto elem = [&](std::optional<DType> t) {
-        const DType d = t.value_or(backend_->act_dtype());
-        return (double)dtype_block_bytes(d) / (double)dtype_block_elems(d);
-      };
       const double per_token =
-          (double)c.num_hidden_layers * (double)c.kv_dim() * (elem(kvt.k) + elem(kvt.v));
+          (double)c.num_hidden_layers *
+          backend_->kv_bytes_per_token((int)c.num_key_value_heads, (int)c.head_dim, kvt);
       const double fit = budget / per_token;
       PERFX_CHECK(fit >= ctx_, "GPU memory: the KV cache for one sequence of " + std::to_string(ctx_) + " tokens needs " +
                                    std::to_string((size_t)(per_token * ctx_) >> 20) + " MiB, but only " +

@@ -130,6 +130,16 @@ std::string Metrics::render() const {
          (double)steps_.load());
   scalar(out, "perfx_engine_step_tokens_total", "counter", "Tokens processed by forward passes.",
          (double)step_tokens_.load());
+  scalar(out, "perfx_engine_step_seconds_total", "counter",
+         "Wall time inside forward steps: host preparation, device compute, the wait for the ids.",
+         (double)step_ns_.load() * 1e-9);
+  scalar(out, "perfx_scheduler_host_seconds_total", "counter",
+         "Scheduler-thread time around the steps: admission, planning, KV allocation, "
+         "detokenizing, stop strings, events.",
+         (double)host_ns_.load() * 1e-9);
+  scalar(out, "perfx_scheduler_host_cpu_seconds_total", "counter",
+         "The scheduler thread's CPU time around the steps (its wall time less preemption).",
+         (double)host_cpu_ns_.load() * 1e-9);
   scalar(out, "perfx_queue_depth", "gauge", "Requests waiting to join the running batch.",
          queue_depth_.load());
   scalar(out, "perfx_running_sequences", "gauge", "Sequences in the running batch.",

@@ -46,6 +46,15 @@ class Metrics {
     steps_++;
     step_tokens_ += tokens;
   }
+  /// One step's wall time inside Engine::step (host preparation, the device's compute, the wait
+  /// for the sampled ids) and the scheduler thread's wall and CPU time around it (admission,
+  /// planning, KV allocation, detokenizing, stop strings, handing events to the HTTP threads),
+  /// seconds. The CPU time leaves out what other threads took from the scheduler's core.
+  void add_step_time(double step_s, double host_s, double host_cpu_s) {
+    step_ns_ += (int64_t)(step_s * 1e9);
+    host_ns_ += (int64_t)(host_s * 1e9);
+    host_cpu_ns_ += (int64_t)(host_cpu_s * 1e9);
+  }
   void observe_ttft(double s) { ttft_.observe(s); }
   void observe_tpot(double s) { tpot_.observe(s); }
 
@@ -61,6 +70,9 @@ class Metrics {
   int kv_blocks_used() const { return kv_used_; }
   int64_t generation_tokens() const { return generation_tokens_; }
   int64_t preemptions() const { return preemptions_; }
+  double step_seconds() const { return (double)step_ns_.load() * 1e-9; }
+  double host_seconds() const { return (double)host_ns_.load() * 1e-9; }
+  double host_cpu_seconds() const { return (double)host_cpu_ns_.load() * 1e-9; }
 
   /// The whole exposition text.
   std::string render() const;
@@ -71,6 +83,7 @@ class Metrics {
   std::map<std::string, uint64_t> finished_;
   std::atomic<int64_t> prompt_tokens_{0}, generation_tokens_{0}, prefix_hit_tokens_{0};
   std::atomic<int64_t> preemptions_{0}, rejected_{0}, steps_{0}, step_tokens_{0};
+  std::atomic<int64_t> step_ns_{0}, host_ns_{0}, host_cpu_ns_{0};
   std::atomic<int> queue_depth_{0}, running_{0}, kv_used_{0}, kv_total_{0};
   Histogram ttft_, tpot_, e2e_;
 };

@@ -2,6 +2,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include "perfx/model_config.h"
 #include "runtime/stop_strings.h"
@@ -11,6 +12,13 @@ namespace perfx::server {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+/// CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), seconds.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -182,10 +190,14 @@ std::shared_ptr<RequestHandle> Scheduler::submit(std::vector<SequenceSpec> specs
 void Scheduler::loop() {
   Engine::StepResult res;
   while (true) {
+    Clock::time_point t0;  // this iteration's work starts (the idle wait is not host work)
+    double cpu0 = 0;       // the scheduler thread's CPU time then
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(100),
                    [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      t0 = Clock::now();
+      cpu0 = thread_cpu_seconds();
       if (stopping_) return;
       // Waiting sequences that were cancelled or timed out leave the queue.
       const auto now = Clock::now();
@@ -208,13 +220,21 @@ void Scheduler::loop() {
     reap_running();
     admit();
     update_gauges();
+    StepTimes st;
+    bool stepped = false;
     if (!running_.empty()) {
-      if (!plan_and_step(res)) {
+      stepped = plan_and_step(res, &st);
+      if (!stepped) {
         // Nothing could be scheduled (should not happen: admit() guarantees room for one).
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
     update_gauges();
+    // Host work per step (issue 10: scheduling, KV allocation, detokenizing, stop strings, events)
+    // against the step itself: the loop's time around Engine::step.
+    if (stepped && metrics_)
+      metrics_->add_step_time(st.wall, std::max(0.0, seconds_between(t0, Clock::now()) - st.wall),
+                              std::max(0.0, thread_cpu_seconds() - cpu0 - st.cpu));
   }
 }
 
@@ -350,7 +370,8 @@ void Scheduler::preempt(size_t i) {
   n_running_.fetch_sub(1);
 }
 
-bool Scheduler::plan_and_step(Engine::StepResult& res) {
+bool Scheduler::plan_and_step(Engine::StepResult& res, StepTimes* times) {
+  *times = StepTimes{};
   struct Planned {
     Seq* s;
     int n;
@@ -410,8 +431,12 @@ bool Scheduler::plan_and_step(Engine::StepResult& res) {
     items.push_back(std::move(it));
     n_tokens += p.n;
   }
+  const auto t_step = Clock::now();
+  const double cpu_step = thread_cpu_seconds();
   try {
     engine_.step(items, res);
+    times->wall = seconds_between(t_step, Clock::now());
+    times->cpu = thread_cpu_seconds() - cpu_step;
   } catch (const std::exception& e) {
     // The engine refused the step: fail the sequences in it rather than the server.
     for (const auto& p : plan) fail(*p.s, 500, std::string("engine error: ") + e.what());

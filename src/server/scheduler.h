@@ -154,7 +154,12 @@ class Scheduler {
   void loop();
   void reap_running();
   void admit();
-  bool plan_and_step(Engine::StepResult& res);
+  /// Wall and scheduler-thread CPU seconds of one Engine::step.
+  struct StepTimes {
+    double wall = 0, cpu = 0;
+  };
+  /// Plans and runs one step; *times = Engine::step's times (zeros if none ran).
+  bool plan_and_step(Engine::StepResult& res, StepTimes* times);
   /// A sequence's newly sampled token; raw = its raw logits row when logprobs were asked for.
   void on_token(Seq& s, int32_t tok, const float* raw);
   // Ends a sequence with a Finished event; `outcome` (for metrics) defaults to the reason.

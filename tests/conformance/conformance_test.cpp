@@ -785,7 +785,7 @@ TEST_P(Conformance, RopeKvStore) {
 /// (identity RoPE when rot = 0) and compares attention on the step with a double reference.
 void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int hd, int block_size,
                     const std::vector<std::pair<int, int>>& seqs, int rot, bool perf_only,
-                    bool norm = false, const KvCacheTypes& kvt = {}) {
+                    bool norm = false, const KvCacheTypes& kvt = {}, int q_pad = 5) {
   std::mt19937 rng((uint32_t)(nq * 131 + hd * 7 + block_size + seqs.size()));
   const PagedBatch pb = make_paged(seqs, block_size, rng);
   const int qd = nq * hd, kvd = nkv * hd, W = qd + 2 * kvd;
@@ -822,7 +822,8 @@ void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int
     if (b == &pb.step) {
       // attention reads q from a fresh tensor (the rotated q as stored)
       std::vector<float> qf(Q.begin(), Q.end());
-      Tensor qt = dv.upload(qf, b->n_tokens, qd, qd + 5);
+      // q_pad 5 (an odd row stride) takes CUDA's plain kernel; 0 its tensor-core kernels
+      Tensor qt = dv.upload(qf, b->n_tokens, qd, qd + q_pad);
       Tensor out = dv.poisoned(b->n_tokens, qd);
       const float scale = 1.0f / std::sqrt((float)hd);
       dv.be().attention(qt, *kv, layer, nq, scale, *b, out);
@@ -879,7 +880,7 @@ TEST_P(Conformance, Attention) {
 
 /// Whether the backend stores a cache of these types and shape; a refusal must name the flag, and
 /// the CPU backend refuses none of them (other backends may take a subset, e.g. CUDA takes q8_0 for
-/// K and V together and only at the tensor-core kernels' head sizes).
+/// K and V together only).
 bool Conformance::kv_types_taken(const KvCacheTypes& kvt, int n_kv_heads, int head_dim) {
   try {
     d().be().create_kv(1, 4, 16, n_kv_heads, head_dim, kvt);
@@ -906,6 +907,10 @@ TEST_P(Conformance, AttentionKvCacheTypes) {
                    false, kvt);
     attention_case(this, d(), tl, 32, 4, 128, 16, {{200, 1}, {0, 64}}, 0, false, true, kvt);
     attention_case(this, d(), tl, 12, 4, 96, 8, {{70, 1}, {3, 40}}, 96, false, false, kvt);
+    // an aligned q: CUDA's tensor-core kernels (decode split-KV and prefill) on rope_kv's cache
+    attention_case(this, d(), tl, 16, 4, 128, 16, {{300, 1}, {2, 1}, {0, 50}, {20, 30}}, 128, false,
+                   false, kvt, 0);
+    attention_case(this, d(), tl, 8, 2, 64, 16, {{90, 1}, {0, 37}}, 64, false, true, kvt, 0);
     KvCacheTypes mixed;
     mixed.k = t;
     if (kv_types_taken(mixed, 4, 32))
@@ -918,7 +923,9 @@ TEST_P(Conformance, DISABLED_AttentionPerfShapes) {  // run by --perf
   attention_case(this, d(), tol(), 32, 4, 64, 16, decode8, 64, true);  // TinyLlama decode, ctx 1024
   KvCacheTypes q8;
   q8.k = q8.v = DType::Q8_0;
-  if (kv_types_taken(q8, 4, 64)) attention_case(this, d(), tol(), 32, 4, 64, 16, decode8, 64, true, false, q8);
+  attention_case(this, d(), tol(), 32, 4, 64, 16, decode8, 64, true, false, {}, 0);  // aligned q
+  if (kv_types_taken(q8, 4, 64))
+    attention_case(this, d(), tol(), 32, 4, 64, 16, decode8, 64, true, false, q8, 0);
   attention_case(this, d(), tol(), 32, 32, 128, 16, {{0, 512}}, 128, true);  // 7B prefill 512
 }
 

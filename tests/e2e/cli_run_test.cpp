@@ -212,9 +212,13 @@ TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
   EXPECT_NE(both.err.find("--kv-cache-dtype"), std::string::npos) << both.err;
   auto bad = run_perfx(base + " --kv-cache-dtype fp4");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.err.find("--cache-type-k must be f32, f16, bf16 or q8_0, got 'fp4'"),
+  EXPECT_NE(bad.err.find("--kv-cache-dtype: must be auto, f16, bf16, f32, q8_0 or int8, got 'fp4'"),
             std::string::npos)
       << bad.err;
+  auto bf16 = run_perfx(base + " --kv-cache-dtype bf16");  // a GPU's type, not the CPU's
+  EXPECT_NE(bf16.exit_code, 0);
+  EXPECT_NE(bf16.err.find("--cache-type-k/-v BF16 is not supported on the CPU"), std::string::npos)
+      << bf16.err;
 }
 
 TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {

@@ -26,7 +26,7 @@ for c in ${CLIENTS:-1 256}; do
     > "$OUT/serve_$c.txt" 2>&1
   echo "serve c=$c rc=$?: $(tr '\n' ' ' < "$OUT/serve_$c.txt" | tr -s ' ' | cut -c1-700)"
 done
-curl -fsS "http://127.0.0.1:$port/metrics" | grep -E "^perfx_(kv_blocks_used|engine_steps_total|engine_step_tokens_total|requests_total)"
+curl -fsS "http://127.0.0.1:$port/metrics" | grep -E "^perfx_(kv_blocks_used|engine_steps_total|engine_step_tokens_total|requests_total|engine_step_seconds_total|scheduler_host_seconds_total|scheduler_host_cpu_seconds_total)"
 kill $pid 2> /dev/null
 wait $pid 2> /dev/null
 echo "total $(( $(date +%s) - T0 )) s"

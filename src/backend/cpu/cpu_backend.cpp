@@ -388,7 +388,7 @@ class CpuBackend : public Backend {
     kv->vdt = types.v.value_or(DType::F32);
     for (DType t : {kv->kdt, kv->vdt}) {
       check(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
-            std::string("KV cache type ") + dtype_name(t) +
+            std::string("--cache-type-k/-v ") + dtype_name(t) +
                 " is not supported on the CPU (f32, f16, q8_0)");
       check(t != DType::Q8_0 || head_dim % 32 == 0,
             "KV cache type q8_0 needs a head_dim that is a multiple of 32 (this model's is " +

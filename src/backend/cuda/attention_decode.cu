@@ -7,6 +7,7 @@
 // exactly once per (sequence, group), in 16-byte cp.async loads. With n_splits > 1 each CTA writes
 // fp32 partials (O unnormalized, running max m in log2 units, sum l) and split_reduce_kernel
 // merges them: m* = max m_s, O = sum_s 2^(m_s - m*) O_s / sum_s 2^(m_s - m*) l_s.
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -29,9 +30,13 @@ void split_init_one(int* occupancy) {
   const int smem = static_cast<int>(SplitCfg<D>::kSmemBytes);
   ATTN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   ATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, k, kThreads, smem));
-  if constexpr (D % 32 == 0)  // the q8_0-cache variant (same smem; the split plan uses one figure)
-    ATTN_CUDA_CHECK(cudaFuncSetAttribute(attn_tile_kernel<T, D, kSplitWM, kSplitWN, true, true>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  if constexpr (D % 32 == 0) {  // the q8_0-cache variant: same smem; the plan takes the lower
+    auto* k8 = attn_tile_kernel<T, D, kSplitWM, kSplitWN, true, true>;
+    ATTN_CUDA_CHECK(cudaFuncSetAttribute(k8, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int occ8 = 0;
+    ATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ8, k8, kThreads, smem));
+    *occupancy = std::min(*occupancy, occ8);
+  }
 }
 
 template <typename T>

@@ -18,7 +18,7 @@ enum class AttnDtype : int { kF16 = 0, kBF16 = 1 };
 /// A q8_0 KV cache (--cache-type-k/-v q8_0) keeps one fp16 scale per 32 values of a head; the
 /// scales of one (slot, KV head) form a record of this many halves (8 bytes up to head_dim 128,
 /// 16 up to 256), so that a tile kernel stages a key's scales with one cp.async.
-__host__ __device__ inline int q8_scale_stride(int head_dim) {
+__host__ __device__ constexpr int q8_scale_stride(int head_dim) {
   return head_dim <= 128 ? 4 : 8;
 }
 

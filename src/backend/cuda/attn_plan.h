@@ -101,6 +101,10 @@ inline void validate(const PagedAttentionArgs& a) {
   require(std::isfinite(a.scale), f + "scale must be finite");
   require(!a.kv_q8 || (a.head_dim % 32 == 0 && a.k_scale && a.v_scale),
           f + "a q8_0 KV cache needs head_dim 64, 96 or 128 and both scale arrays");
+  require(!a.kv_q8 ||
+              ((reinterpret_cast<uintptr_t>(a.k_scale) | reinterpret_cast<uintptr_t>(a.v_scale)) &
+               7u) == 0,
+          f + "k_scale, v_scale must be 8-byte aligned");
   const int64_t rows = static_cast<int64_t>(a.max_q_len) * (a.n_q_heads / a.n_kv_heads);
   require((rows + kPrefillRows - 1) / kPrefillRows <= std::numeric_limits<int>::max(),
           f + "max_q_len too large");

@@ -295,6 +295,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   auto load_kv = [&](int kt, int st) {
     if constexpr (kQ8) {
       static_assert(C::kRawIters * kThreads == kTileKeys * (D / 16), "raw chunks per thread");
+      static_assert(q8_scale_stride(D) == 4, "8-byte scale records (the raw stage's layout)");
       unsigned char* rk = sRaw + st * C::kRawStage;
       unsigned char* rv = rk + C::kRawHalf;
 #pragma unroll
@@ -308,7 +309,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       }
       if (tid < kTileKeys) {
         const int64_t slot = slot_of(kt + tid);
-        const int64_t so = slot >= 0 ? (slot * a.n_kv_heads + kvh) * 4 : 0;
+        const int64_t so = slot >= 0 ? (slot * a.n_kv_heads + kvh) * q8_scale_stride(D) : 0;
         cp_async_8(rk + kTileKeys * D + tid * 8, kscale + so, slot >= 0 ? 8 : 0);
         cp_async_8(rv + kTileKeys * D + tid * 8, vscale + so, slot >= 0 ? 8 : 0);
       }

@@ -409,6 +409,14 @@ class CudaBackend : public Backend {
     return t;
   }
 
+  double kv_bytes_per_token(int n_kv_heads, int head_dim,
+                            const KvCacheTypes& types) const override {
+    if (types.k.value_or(act_) != DType::Q8_0)
+      return Backend::kv_bytes_per_token(n_kv_heads, head_dim, types);
+    // CudaKv's q8 layout: an int8 per value and a scale record per (slot, KV head), K and V
+    return 2.0 * n_kv_heads * (head_dim + 2.0 * q8_scale_stride(head_dim));
+  }
+
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
     check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
@@ -423,7 +431,8 @@ class CudaBackend : public Backend {
                         dtype_name(kt) + " and --cache-type-v " + dtype_name(vt) + " differ");
     const bool q8 = kt == DType::Q8_0;
     check(!q8 || (head_dim % 32 == 0 && head_dim <= 256),
-          "--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 (this model's is " +
+          "--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 and at most 256 (this "
+          "model's is " +
               std::to_string(head_dim) + ")");
     auto kv = std::make_unique<CudaKv>();
     kv->n_layers = n_layers;

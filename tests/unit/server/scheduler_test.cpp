@@ -91,6 +91,30 @@ TEST(Scheduler, SingleGreedyRequestMatchesTheModel) {
   EXPECT_EQ(metrics.generation_tokens(), 20);
 }
 
+// The step / host split of /metrics (issue 10 asks for the host work per step): time spent inside
+// Engine::step is the step's, never the scheduler's. The fake engine sleeps 2 ms in every step.
+TEST(Scheduler, StepTimeIsSeparateFromTheHostWorkAroundIt) {
+  FakeEngineOptions o;
+  o.step_sleep_us = 2000;
+  FakeEngine engine(o);
+  Metrics metrics;
+  Scheduler s(engine, {}, &metrics);
+  s.start();
+  auto h = s.submit({greedy(prompt_of(engine, "Hello world"), 20)});
+  Result r = run_to_end(*h);
+  ASSERT_EQ(r.completion_tokens, 20);
+  ASSERT_TRUE(wait_until([&] { return metrics.step_seconds() >= 20 * 0.002; }))
+      << metrics.step_seconds();
+  EXPECT_GT(metrics.host_seconds(), 0.0);
+  EXPECT_LT(metrics.host_seconds(), metrics.step_seconds()) << "a step's sleep counted as host work";
+  EXPECT_GT(metrics.host_cpu_seconds(), 0.0);
+  EXPECT_LE(metrics.host_cpu_seconds(), metrics.host_seconds() + 1e-3);
+  const std::string text = metrics.render();
+  EXPECT_NE(text.find("perfx_engine_step_seconds_total "), std::string::npos) << text;
+  EXPECT_NE(text.find("perfx_scheduler_host_seconds_total "), std::string::npos) << text;
+  EXPECT_NE(text.find("perfx_scheduler_host_cpu_seconds_total "), std::string::npos) << text;
+}
+
 TEST(Scheduler, ConcurrentRequestsEqualTheirSoloResultsAndShareSteps) {
   FakeEngineOptions o;
   o.step_sleep_us = 200;
