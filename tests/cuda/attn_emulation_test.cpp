@@ -555,6 +555,81 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
   }
 }
 
+/// The same case into a q8_0 cache (RopeKvArgs::kv_q8), checked against the fp16/bf16 run's
+/// cache (kc, vc: the kernel's own K after norm + RoPE, and V, rounded to T): per block of 32,
+/// the scale is max|x| / 127 within T's and fp16's rounding, every value within half a step (plus
+/// T's rounding) of x, slots not written and the records' padding halves untouched.
+void run_rope_q8(const RopeCase& c, const RopeData& d, const std::vector<u16>& kc,
+                 const std::vector<u16>& vc) {
+  const int ss = q8_scale_stride(c.hd), nb = c.hd / 32;
+  std::vector<u16> qkv = d.qkv;
+  std::vector<int8_t> k8(static_cast<size_t>(d.n_slots * d.vec), -128), v8 = k8;
+  std::vector<u16> ks(static_cast<size_t>(d.n_slots * c.nkv * ss), kPoison), vs = ks;
+  RopeKvArgs a = rope_args(c, d, qkv.data(), k8.data(), v8.data(), d.pos.data(), d.slots.data(),
+                           d.inv_freq.data(), d.qw.data(), d.kw.data());
+  a.kv_q8 = true;
+  a.k_scale = ks.data();
+  a.v_scale = vs.data();
+  const int n_heads = c.nq + 2 * c.nkv, threads = 256;
+  gridDim = dim3(static_cast<unsigned>(c.n_tokens), static_cast<unsigned>((n_heads + 7) / 8));
+  blockDim = dim3(threads);
+  emu::g_smem_limit = 0;
+  for (unsigned y = 0; y < gridDim.y; ++y)
+    for (unsigned x = 0; x < gridDim.x; ++x) {
+      blockIdx = make_uint3(x, y, 0);
+      emu::run_block(threads, [&] {
+        if (c.bf16)
+          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a);
+        else
+          perfx::cuda::rope_norm_kv_kernel<__half>(a);
+      });
+    }
+  const double rel = c.bf16 ? 1.0 / 128 : 1.0 / 1024;
+  int64_t bad = 0, stray = 0;
+  std::string first;
+  std::vector<char> used(static_cast<size_t>(d.n_slots), 0);
+  for (int t = 0; t < c.n_tokens; ++t)
+    if (d.slots[t] >= 0 && d.slots[t] < d.n_slots) used[static_cast<size_t>(d.slots[t])] = 1;
+  for (int64_t slot = 0; slot < d.n_slots; ++slot)
+    for (int h = 0; h < c.nkv; ++h)
+      for (int which = 0; which < 2; ++which) {
+        const std::vector<u16>& ref = which ? vc : kc;
+        const std::vector<int8_t>& q = which ? v8 : k8;
+        const std::vector<u16>& sc = which ? vs : ks;
+        const int64_t at = (slot * c.nkv + h) * c.hd, rec = (slot * c.nkv + h) * ss;
+        for (int j = nb; j < ss; ++j) stray += sc[static_cast<size_t>(rec + j)] != kPoison;
+        if (!used[static_cast<size_t>(slot)]) {
+          for (int e = 0; e < c.hd; ++e) stray += q[static_cast<size_t>(at + e)] != -128;
+          for (int j = 0; j < nb; ++j) stray += sc[static_cast<size_t>(rec + j)] != kPoison;
+          continue;
+        }
+        for (int j = 0; j < nb; ++j) {
+          double amax = 0;
+          for (int e = 32 * j; e < 32 * j + 32; ++e)
+            amax = std::max(amax, (double)std::fabs(t2f(ref[static_cast<size_t>(at + e)], c.bf16)));
+          const double dq = t2f(sc[static_cast<size_t>(rec + j)], false);
+          bool ok = std::fabs(dq - amax / 127) <= (rel + 1.0 / 1024) * amax / 127 + 1e-7;
+          for (int e = 32 * j; e < 32 * j + 32 && ok; ++e) {
+            const double x = t2f(ref[static_cast<size_t>(at + e)], c.bf16);
+            const double got = q[static_cast<size_t>(at + e)] * dq;
+            ok = std::fabs(got - x) <= 0.5 * dq * (1 + 1e-2) + rel * amax + 1e-7;
+          }
+          if (!ok) {
+            ++bad;
+            if (first.empty())
+              first = std::string(which ? "v" : "k") + " slot " + std::to_string(slot) + " head " +
+                      std::to_string(h) + " block " + std::to_string(j);
+          }
+        }
+      }
+  const bool pass = bad == 0 && stray == 0;
+  ++g_cases;
+  if (!pass) ++g_failures;
+  std::printf("[%s] emu-rope-q8 %s | %s hd%d | blocks off %lld, stray writes %lld%s%s\n",
+              pass ? "PASS" : "FAIL", c.name.c_str(), c.bf16 ? "bf16" : "fp16", c.hd,
+              (long long)bad, (long long)stray, first.empty() ? "" : " first: ", first.c_str());
+}
+
 void run_rope(const RopeCase& c, uint64_t seed) {
   const RopeData d = make_rope_data(c, seed);
   std::vector<u16> qkv = d.qkv, kc(static_cast<size_t>(d.n_slots * d.vec), kPoison),
@@ -576,6 +651,7 @@ void run_rope(const RopeCase& c, uint64_t seed) {
       });
     }
   check_rope("emu-rope", c, d, qkv, kc, vc);
+  if (c.hd % 32 == 0) run_rope_q8(c, d, kc, vc);
 }
 
 }  // namespace
