@@ -45,6 +45,8 @@ unset PERFX_OPENCL_DTYPE
 echo "== forced split-K attention and the sub-group attempt (PoCL rejects it: the fallback is tested)"
 PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_conformance --gtest_filter='*opencl*'
 PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_model --gtest_filter='*GreedyOnDevice*opencl*'
+echo "== int8 activations for the int4 GEMV (PERFX_OPENCL_ACT_Q8=1; PoCL: the generic dot product)"
+PERFX_OPENCL_ACT_Q8=1 gtest "$B"/tests/test_conformance --gtest_filter='*Linear*opencl*'
 gtest "$B"/tests/test_opencl
 t_test=$(date +%s)
 

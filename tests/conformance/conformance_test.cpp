@@ -58,8 +58,14 @@ std::vector<std::string> devices() {
 constexpr double kInt8ActTol = 2e-2;
 
 /// True for the weight formats the "cpu" device runs on int8 activations (unless
-/// PERFX_ACT_QUANT=off is set for the whole test binary).
+/// PERFX_ACT_QUANT=off is set for the whole test binary), and the int4 ones an OpenCL device does
+/// with PERFX_OPENCL_ACT_Q8=1 (its decode GEMV on int8 activations; the same rounding rule).
 bool int8_activations(const std::string& device, const std::string& fmt) {
+  if (device.rfind("opencl", 0) == 0) {
+    const char* e = std::getenv("PERFX_OPENCL_ACT_Q8");
+    return e && std::string(e) == "1" &&
+           (fmt == "Q4_0" || fmt == "Q4_1" || fmt.rfind("INT4_G", 0) == 0);
+  }
   if (device != "cpu") return false;
   if (const char* e = std::getenv("PERFX_ACT_QUANT");
       e && (std::string(e) == "off" || std::string(e) == "0"))

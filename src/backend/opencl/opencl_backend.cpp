@@ -301,6 +301,7 @@ class OpenClBackend : public Backend {
       forced_ = (n == 3 ? 10000 : 0) + a * 100 + b;
     }
     norm_wg_ = (int)std::min<size_t>(gpu_ ? 256 : 64, prev_pow2(d.max_work_group));
+    setup_act_q8(d);
     // Sub-group reductions in the norms where the device has cl_khr_subgroups
     // (PERFX_OPENCL_SUBGROUPS=0 / 1 forces them off / on).
     const bool subgroups = env_is("PERFX_OPENCL_SUBGROUPS", "1") ||
@@ -1185,6 +1186,7 @@ class OpenClBackend : public Backend {
   struct GemvConfig {
     int rows = 2, rpt = 4;
     bool image = false, local_scales = false, global_scales = false;
+    bool act_q8 = false;  // int8 activations (gemv.cl -DACT_Q8): not part of the tuned code
     void set(int code) {
       global_scales = code >= 10000;
       rows = code % 10000 / 100;
@@ -1193,6 +1195,55 @@ class OpenClBackend : public Backend {
     int code() const { return (global_scales ? 10000 : 0) + rows * 100 + rpt; }
   };
   static constexpr int kGemvDefault = 204;
+
+  /// Int8 activations for the int4 GEMV (PERFX_OPENCL_ACT_Q8=1; off by default until measured
+  /// faster on a device): picks the dot-product instruction (PERFX_OPENCL_DP4A=khr|ptx|generic
+  /// forces one): cl_khr_integer_dot_product where the device has it, dp4a through inline PTX on
+  /// NVIDIA's platform, else four multiply-adds; a choice whose GEMV does not build falls back to
+  /// the generic one (named on stderr with PERFX_OPENCL_VERBOSE=1).
+  void setup_act_q8(const DeviceInfo& d) {
+    act_q8_ = env_is("PERFX_OPENCL_ACT_Q8", "1");
+    if (!act_q8_) return;
+    std::string mode = d.has_extension("cl_khr_integer_dot_product")         ? "khr"
+                       : d.platform_name.find("NVIDIA") != std::string::npos ? "ptx"
+                                                                             : "generic";
+    if (const char* e = std::getenv("PERFX_OPENCL_DP4A"); e && *e) {
+      mode = e;
+      check(mode == "khr" || mode == "ptx" || mode == "generic",
+            "PERFX_OPENCL_DP4A must be khr, ptx or generic, got '" + mode + "'");
+    }
+    dp4a_opt_ = mode == "khr" ? " -DDP4A_KHR" : mode == "ptx" ? " -DDP4A_PTX" : "";
+    ctx_.kernel("act_q8.cl", "quantize_act_q8", act_opt_);
+    const std::string probe = " -DWF=4 -DGS=128 -DLANES=" + std::to_string(lanes_) +
+                              " -DROWS=1 -DRPT=1 -DACT_Q8" + act_opt_;
+    if (!dp4a_opt_.empty()) {
+      try {
+        ctx_.kernel("gemv.cl", "gemv", probe + dp4a_opt_);
+      } catch (const Error& e) {
+        if (env_is("PERFX_OPENCL_VERBOSE", "1"))
+          std::fprintf(stderr, "perfx: %s: no %s dot product, the generic one: %s\n",
+                       sh_->label.c_str(), mode.c_str(), e.what());
+        dp4a_opt_.clear();
+      }
+    }
+    ctx_.kernel("gemv.cl", "gemv", probe + dp4a_opt_);
+  }
+
+  /// x (one token, `in` columns) -> q8x_ / q8s_ (act_q8.cl's layout), grown as needed.
+  void quantize_act_q8(const Arg& x, int64_t in, cl_event* ev) {
+    const size_t nc = (size_t)(in / 32);
+    if (q8x_.size() < nc * 32) q8x_.alloc(sh_, std::max(nc * 32, (size_t)4096), "int8 activations");
+    if (q8s_.size() < nc * 8)
+      q8s_.alloc(sh_, std::max(nc * 8, (size_t)1024), "int8 activation scales");
+    const size_t wg = 64, g[1] = {(nc + wg - 1) / wg * wg}, l[1] = {wg};
+    Launch(ctx_, ctx_.kernel("act_q8.cl", "quantize_act_q8", act_opt_))
+        .arg(x.mem)
+        .arg(x.off)
+        .arg((int)in)
+        .arg(q8x_.get())
+        .arg(q8s_.get())
+        .run(1, g, l, "quantize activations (int8)", ev);
+  }
 
   /// gemv.cl's source tag (Context::source_tag), computed once.
   const std::string& gemv_tag() {
@@ -1206,6 +1257,7 @@ class OpenClBackend : public Backend {
                     act_opt_;
     if (c.image) o += " -DUSE_IMAGE";
     if (c.local_scales) o += " -DLOCAL_SCALES";
+    if (c.act_q8) o += " -DACT_Q8" + dp4a_opt_;
     return o;
   }
 
@@ -1236,10 +1288,13 @@ class OpenClBackend : public Backend {
         .arg((cl_long)s.z_off)
         .arg((int)w.in)
         .arg((int)s.rows);
-    if (c.image) L.arg(ximg);
-    L.arg(x.mem)
-        .arg(x.off)
-        .arg(bias)
+    if (c.act_q8) {  // the activations quantized by quantize_act_q8 (q8x_: xq then xs)
+      L.arg(q8x_.get()).arg(q8s_.get()).arg(x.off);  // x_off: unused there
+    } else {
+      if (c.image) L.arg(ximg);
+      L.arg(x.mem).arg(x.off);
+    }
+    L.arg(bias)
         .arg((int)s.row0)
         .arg(has_bias ? 1 : 0)
         .arg(y.mem)
@@ -1252,11 +1307,19 @@ class OpenClBackend : public Backend {
   void gemv(const OclWeight& w, const Arg& x, cl_mem bias, bool has_bias, const Arg& y, int y_f32) {
     GemvConfig c;
     cl_mem ximg = nullptr;
-    if (images_ && x.off % 4 == 0) ximg = image_of(x.alloc);
+    c.act_q8 = act_q8_ && (w.wf == kQ4 || w.wf == kQ4M);
+    cl_event qev = nullptr;
+    if (c.act_q8)
+      quantize_act_q8(x, w.in, profile_ || keep_events_ ? &qev : nullptr);
+    else if (images_ && x.off % 4 == 0)
+      ximg = image_of(x.alloc);
     c.image = ximg != nullptr;
     const std::string key = "gemv:wf" + std::to_string(w.wf) + ":gs" + std::to_string(w.gs) +
                             ":in" + std::to_string(w.in) + ":out" + std::to_string(w.out) +
-                            ":lanes" + std::to_string(lanes_) + (c.image ? ":img" : ":buf") +
+                            ":lanes" + std::to_string(lanes_) +
+                            (c.act_q8  ? ":q8a" + dp4a_opt_
+                             : c.image ? ":img"
+                                       : ":buf") +
                             (act_ == DType::F16 ? ":f16" : ":f32") + ":" + gemv_tag();
     int code = -1;
     if (auto it = gemv_rows_.find(key); it != gemv_rows_.end()) {
@@ -1291,6 +1354,12 @@ class OpenClBackend : public Backend {
     gemv_fits(w, c);  // sets local_scales
     last_gemv_config_ = gemv_opts(w, c);
     double dev_s = 0;
+    if (qev) {  // the quantization counts as part of the GEMV
+      if (profile_)
+        dev_s += event_seconds(qev);
+      else
+        keep_events_->push_back(qev);
+    }
     for (const auto& s : w.slabs) {
       cl_event ev = nullptr;
       run_gemv(w, s, c, x, ximg, bias, has_bias, y, y_f32,
@@ -1507,6 +1576,9 @@ class OpenClBackend : public Backend {
   int lanes_ = 32, norm_wg_ = 64, forced_ = 0, forced_split_ = 0;
   int64_t vocab_ = 0;
   std::map<std::string, int> gemv_rows_;
+  bool act_q8_ = false;   // PERFX_OPENCL_ACT_Q8=1: int8 activations for the int4 GEMV
+  std::string dp4a_opt_;  // " -DDP4A_KHR" / " -DDP4A_PTX" / "" (generic)
+  DevMem q8x_, q8s_;      // quantize_act_q8's output
   bool profile_ = false;
   double last_kernel_seconds_ = 0;
   std::vector<cl_event>* keep_events_ = nullptr;  // measure(): the GEMVs' events, kept

@@ -22,6 +22,11 @@
 // the sum over lanes), never on ROWS, RPT or U: tuning those per device changes the speed, not a
 // single bit. Global [LANES, ceil(rows / (ROWS · RPT)) · ROWS].
 //
+// -DACT_Q8 (int4 formats only; PERFX_OPENCL_ACT_Q8=1): the activations arrive as int8 per chunk
+// of 32 (act_q8.cl) and each chunk's Σ q·x is an exact integer dot product (4 weights per dp4a),
+// about a fifth of the float path's instructions per weight; results then differ from the fp32
+// path by the activations' rounding (as the CPU backend's int8-activation kernels do).
+//
 // Measurement switch (tools/device/opencl_nvidia.sh): -DGEMV_PROBE keeps the int4 loads and drops
 // the arithmetic (the results are then meaningless; other formats do nothing), to separate memory
 // time from compute time.
@@ -31,7 +36,45 @@
 #define GEMV_U 2
 #endif
 
-#ifdef USE_IMAGE
+#ifdef ACT_Q8
+// Int8 activations (act_q8.cl): xq / xs for the int4 formats; dot products of 4 unsigned weight
+// bytes with 4 signed activation bytes, accumulated in int32 (exact): cl_khr_integer_dot_product,
+// NVIDIA's dp4a instruction (inline PTX), or four multiply-adds.
+#define X_ARG __global const uint* xq, __global const float2* xs
+#if defined(DP4A_KHR)
+#pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
+#define DP4A(a, b, acc) ((acc) + dot_4x8packed_us_int((a), (b)))
+#elif defined(DP4A_PTX)
+inline int dp4a_ptx(uint a, uint b, int acc) {
+  int r;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+  return r;
+}
+#define DP4A(a, b, acc) dp4a_ptx((a), (b), (acc))
+#else
+inline int dp4a_generic(uint a, uint b, int acc) {
+  const uchar4 u = as_uchar4(a);
+  const char4 s = as_char4(b);
+  return acc + (int)u.x * s.x + (int)u.y * s.y + (int)u.z * s.z + (int)u.w * s.w;
+}
+#define DP4A(a, b, acc) dp4a_generic((a), (b), (acc))
+#endif
+// Σ_j q_j · x_j over one chunk (exact int32): word j's even nibbles against xa/xb's even-column
+// bytes, its odd nibbles against the odd ones.
+inline int q4_chunk_dot_i8(uint4 q, uint4 xa, uint4 xb) {
+  const uint m = 0x0F0F0F0Fu;
+  int d = 0;
+  d = DP4A(q.s0 & m, xa.s0, d);
+  d = DP4A((q.s0 >> 4) & m, xa.s1, d);
+  d = DP4A(q.s1 & m, xa.s2, d);
+  d = DP4A((q.s1 >> 4) & m, xa.s3, d);
+  d = DP4A(q.s2 & m, xb.s0, d);
+  d = DP4A((q.s2 >> 4) & m, xb.s1, d);
+  d = DP4A(q.s3 & m, xb.s2, d);
+  d = DP4A((q.s3 >> 4) & m, xb.s3, d);
+  return d;
+}
+#elif defined(USE_IMAGE)
 #define X_ARG __read_only image1d_buffer_t ximg, __global const ACT_T* x
 #define X4(k) read_imagef(ximg, (x_off + (k)) >> 2)
 #else
@@ -106,6 +149,15 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
       for (int i = 0; i < RPT; ++i)
         acc[i] += (float)((qv[u][i].s0 ^ qv[u][i].s1 ^ qv[u][i].s2 ^ qv[u][i].s3) & 1u);
 #endif
+#elif defined(ACT_Q8)
+      // chunk c's quantized activations, shared by the RPT rows: y += s·d·Σ q·q_x + m·Σ x
+      const uint4 xa = vload4(2 * c, xq), xb = vload4(2 * c + 1, xq);
+      const float2 ds = xs[c];
+      for (int i = 0; i < RPT; ++i) {
+        const float2 sm = SCALE(i, CHUNK_GROUP(c));
+        acc[i] += sm.x * (ds.x * (float)q4_chunk_dot_i8(qv[u][i], xa, xb)) + sm.y * ds.y;
+      }
+      (void)k;
 #else
       float4 xv[8];
       for (int j = 0; j < 8; ++j) xv[j] = X4(k + 4 * j);
