@@ -193,7 +193,8 @@ void bench(const BenchArgs& a) {
                              c.q_dim() * c.hidden_size + 3 * c.hidden_size * c.intermediate_size);
   std::string model = eo.model_path;
   while (model.size() > 1 && model.back() == '/') model.pop_back();
-  const std::string threads = e->device().rfind("cpu", 0) == 0 ? std::to_string(a.threads) : "-";
+  const int n_threads = a.threads > 0 ? a.threads : available_cpus();  // what -t 0 resolves to
+  const std::string threads = e->device().rfind("cpu", 0) == 0 ? std::to_string(n_threads) : "-";
   if (a.output == "json") {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const auto& r : results) {
@@ -204,7 +205,7 @@ void bench(const BenchArgs& a) {
       j["model_type"] = c.model_type;
       j["model_size"] = e->weight_bytes();
       j["model_n_params"] = n_params;
-      j["n_threads"] = a.threads;
+      j["n_threads"] = n_threads;
       j["n_prompt"] = r.n_prompt;
       j["n_gen"] = r.n_gen;
       j["n_batch_seqs"] = r.batch;

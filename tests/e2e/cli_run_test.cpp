@@ -1,6 +1,8 @@
 // perfx run / tokenize end to end: the bundled default model, parity dumps, and bad input.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -195,6 +197,27 @@ TEST(CliPerplexity, ContextZeroIsTheModelsContext) {
   EXPECT_EQ(r.out.rfind("PPL = ", 0), 0u) << r.out;
 }
 
+// `perfx bench -o json` speaks llama-bench's fields, one object per test; n_threads is the count
+// the run used (a fresh user saw 0 for the default -t 0).
+TEST(CliBench, JsonHasLlamaBenchFieldsAndTheThreadsUsed) {
+  auto r = run_perfx("bench -p 16 -n 4 -r 1 -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  EXPECT_EQ(j[0]["n_prompt"], 16);
+  EXPECT_EQ(j[0]["n_gen"], 0);
+  EXPECT_EQ(j[1]["n_prompt"], 0);
+  EXPECT_EQ(j[1]["n_gen"], 4);
+  for (const auto& t : j) {
+    EXPECT_GT(t["avg_ts"].get<double>(), 0.0) << t;
+    EXPECT_EQ(t["n_threads"], perfx::available_cpus()) << t;
+  }
+  auto two = run_perfx("bench -p 0 -n 2 -r 1 -t 1 -o json");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(nlohmann::json::parse(two.out)[0]["n_threads"], 1) << two.out;
+}
+
 // vLLM's --kv-cache-dtype sets K and V at once (int8 is q8_0); it cannot be mixed with
 // llama.cpp's per-tensor flags, and a bad value names the flag.
 TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
@@ -219,6 +242,7 @@ TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
   EXPECT_NE(bf16.exit_code, 0);
   EXPECT_NE(bf16.err.find("--cache-type-k/-v BF16 is not supported on the CPU"), std::string::npos)
       << bf16.err;
+  EXPECT_EQ(bf16.err.find("cannot allocate"), std::string::npos) << "not a memory problem: " << bf16.err;
 }
 
 TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {
