@@ -689,5 +689,6 @@ int main(int argc, char** argv) {
     run_rope(c, rseed);
   }
   std::printf("SUMMARY: %d cases, %d failed\n", g_cases, g_failures);
-  return g_failures ? 1 : 0;
+  if (g_cases == 0) std::printf("no case matched the filter '%s'\n", filter.c_str());
+  return g_failures || g_cases == 0 ? 1 : 0;
 }

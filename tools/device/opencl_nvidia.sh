@@ -23,7 +23,8 @@
 # "32 2 4x2g PERFX_OPENCL_BUILD_OPTIONS=-DGEMV_PROBE" (loads only; SWEEP_OPTS=-DGEMV_PROBE probes
 # the whole grid); the table goes to sweep.txt);
 # "q8a" for the int8-activation GEMV (PERFX_OPENCL_ACT_Q8=1) with each dot product in Q8A_MODES
-# (default "ptx khr generic": correctness, then the bandwidth check);
+# (default "ptx khr generic": the linear conformance and test_opencl's formula check, then the
+# bandwidth check; a mode that does not build runs as generic, named in q8a_bandwidth_MODE.log);
 # BUILD_DIR=folder uses an existing build there.
 set -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -107,6 +108,8 @@ if has q8a; then
   for mode in ${Q8A_MODES:-ptx khr generic}; do
     PERFX_OPENCL_ACT_Q8=1 PERFX_OPENCL_DP4A=$mode gt "q8a_conf_$mode" "$OUT/q8a_conformance_$mode.log" \
       $B/tests/test_conformance --gtest_filter='*Linear*opencl*'
+    PERFX_OPENCL_DP4A=$mode gt "q8a_formula_$mode" "$OUT/q8a_formula_$mode.log" \
+      $B/tests/test_opencl --gtest_filter='OpenClGemv.Int8*'
     PERFX_OPENCL_ACT_Q8=1 PERFX_OPENCL_DP4A=$mode PERFX_OPENCL_VERBOSE=1 timeout 120 \
       $B/perfx_opencl_check --bandwidth 0 > "$OUT/q8a_bandwidth_$mode.log" 2>&1
     R[q8a_bw_$mode]="rc=$? $(grep -E '^gemv' "$OUT/q8a_bandwidth_$mode.log" | awk '{printf "%s us %s GB/s %s | ", $7, $9, $14}')"
@@ -134,7 +137,7 @@ echo
 echo "===== OpenCL on $(grep -m1 -o 'NVIDIA[^)]*' "$OUT/bandwidth.log" || echo NVIDIA) ====="
 grep -E '^gemv' "$OUT/bandwidth.log"
 [ -s "$OUT/sweep.txt" ] && { echo "sweep (lanes U shape env: 4096->11008 | 11008->4096):"; cat "$OUT/sweep.txt"; }
-for k in build check sweep conformance conformance_f16 model opencl_tests q8a_conf_ptx q8a_bw_ptx q8a_conf_khr q8a_bw_khr q8a_conf_generic q8a_bw_generic cap bench_tinyllama-1.1b bench_llama-2-7b; do
+for k in build check sweep conformance conformance_f16 model opencl_tests q8a_conf_ptx q8a_formula_ptx q8a_bw_ptx q8a_conf_khr q8a_formula_khr q8a_bw_khr q8a_conf_generic q8a_formula_generic q8a_bw_generic cap bench_tinyllama-1.1b bench_llama-2-7b; do
   printf '%-22s %s\n' "$k" "${R[$k]}"
 done
 echo "(bench columns: pp512 tok/s, tg128 tok/s; logs in \$OUT)"

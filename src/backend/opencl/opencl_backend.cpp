@@ -1204,38 +1204,48 @@ class OpenClBackend : public Backend {
   void setup_act_q8(const DeviceInfo& d) {
     act_q8_ = env_is("PERFX_OPENCL_ACT_Q8", "1");
     if (!act_q8_) return;
-    std::string mode = d.has_extension("cl_khr_integer_dot_product")         ? "khr"
-                       : d.platform_name.find("NVIDIA") != std::string::npos ? "ptx"
-                                                                             : "generic";
+    // candidates in order of preference; the first whose GEMV builds is used
+    std::vector<std::string> modes;
     if (const char* e = std::getenv("PERFX_OPENCL_DP4A"); e && *e) {
-      mode = e;
-      check(mode == "khr" || mode == "ptx" || mode == "generic",
-            "PERFX_OPENCL_DP4A must be khr, ptx or generic, got '" + mode + "'");
+      const std::string m = e;
+      check(m == "khr" || m == "ptx" || m == "generic",
+            "PERFX_OPENCL_DP4A must be khr, ptx or generic, got '" + m + "'");
+      modes.push_back(m);
+    } else {
+      if (d.has_extension("cl_khr_integer_dot_product")) modes.push_back("khr");
+      if (d.platform_name.find("NVIDIA") != std::string::npos) modes.push_back("ptx");
     }
-    dp4a_opt_ = mode == "khr" ? " -DDP4A_KHR" : mode == "ptx" ? " -DDP4A_PTX" : "";
+    if (modes.empty() || modes.back() != "generic") modes.push_back("generic");
     ctx_.kernel("act_q8.cl", "quantize_act_q8", act_opt_);
     const std::string probe = " -DWF=4 -DGS=128 -DLANES=" + std::to_string(lanes_) +
                               " -DROWS=1 -DRPT=1 -DACT_Q8" + act_opt_;
-    if (!dp4a_opt_.empty()) {
+    for (const std::string& m : modes) {
+      const std::string opt = m == "khr" ? " -DDP4A_KHR" : m == "ptx" ? " -DDP4A_PTX" : "";
       try {
-        ctx_.kernel("gemv.cl", "gemv", probe + dp4a_opt_);
+        ctx_.kernel("gemv.cl", "gemv", probe + opt);
       } catch (const Error& e) {
+        if (m == "generic") throw;
         if (env_is("PERFX_OPENCL_VERBOSE", "1"))
-          std::fprintf(stderr, "perfx: %s: no %s dot product, the generic one: %s\n",
-                       sh_->label.c_str(), mode.c_str(), e.what());
-        dp4a_opt_.clear();
+          std::fprintf(stderr, "perfx: %s: the %s dot product does not build: %s\n",
+                       sh_->label.c_str(), m.c_str(), e.what());
+        continue;
       }
+      dp4a_opt_ = opt;
+      dp4a_mode_ = m;
+      break;
     }
-    ctx_.kernel("gemv.cl", "gemv", probe + dp4a_opt_);
+    if (env_is("PERFX_OPENCL_VERBOSE", "1"))
+      std::fprintf(stderr, "perfx: %s: int8-activation GEMV with the %s dot product\n",
+                   sh_->label.c_str(), dp4a_mode_.c_str());
   }
 
   /// x (one token, `in` columns) -> q8x_ / q8s_ (act_q8.cl's layout), grown as needed.
   void quantize_act_q8(const Arg& x, int64_t in, cl_event* ev) {
     const size_t nc = (size_t)(in / 32);
-    if (q8x_.size() < nc * 32) q8x_.alloc(sh_, std::max(nc * 32, (size_t)4096), "int8 activations");
-    if (q8s_.size() < nc * 8)
-      q8s_.alloc(sh_, std::max(nc * 8, (size_t)1024), "int8 activation scales");
-    const size_t wg = 64, g[1] = {(nc + wg - 1) / wg * wg}, l[1] = {wg};
+    if (q8x_.size() < nc * 32) q8x_.alloc(sh_, nc * 32, "int8 activations");
+    if (q8s_.size() < nc * 8) q8s_.alloc(sh_, nc * 8, "int8 activation scales");
+    const size_t wg = std::min<size_t>(64, ctx_.dev().max_work_group);
+    const size_t g[1] = {(nc + wg - 1) / wg * wg}, l[1] = {wg};
     Launch(ctx_, ctx_.kernel("act_q8.cl", "quantize_act_q8", act_opt_))
         .arg(x.mem)
         .arg(x.off)
@@ -1308,16 +1318,12 @@ class OpenClBackend : public Backend {
     GemvConfig c;
     cl_mem ximg = nullptr;
     c.act_q8 = act_q8_ && (w.wf == kQ4 || w.wf == kQ4M);
-    cl_event qev = nullptr;
-    if (c.act_q8)
-      quantize_act_q8(x, w.in, profile_ || keep_events_ ? &qev : nullptr);
-    else if (images_ && x.off % 4 == 0)
-      ximg = image_of(x.alloc);
+    if (!c.act_q8 && images_ && x.off % 4 == 0) ximg = image_of(x.alloc);
     c.image = ximg != nullptr;
     const std::string key = "gemv:wf" + std::to_string(w.wf) + ":gs" + std::to_string(w.gs) +
                             ":in" + std::to_string(w.in) + ":out" + std::to_string(w.out) +
                             ":lanes" + std::to_string(lanes_) +
-                            (c.act_q8  ? ":q8a" + dp4a_opt_
+                            (c.act_q8  ? ":q8a-" + dp4a_mode_
                              : c.image ? ":img"
                                        : ":buf") +
                             (act_ == DType::F16 ? ":f16" : ":f32") + ":" + gemv_tag();
@@ -1335,8 +1341,10 @@ class OpenClBackend : public Backend {
       code = ctx_.tuned(key);
       GemvConfig t = c;
       t.set(std::max(code, 0));
-      if (code <= 0 || !gemv_fits(w, t))
+      if (code <= 0 || !gemv_fits(w, t)) {
+        if (tune_ && c.act_q8) quantize_act_q8(x, w.in, nullptr);  // the timed runs read it
         code = tune_ ? tune_gemv(w, c, x, ximg, bias, has_bias, y, y_f32, key) : -1;
+      }
       if (code <= 0) {  // the default, smaller when the kernel does not fit
         for (int d : {kGemvDefault, 202, 201, 101}) {
           t.set(d);
@@ -1354,10 +1362,12 @@ class OpenClBackend : public Backend {
     gemv_fits(w, c);  // sets local_scales
     last_gemv_config_ = gemv_opts(w, c);
     double dev_s = 0;
-    if (qev) {  // the quantization counts as part of the GEMV
+    if (c.act_q8) {  // the quantization counts as part of the GEMV
+      cl_event qev = nullptr;
+      quantize_act_q8(x, w.in, profile_ || keep_events_ ? &qev : nullptr);
       if (profile_)
         dev_s += event_seconds(qev);
-      else
+      else if (keep_events_)
         keep_events_->push_back(qev);
     }
     for (const auto& s : w.slabs) {
@@ -1576,9 +1586,10 @@ class OpenClBackend : public Backend {
   int lanes_ = 32, norm_wg_ = 64, forced_ = 0, forced_split_ = 0;
   int64_t vocab_ = 0;
   std::map<std::string, int> gemv_rows_;
-  bool act_q8_ = false;   // PERFX_OPENCL_ACT_Q8=1: int8 activations for the int4 GEMV
-  std::string dp4a_opt_;  // " -DDP4A_KHR" / " -DDP4A_PTX" / "" (generic)
-  DevMem q8x_, q8s_;      // quantize_act_q8's output
+  bool act_q8_ = false;    // PERFX_OPENCL_ACT_Q8=1: int8 activations for the int4 GEMV
+  std::string dp4a_opt_;   // " -DDP4A_KHR" / " -DDP4A_PTX" / "" (generic)
+  std::string dp4a_mode_;  // "khr" / "ptx" / "generic" (the tuning key's part)
+  DevMem q8x_, q8s_;       // quantize_act_q8's output
   bool profile_ = false;
   double last_kernel_seconds_ = 0;
   std::vector<cl_event>* keep_events_ = nullptr;  // measure(): the GEMVs' events, kept
