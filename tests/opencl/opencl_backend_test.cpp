@@ -428,6 +428,25 @@ TEST(OpenClCache, BinariesAreWrittenSurviveCorruptionAndAreReused) {
   EXPECT_EQ(a, run_linear(hw, 1, 2));  // from the cache
 }
 
+// The tuning file ("key value" lines) survives a key with a space and a malformed line: the
+// reader stopped at the first such line and every later entry was lost, then rewritten away.
+TEST(OpenClCache, TuningFileKeepsEveryEntry) {
+  REQUIRE_OPENCL();
+  const std::string dir = make_temp_dir("ocl_tune");
+  ScopedEnv env("PERFX_OPENCL_CACHE_DIR", dir);
+  {
+    opencl::Context c(opencl::select_device(0));
+    c.set_tuned("gemv:a -DX", 7);
+    c.set_tuned("gemv:b", 3);
+    c.set_tuned("zz", 5);
+  }
+  opencl::Context c(opencl::select_device(0));
+  EXPECT_EQ(c.tuned("gemv:a -DX"), 7);
+  EXPECT_EQ(c.tuned("gemv:b"), 3);
+  EXPECT_EQ(c.tuned("zz"), 5);
+  EXPECT_EQ(c.tuned("absent"), -1);
+}
+
 TEST(OpenClErrors, InProcess) {
   REQUIRE_OPENCL();
   try {

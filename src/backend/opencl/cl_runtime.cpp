@@ -289,10 +289,20 @@ Context::Context(DeviceInfo dev) : dev_(std::move(dev)) {
   if (!cache_dir_.empty()) {
     std::string text;
     if (read_all(cache_dir_ + "/" + device_key() + ".tune", &text)) {
+      // one "key value" per line, the value after the last space (a key may hold spaces); a
+      // malformed line is skipped, never the rest of the file
       std::istringstream ss(text);
-      std::string k;
-      int v;
-      while (ss >> k >> v) tuning_[k] = v;
+      std::string line;
+      while (std::getline(ss, line)) {
+        const size_t sp = line.rfind(' ');
+        if (sp == std::string::npos || sp == 0) continue;
+        try {
+          size_t used = 0;
+          const int v = std::stoi(line.substr(sp + 1), &used);
+          if (used == line.size() - sp - 1) tuning_[line.substr(0, sp)] = v;
+        } catch (const std::exception&) {
+        }
+      }
     }
   }
 }
