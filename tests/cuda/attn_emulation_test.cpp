@@ -555,6 +555,24 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
   }
 }
 
+/// Runs rope_norm_kv_kernel over case c's grid, as rope_norm_kv_store launches it.
+void launch_rope(const RopeCase& c, const RopeKvArgs& a) {
+  const int n_heads = c.nq + 2 * c.nkv, threads = 256;  // as rope_norm_kv_store launches it
+  gridDim = dim3(static_cast<unsigned>(c.n_tokens), static_cast<unsigned>((n_heads + 7) / 8));
+  blockDim = dim3(threads);
+  emu::g_smem_limit = 0;
+  for (unsigned y = 0; y < gridDim.y; ++y)
+    for (unsigned x = 0; x < gridDim.x; ++x) {
+      blockIdx = make_uint3(x, y, 0);
+      emu::run_block(threads, [&] {
+        if (c.bf16)
+          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a);
+        else
+          perfx::cuda::rope_norm_kv_kernel<__half>(a);
+      });
+    }
+}
+
 /// The same case into a q8_0 cache (RopeKvArgs::kv_q8), checked against the fp16/bf16 run's
 /// cache (kc, vc: the kernel's own K after norm + RoPE, and V, rounded to T): per block of 32,
 /// the scale is max|x| / 127 within T's and fp16's rounding, every value within half a step (plus
@@ -570,20 +588,7 @@ void run_rope_q8(const RopeCase& c, const RopeData& d, const std::vector<u16>& k
   a.kv_q8 = true;
   a.k_scale = ks.data();
   a.v_scale = vs.data();
-  const int n_heads = c.nq + 2 * c.nkv, threads = 256;
-  gridDim = dim3(static_cast<unsigned>(c.n_tokens), static_cast<unsigned>((n_heads + 7) / 8));
-  blockDim = dim3(threads);
-  emu::g_smem_limit = 0;
-  for (unsigned y = 0; y < gridDim.y; ++y)
-    for (unsigned x = 0; x < gridDim.x; ++x) {
-      blockIdx = make_uint3(x, y, 0);
-      emu::run_block(threads, [&] {
-        if (c.bf16)
-          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a);
-        else
-          perfx::cuda::rope_norm_kv_kernel<__half>(a);
-      });
-    }
+  launch_rope(c, a);
   const double rel = c.bf16 ? 1.0 / 128 : 1.0 / 1024;
   int64_t bad = 0, stray = 0;
   std::string first;
@@ -636,20 +641,7 @@ void run_rope(const RopeCase& c, uint64_t seed) {
                    vc(static_cast<size_t>(d.n_slots * d.vec), kPoison);
   const RopeKvArgs a = rope_args(c, d, qkv.data(), kc.data(), vc.data(), d.pos.data(),
                                  d.slots.data(), d.inv_freq.data(), d.qw.data(), d.kw.data());
-  const int n_heads = c.nq + 2 * c.nkv, threads = 256;  // as rope_norm_kv_store launches it
-  gridDim = dim3(static_cast<unsigned>(c.n_tokens), static_cast<unsigned>((n_heads + 7) / 8));
-  blockDim = dim3(threads);
-  emu::g_smem_limit = 0;
-  for (unsigned y = 0; y < gridDim.y; ++y)
-    for (unsigned x = 0; x < gridDim.x; ++x) {
-      blockIdx = make_uint3(x, y, 0);
-      emu::run_block(threads, [&] {
-        if (c.bf16)
-          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a);
-        else
-          perfx::cuda::rope_norm_kv_kernel<__half>(a);
-      });
-    }
+  launch_rope(c, a);
   check_rope("emu-rope", c, d, qkv, kc, vc);
   if (c.hd % 32 == 0) run_rope_q8(c, d, kc, vc);
 }
