@@ -45,8 +45,9 @@ unset PERFX_OPENCL_DTYPE
 echo "== forced split-K attention and the sub-group attempt (PoCL rejects it: the fallback is tested)"
 PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_conformance --gtest_filter='*opencl*'
 PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_model --gtest_filter='*GreedyOnDevice*opencl*'
-echo "== int8 activations for the int4 GEMV (PERFX_OPENCL_ACT_Q8=1; PoCL: the generic dot product)"
-PERFX_OPENCL_ACT_Q8=1 gtest "$B"/tests/test_conformance --gtest_filter='*Linear*opencl*'
+echo "== the int4 GEMV on activations in their dtype (PERFX_OPENCL_ACT_Q8=0; the default above is int8)"
+PERFX_OPENCL_ACT_Q8=0 gtest "$B"/tests/test_conformance --gtest_filter='*Linear*opencl*'
+PERFX_OPENCL_ACT_Q8=0 gtest "$B"/tests/test_model --gtest_filter='*opencl*awq*:*GreedyOnDevice*opencl*'
 gtest "$B"/tests/test_opencl
 t_test=$(date +%s)
 

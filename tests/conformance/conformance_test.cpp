@@ -59,17 +59,17 @@ constexpr double kInt8ActTol = 2e-2;
 
 /// True for the weight formats the "cpu" device runs on int8 activations (unless
 /// PERFX_ACT_QUANT=off is set for the whole test binary), and the int4 ones an OpenCL device does
-/// with PERFX_OPENCL_ACT_Q8=1 (its decode GEMV on int8 activations; the same rounding rule).
+/// (its decode GEMV on int8 activations, the same rounding rule: on unless PERFX_OPENCL_ACT_Q8=0,
+/// or PERFX_ACT_QUANT=off with PERFX_OPENCL_ACT_Q8 unset).
 bool int8_activations(const std::string& device, const std::string& fmt) {
+  const char* q = std::getenv("PERFX_ACT_QUANT");
+  const bool act_quant = !(q && (std::string(q) == "off" || std::string(q) == "0"));
   if (device.rfind("opencl", 0) == 0) {
     const char* e = std::getenv("PERFX_OPENCL_ACT_Q8");
-    return e && std::string(e) == "1" &&
-           (fmt == "Q4_0" || fmt == "Q4_1" || fmt.rfind("INT4_G", 0) == 0);
+    const bool on = e && *e ? std::string(e) == "1" : act_quant;
+    return on && (fmt == "Q4_0" || fmt == "Q4_1" || fmt.rfind("INT4_G", 0) == 0);
   }
-  if (device != "cpu") return false;
-  if (const char* e = std::getenv("PERFX_ACT_QUANT");
-      e && (std::string(e) == "off" || std::string(e) == "0"))
-    return false;
+  if (device != "cpu" || !act_quant) return false;
   return fmt == "Q8_0" || fmt == "Q4_0" || fmt == "Q4_1" || fmt == "Q4_K" || fmt == "Q5_K" ||
          fmt == "Q6_K" || fmt.rfind("INT4_G", 0) == 0;
 }

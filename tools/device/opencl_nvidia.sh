@@ -22,6 +22,8 @@
 # plus SWEEP_EXTRA lines "LANES U SHAPE ENV..." such as "32 2 4x2g PERFX_OPENCL_IMAGES=0" or
 # "32 2 4x2g PERFX_OPENCL_BUILD_OPTIONS=-DGEMV_PROBE" (loads only; SWEEP_OPTS=-DGEMV_PROBE probes
 # the whole grid); the table goes to sweep.txt);
+# (the bandwidth step times the default GEMV, on int8 activations; PERFX_OPENCL_ACT_Q8=0 in the
+# environment times the fp path instead)
 # "q8a" for the int8-activation GEMV (PERFX_OPENCL_ACT_Q8=1) with each dot product in Q8A_MODES
 # (default "ptx khr generic": the linear conformance and test_opencl's formula check, then the
 # bandwidth check; a mode that does not build runs as generic, named in q8a_bandwidth_MODE.log);

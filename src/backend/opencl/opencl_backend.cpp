@@ -18,6 +18,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/cpu/qlinear.h"
 #include "backend/cpu/reference.h"
 #include "backend/cpu/sampling.h"
 #include "backend/opencl/cl_runtime.h"
@@ -1196,13 +1197,21 @@ class OpenClBackend : public Backend {
   };
   static constexpr int kGemvDefault = 204;
 
-  /// Int8 activations for the int4 GEMV (PERFX_OPENCL_ACT_Q8=1; off by default until measured
-  /// faster on a device): picks the dot-product instruction (PERFX_OPENCL_DP4A=khr|ptx|generic
+  /// Int8 activations for the int4 decode GEMV: on by default, as on the CPU (measured on NVIDIA's
+  /// OpenCL: Llama-2-7B-shape AWQ decode 176 vs 151 tok/s, docs/OPENCL.md); PERFX_OPENCL_ACT_Q8=0
+  /// (or PERFX_ACT_QUANT=off, the CPU's switch, when PERFX_OPENCL_ACT_Q8 is unset) keeps the
+  /// activations in their dtype. Picks the dot-product instruction (PERFX_OPENCL_DP4A=khr|ptx|generic
   /// forces one): cl_khr_integer_dot_product where the device has it, dp4a through inline PTX on
   /// NVIDIA's platform, else four multiply-adds; a choice whose GEMV does not build falls back to
   /// the generic one (named on stderr with PERFX_OPENCL_VERBOSE=1).
   void setup_act_q8(const DeviceInfo& d) {
-    act_q8_ = env_is("PERFX_OPENCL_ACT_Q8", "1");
+    if (const char* e = std::getenv("PERFX_OPENCL_ACT_Q8"); e && *e) {
+      const std::string v = e;
+      check(v == "0" || v == "1", "PERFX_OPENCL_ACT_Q8 must be 0 or 1, got '" + v + "'");
+      act_q8_ = v == "1";
+    } else {
+      act_q8_ = cpu::act_quant_enabled();
+    }
     if (!act_q8_) return;
     // candidates in order of preference; the first whose GEMV builds is used
     std::vector<std::string> modes;
@@ -1586,7 +1595,7 @@ class OpenClBackend : public Backend {
   int lanes_ = 32, norm_wg_ = 64, forced_ = 0, forced_split_ = 0;
   int64_t vocab_ = 0;
   std::map<std::string, int> gemv_rows_;
-  bool act_q8_ = false;    // PERFX_OPENCL_ACT_Q8=1: int8 activations for the int4 GEMV
+  bool act_q8_ = false;    // int8 activations for the int4 GEMV (PERFX_OPENCL_ACT_Q8, setup_act_q8)
   std::string dp4a_opt_;   // " -DDP4A_KHR" / " -DDP4A_PTX" / "" (generic)
   std::string dp4a_mode_;  // "khr" / "ptx" / "generic" (the tuning key's part)
   DevMem q8x_, q8s_;       // quantize_act_q8's output
