@@ -21,6 +21,7 @@
 #include "backend/cpu/sampling.h"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/l2_prefetch_plan.h"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/rope_kv.cuh"
 #include "core/mmap.h"
@@ -129,6 +130,10 @@ class CudaWeight : public Weight {
   std::unique_ptr<W8Weight> w8;
   bool interleaved = false;  // W4 gate|up packed W4RowOrder::kInterleave8 (linear_silu_mul only)
   DevMem dense;  // W4 / W8: a dequantized copy [out, in] in the act dtype, or none (dense_copy())
+  std::shared_ptr<Generation> freed;  // counts weights freed (the backend's L2 prefetch plan)
+  ~CudaWeight() override {
+    if (freed) freed->value++;
+  }
   size_t bytes() const override {
     if (w4) return w4->bytes();
     if (w8) return w8->bytes();
@@ -214,6 +219,15 @@ class CudaBackend : public Backend {
     dense_budget_ = dws == "0"   ? 0
                     : dws == "1" ? SIZE_MAX
                                  : (size_t)((double)prop.totalGlobalMem * kDenseShare);
+    // PERFX_CUDA_L2_PREFETCH=MiB: each w4_gemv3 asks L2 for the first MiB of the next linear's
+    // weight after its main loop (docs/cuda_linear_notes.md §11); 0 / unset: off.
+    if (const char* pf = std::getenv("PERFX_CUDA_L2_PREFETCH"); pf && *pf) {
+      const std::string v = pf;
+      check(v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 4 &&
+                std::stoi(v) <= 1024,
+            "PERFX_CUDA_L2_PREFETCH must be a whole number of MiB from 0 to 1024, got '" + v + "'");
+      l2_prefetch_cap_ = (size_t)std::stoi(v) << 20;
+    }
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
     if (profile_) graphs_enabled_ = false;  // per-op events need eager launches
@@ -296,6 +310,7 @@ class CudaBackend : public Backend {
                                               W4RowOrder order) {
     check(!parts.empty(), "load_linear: no parts");
     auto w = std::make_unique<CudaWeight>();
+    w->freed = weights_freed_;
     w->in = parts[0].in;
     w->out = 0;
     bool all_int4 = true, all_q4_0 = true, all_q8_0 = true;
@@ -385,6 +400,7 @@ class CudaBackend : public Backend {
     s.out = table.shape[0];
     s.in = table.shape[1];
     auto w = std::make_unique<CudaWeight>();
+    w->freed = weights_freed_;
     w->kind = CudaWeight::Kind::Dense;
     w->out = s.out;
     w->in = s.in;
@@ -589,15 +605,16 @@ class CudaBackend : public Backend {
     const int M = (int)x.rows;
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
+    const L2Prefetch pf = l2_prefetch_after(w);
     switch (w.kind) {
       case CudaWeight::Kind::Dense:
         gemm(w.mem.get(), w.out, w.in, x, y, b);
         break;
       case CudaWeight::Kind::W4:
-        guarded("linear (W4A16)", [&] { quant_linear(w, x, y, b); });
+        guarded("linear (W4A16)", [&] { quant_linear(w, x, y, b, pf); });
         break;
       case CudaWeight::Kind::W8:
-        guarded("linear (W8A16)", [&] { quant_linear(w, x, y, b); });
+        guarded("linear (W8A16)", [&] { quant_linear(w, x, y, b, pf); });
         break;
       case CudaWeight::Kind::Vector:
         throw Error("linear: a vector is not a matrix");
@@ -731,23 +748,48 @@ class CudaBackend : public Backend {
     const int M = (int)x.rows;
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
+    const L2Prefetch pf = l2_prefetch_after(w);
     guarded("linear_silu_mul (W4A16)", [&] {
       if (kernel_ready_x(x) && linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride,
-                                                   act.data, act.stride, b, stream_))
+                                                   act.data, act.stride, b, stream_, pf))
         return;
       // Another kernel: gate|up in the interleaved column order, then the interleaved SwiGLU.
-      quant_linear(w, x, gu, nullptr);
+      quant_linear(w, x, gu, nullptr, pf);
       launch_silu_mul(gu.data, gu.stride, M, act.cols, act.data, act.stride, act_, stream_,
                       /*interleaved=*/true, b);
     });
     launched("linear_silu_mul");
   }
 
+  /// What the w4_gemv3 of `w` asks L2 for after its main loop: the first PERFX_CUDA_L2_PREFETCH
+  /// MiB of the linear that followed `w` last time (l2_prefetch_plan.h). Empty when off, the
+  /// first time round, and after any weight was freed (the plan starts again). Call once per
+  /// linear, in launch order.
+  L2Prefetch l2_prefetch_after(const CudaWeight& w) {
+    if (l2_prefetch_cap_ == 0) return {};
+    const uint64_t g = weights_freed_->value.load();
+    if (g != l2_plan_freed_) {
+      l2_plan_.clear();
+      l2_plan_freed_ = g;
+    }
+    L2Prefetch mine;
+    if (w.w4)
+      mine = l2_prefix(w.w4->view().q, w.w4->view().d.q_bytes(), w.w4->view().sz,
+                       w.w4->view().d.sz_bytes(), l2_prefetch_cap_);
+    else if (w.w8)
+      mine = l2_prefix(w.w8->view().q, w.w8->view().d.q_bytes(), w.w8->view().s,
+                       w.w8->view().d.s_bytes(), l2_prefetch_cap_);
+    else
+      mine = l2_prefix(w.mem.get(), w.mem.size(), nullptr, 0, l2_prefetch_cap_);
+    return l2_plan_.next_after(&w, mine);
+  }
+
   /// y = x · Wᵀ (+ bias) for a W4 or W8 weight (checked by the caller): the weight's dequantized
   /// copy on cuBLAS where it has one and M reaches the ladder's dense rung (or x is not
   /// kernel-ready), else the linear_w4a16 / linear_w8a16 ladder, or dequantize + cuBLAS when x is
   /// not 16-byte aligned with a stride that is a multiple of 8.
-  void quant_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b) {
+  void quant_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b,
+                    const L2Prefetch& pf = {}) {
     const int M = (int)x.rows;
     const bool ready = kernel_ready_x(x);
     // the copy serves exactly the ladder's Dense rung (and activations the kernels do not take);
@@ -763,7 +805,7 @@ class CudaBackend : public Backend {
     if (ready) {
       if (w.w4)
         linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
-                     workspace(linear_workspace_bytes(*w.w4, M, true)), stream_, &dense_gemm_);
+                     workspace(linear_workspace_bytes(*w.w4, M, true)), stream_, &dense_gemm_, pf);
       else
         linear_w8a16(*w.w8, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
                      workspace(linear_workspace_bytes(*w.w8, M, true)), stream_, &dense_gemm_);
@@ -1213,6 +1255,10 @@ class CudaBackend : public Backend {
   DevMem cublas_ws_, attn_ws_, linear_ws_, batch_dev_, sample_dev_;
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
+  std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();
+  size_t l2_prefetch_cap_ = 0;  // PERFX_CUDA_L2_PREFETCH, bytes
+  L2PrefetchPlan l2_plan_;
+  uint64_t l2_plan_freed_ = 0;
   DenseGemm dense_gemm_{&CudaBackend::dense_gemm_fn, this};
   size_t dense_budget_ = 0, dense_total_ = 0;  // dense_copy(): bytes allowed / made
   int64_t vocab_ = 0;

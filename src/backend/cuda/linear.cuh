@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/l2_prefetch_plan.h"
 #include "core/dtype.h"
 #include "core/quantized.h"
 
@@ -256,6 +257,7 @@ struct W4Gemv3Config {
                         // y [M, N / 2] (activation dtype) = silu(g) · u, where g and u are the
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
+  L2Prefetch prefetch;  // issued by each CTA after its main loop (its share of the ranges)
 };
 /// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
 /// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the
@@ -367,9 +369,10 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
 /// w4_dequantize into ws, then dense->fn. PERFX_CUDA_LINEAR_LOG=1 prints the choice to stderr once
 /// per (N, K, group, M, dtypes). Throws perfx::Error on a precondition failure or a too small
 /// workspace.
+/// `prefetch`: asked of w4_gemv3 when the plan picks it (other kernels ignore it).
 LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
-                        const DenseGemm* dense = nullptr);
+                        const DenseGemm* dense = nullptr, const L2Prefetch& prefetch = {});
 /// The SwiGLU MLP's first half on a gate|up weight packed W4RowOrder::kInterleave8, when
 /// w4a16_plan picks w4_gemv3 for (w, M): act [M, N / 2] (activation dtype, row stride ldact) =
 /// silu(g) · u with w4_gemv3's SwiGLU epilogue; bias [N] in the parts' order (gate, then up) or
@@ -378,7 +381,8 @@ LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t
 /// linear_w4a16 into a [M, N] buffer, whose columns are in the interleaved order, and
 /// launch_silu_mul_interleaved). Throws perfx::Error as linear_w4a16.
 bool linear_w4a16_swiglu(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* act,
-                         int64_t ldact, const float* bias, cudaStream_t stream);
+                         int64_t ldact, const float* bias, cudaStream_t stream,
+                         const L2Prefetch& prefetch = {});
 /// Same for Q8_0 weights (w8a16_plan).
 LinearPlan linear_w8a16(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
@@ -392,8 +396,9 @@ inline size_t linear_workspace_bytes(const W8Weight& w, int max_M, bool have_den
 }
 inline LinearPlan linear_w4a16(const W4Weight& w, const void* x, DType xt, int M, int64_t ldx,
                                void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
-                               cudaStream_t stream, const DenseGemm* dense = nullptr) {
-  return linear_w4a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense);
+                               cudaStream_t stream, const DenseGemm* dense = nullptr,
+                               const L2Prefetch& prefetch = {}) {
+  return linear_w4a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense, prefetch);
 }
 inline LinearPlan linear_w8a16(const W8Weight& w, const void* x, DType xt, int M, int64_t ldx,
                                void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,

@@ -251,7 +251,8 @@ W4Gemv3Config gemv3_config() {
 }  // namespace
 
 bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* act,
-                         int64_t ldact, const float* bias, cudaStream_t stream) {
+                         int64_t ldact, const float* bias, cudaStream_t stream,
+                         const L2Prefetch& prefetch) {
   // PERFX_CUDA_SWIGLU_EPILOGUE=0: never (the A/B of docs/cuda_linear_notes.md §10).
   static const bool on = !env_is("PERFX_CUDA_SWIGLU_EPILOGUE", "0");
   if (!on) return false;
@@ -261,13 +262,14 @@ bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_
   log_plan("w4a16+swiglu", v.d.N, v.d.K, v.d.group_size, M, xt, xt, p);
   W4Gemv3Config c = gemv3_config();
   c.swiglu = true;
+  c.prefetch = prefetch;
   w4_gemv3(v, x, xt, M, ldx, act, xt, ldact, bias, stream, c);
   return true;
 }
 
 LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
-                        const DenseGemm* dense) {
+                        const DenseGemm* dense, const L2Prefetch& prefetch) {
   check_linear_args("linear_w4a16", v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy);
   if (M == 0) return LinearPlan{};
   const bool have_dense = dense != nullptr && dense->fn != nullptr;
@@ -283,9 +285,12 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
       w4_gemv2(v, x, xt, M, ldx, y, yt, ldy, bias, stream,
                gemv2_mode() < 0 ? gemv2_rule_config() : gemv2_env_config());
       break;
-    case LinearKernel::Gemv3:
-      w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, gemv3_config());
+    case LinearKernel::Gemv3: {
+      W4Gemv3Config c = gemv3_config();
+      c.prefetch = prefetch;
+      w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
       break;
+    }
     case LinearKernel::GemmS32:
       w4_gemm(v, W4GemmTile::S32, p.split_k, x, xt, M, ldx, y, yt, ldy, bias, ws.ptr, ws.bytes,
               stream);

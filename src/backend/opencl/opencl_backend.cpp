@@ -1200,10 +1200,11 @@ class OpenClBackend : public Backend {
   /// Int8 activations for the int4 decode GEMV: on by default, as on the CPU (measured on NVIDIA's
   /// OpenCL: Llama-2-7B-shape AWQ decode 176 vs 151 tok/s, docs/OPENCL.md); PERFX_OPENCL_ACT_Q8=0
   /// (or PERFX_ACT_QUANT=off, the CPU's switch, when PERFX_OPENCL_ACT_Q8 is unset) keeps the
-  /// activations in their dtype. Picks the dot-product instruction (PERFX_OPENCL_DP4A=khr|ptx|generic
-  /// forces one): cl_khr_integer_dot_product where the device has it, dp4a through inline PTX on
-  /// NVIDIA's platform, else four multiply-adds; a choice whose GEMV does not build falls back to
-  /// the generic one (named on stderr with PERFX_OPENCL_VERBOSE=1).
+  /// activations in their dtype. Picks the dot-product instruction
+  /// (PERFX_OPENCL_DP4A=khr|ptx|generic forces one): cl_khr_integer_dot_product where the device
+  /// has it, dp4a through inline PTX on NVIDIA's platform, else four multiply-adds; a choice whose
+  /// GEMV does not build falls back to the generic one (named on stderr with
+  /// PERFX_OPENCL_VERBOSE=1).
   void setup_act_q8(const DeviceInfo& d) {
     if (const char* e = std::getenv("PERFX_OPENCL_ACT_Q8"); e && *e) {
       const std::string v = e;

@@ -1,0 +1,60 @@
+// The CUDA backend's L2 prefetch plan (src/backend/cuda/l2_prefetch_plan.h): which bytes a decode
+// GEMV hands to L2 for the next linear. Host code only, so it runs in every build.
+#include "backend/cuda/l2_prefetch_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace perfx::cuda {
+namespace {
+
+alignas(16) char A[64], B[64], C[64], R[64];
+
+L2Prefetch one(const void* p, uint32_t n) {
+  L2Prefetch r;
+  r.p[0] = p;
+  r.n[0] = n;
+  return r;
+}
+
+TEST(L2PrefetchPlan, PrefixTakesTheCapAndTheSameShareOfTheRecords) {
+  // 4096 of 100000 bytes, and 4.096 % of the 10000 record bytes (409.6) rounded down to 16
+  L2Prefetch r = l2_prefix(A, 100000, R, 10000, 4096);
+  EXPECT_EQ(r.p[0], A);
+  EXPECT_EQ(r.n[0], 4096u);
+  EXPECT_EQ(r.p[1], R);
+  EXPECT_EQ(r.n[1], 400u);
+  // a weight smaller than the cap: all of it, rounded down to 16 bytes; all its records
+  r = l2_prefix(A, 1000, R, 64, 1 << 20);
+  EXPECT_EQ(r.n[0], 992u);
+  EXPECT_EQ(r.n[1], 48u);  // 64 · 992 / 1000 = 63.5 -> 48
+  // no records, no cap, nothing to read: empty
+  EXPECT_EQ(l2_prefix(A, 1000, nullptr, 0, 4096).n[1], 0u);
+  EXPECT_TRUE(l2_prefix(A, 1000, R, 64, 0).empty());
+  EXPECT_TRUE(l2_prefix(A, 0, R, 64, 4096).empty());
+  // never past 4 GiB - 16 per range (the kernel's 32-bit sizes)
+  EXPECT_EQ(l2_prefix(A, size_t(8) << 30, nullptr, 0, size_t(8) << 30).n[0], 0xFFFFFFF0u);
+}
+
+TEST(L2PrefetchPlan, ReturnsWhatFollowedLastTime) {
+  L2PrefetchPlan plan;
+  const L2Prefetch ra = one(A, 16), rb = one(B, 32), rc = one(C, 48);
+  // first step: nothing known yet
+  EXPECT_TRUE(plan.next_after(A, ra).empty());
+  EXPECT_TRUE(plan.next_after(B, rb).empty());
+  EXPECT_TRUE(plan.next_after(C, rc).empty());
+  // second step: each linear gets its successor's ranges, the last one the first one's
+  for (int step = 0; step < 2; ++step) {
+    EXPECT_EQ(plan.next_after(A, ra).p[0], B);
+    EXPECT_EQ(plan.next_after(B, rb).n[0], 48u);
+    EXPECT_EQ(plan.next_after(C, rc).p[0], A);
+  }
+  // the same weight twice in a row is not its own successor
+  plan.next_after(A, ra);
+  EXPECT_EQ(plan.next_after(A, ra).p[0], B);
+  plan.clear();
+  EXPECT_TRUE(plan.next_after(A, ra).empty());
+  EXPECT_TRUE(plan.next_after(B, rb).empty());
+}
+
+}  // namespace
+}  // namespace perfx::cuda
