@@ -47,7 +47,6 @@ PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_confor
 PERFX_OPENCL_SUBGROUPS=1 PERFX_OPENCL_ATTN_SPLIT=64 gtest "$B"/tests/test_model --gtest_filter='*GreedyOnDevice*opencl*'
 echo "== the int4 GEMV on activations in their dtype (PERFX_OPENCL_ACT_Q8=0; the default above is int8)"
 PERFX_OPENCL_ACT_Q8=0 gtest "$B"/tests/test_conformance --gtest_filter='*Linear*opencl*'
-PERFX_OPENCL_ACT_Q8=0 gtest "$B"/tests/test_model --gtest_filter='*opencl*awq*:*GreedyOnDevice*opencl*'
 gtest "$B"/tests/test_opencl
 t_test=$(date +%s)
 

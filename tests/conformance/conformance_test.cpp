@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/qlinear.h"
 #include "backend/cpu/reference.h"
 #include "backend/cpu/sampling.h"
 #include "core/dtype.h"
@@ -62,8 +63,7 @@ constexpr double kInt8ActTol = 2e-2;
 /// (its decode GEMV on int8 activations, the same rounding rule: on unless PERFX_OPENCL_ACT_Q8=0,
 /// or PERFX_ACT_QUANT=off with PERFX_OPENCL_ACT_Q8 unset).
 bool int8_activations(const std::string& device, const std::string& fmt) {
-  const char* q = std::getenv("PERFX_ACT_QUANT");
-  const bool act_quant = !(q && (std::string(q) == "off" || std::string(q) == "0"));
+  const bool act_quant = cpu::act_quant_enabled();  // PERFX_ACT_QUANT, read as the backends do
   if (device.rfind("opencl", 0) == 0) {
     const char* e = std::getenv("PERFX_OPENCL_ACT_Q8");
     const bool on = e && *e ? std::string(e) == "1" : act_quant;

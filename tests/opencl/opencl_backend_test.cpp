@@ -323,8 +323,9 @@ TEST(OpenClGemv, Int8ActivationsFollowTheirFormula) {
 }
 
 // The int4 decode GEMV runs on int8 activations unless told otherwise (as the CPU backend does):
-// PERFX_OPENCL_ACT_Q8 unset (empty) gives the =1 result, PERFX_ACT_QUANT=off the =0 one; any other
-// PERFX_OPENCL_ACT_Q8 value is refused by name.
+// PERFX_OPENCL_ACT_Q8 unset (empty) gives the =1 result, PERFX_ACT_QUANT=off the =0 one, a device
+// that cannot build the int8 kernels the =0 one (=1 then fails); any other PERFX_OPENCL_ACT_Q8
+// value is refused by name.
 TEST(OpenClGemv, Int8ActivationsAreTheDefault) {
   REQUIRE_OPENCL();
   const HostWeight hw = make_weight("INT4_G128", 75, 512, 23);
@@ -346,6 +347,20 @@ TEST(OpenClGemv, Int8ActivationsAreTheDefault) {
   {
     ScopedEnv q("PERFX_ACT_QUANT", "off");
     EXPECT_EQ(run_linear(hw, 1, 5), off) << "PERFX_ACT_QUANT=off, PERFX_OPENCL_ACT_Q8 unset";
+  }
+  {
+    // a driver that cannot build the int8 kernels: the default falls back to the activations'
+    // own path; asked for with =1, the build error is reported, naming act_q8.cl
+    ScopedEnv broken("PERFX_OPENCL_BUILD_OPTIONS", "-DPERFX_TEST_BUILD_ERROR_ACT_Q8");
+    ScopedEnv q("PERFX_ACT_QUANT", "");
+    EXPECT_EQ(run_linear(hw, 1, 5), off) << "the default with unbuildable int8 kernels";
+    ScopedEnv asked("PERFX_OPENCL_ACT_Q8", "1");
+    try {
+      make_backend();
+      ADD_FAILURE() << "PERFX_OPENCL_ACT_Q8=1 with unbuildable int8 kernels was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("act_q8.cl"), std::string::npos) << e.what();
+    }
   }
   ScopedEnv bad("PERFX_OPENCL_ACT_Q8", "yes");
   try {
@@ -558,8 +573,11 @@ TEST(OpenClErrors, CommandLineErrorsAreOneLine) {
   // (PoCL) runs it and fails on a skip.
   {
     const CmdResult probe = run_perfx(run + "--device opencl:999", 120);
-    if (probe.err.find("is out of range") == std::string::npos)
-      GTEST_SKIP() << "a perfx child cannot open this process's OpenCL device here: " << probe.err;
+    const std::string mine = "opencl:0 = " + opencl::list_devices()[0].label();
+    if (probe.err.find("is out of range") == std::string::npos ||
+        probe.err.find(mine) == std::string::npos)
+      GTEST_SKIP() << "a perfx child cannot open this process's OpenCL device (" << mine
+                   << ") here: " << probe.err;
   }
   expect_one_error_line(run + "--device opencl", "no OpenCL platform",
                         {{"OCL_ICD_VENDORS", "/nonexistent-vendors"}});

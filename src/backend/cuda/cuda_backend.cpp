@@ -130,9 +130,11 @@ class CudaWeight : public Weight {
   std::unique_ptr<W8Weight> w8;
   bool interleaved = false;  // W4 gate|up packed W4RowOrder::kInterleave8 (linear_silu_mul only)
   DevMem dense;  // W4 / W8: a dequantized copy [out, in] in the act dtype, or none (dense_copy())
-  std::shared_ptr<Generation> freed;  // counts weights freed (the backend's L2 prefetch plan)
+  std::shared_ptr<Generation> freed;   // counts weights freed (the backend's L2 prefetch plan)
+  std::shared_ptr<Generation> graphs;  // with PERFX_CUDA_L2_PREFETCH: the graph generation
   ~CudaWeight() override {
     if (freed) freed->value++;
+    if (graphs) graphs->value++;  // captured graphs may prefetch this weight for another linear
   }
   size_t bytes() const override {
     if (w4) return w4->bytes();
@@ -311,6 +313,7 @@ class CudaBackend : public Backend {
     check(!parts.empty(), "load_linear: no parts");
     auto w = std::make_unique<CudaWeight>();
     w->freed = weights_freed_;
+    if (l2_prefetch_cap_ > 0) w->graphs = gen_;  // graphs may prefetch it for another linear
     w->in = parts[0].in;
     w->out = 0;
     bool all_int4 = true, all_q4_0 = true, all_q8_0 = true;
@@ -401,6 +404,7 @@ class CudaBackend : public Backend {
     s.in = table.shape[1];
     auto w = std::make_unique<CudaWeight>();
     w->freed = weights_freed_;
+    if (l2_prefetch_cap_ > 0) w->graphs = gen_;  // graphs may prefetch it for another linear
     w->kind = CudaWeight::Kind::Dense;
     w->out = s.out;
     w->in = s.in;

@@ -100,7 +100,8 @@ __device__ __forceinline__ uint2 ld_rec(const void* p, bool ok) {
 }
 
 /// This CTA's share of `pf` (pieces of 4 KiB dealt round-robin over the grid, one per lane of
-/// warp 0 at a time) handed to L2 with cp.async.bulk.prefetch.L2 (sm_90; a no-op elsewhere).
+/// warp 0 at a time) handed to L2 with cp.async.bulk.prefetch.L2 (sm_90 only: a no-op in the
+/// sm_80 build).
 /// Fire and forget: nothing waits for the bytes, and the results never depend on them.
 __device__ __forceinline__ void prefetch_l2_share(const L2Prefetch& pf) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -110,7 +111,7 @@ __device__ __forceinline__ void prefetch_l2_share(const L2Prefetch& pf) {
   for (int r = 0; r < 2; ++r) {
     const uint32_t n = pf.n[r];
     const char* base = static_cast<const char*>(pf.p[r]);
-    const uint32_t pieces = (n + kPiece - 1) / kPiece;
+    const uint32_t pieces = n / kPiece + (n % kPiece != 0);  // n may be near 4 GiB
     for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; i < pieces; i += gridDim.x * 32) {
       const uint32_t off = i * kPiece, len = min(kPiece, n - off);  // a multiple of 16
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + off), "r"(len)

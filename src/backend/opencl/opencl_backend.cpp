@@ -1204,16 +1204,37 @@ class OpenClBackend : public Backend {
   /// (PERFX_OPENCL_DP4A=khr|ptx|generic forces one): cl_khr_integer_dot_product where the device
   /// has it, dp4a through inline PTX on NVIDIA's platform, else four multiply-adds; a choice whose
   /// GEMV does not build falls back to the generic one (named on stderr with
-  /// PERFX_OPENCL_VERBOSE=1).
+  /// PERFX_OPENCL_VERBOSE=1). By default, a device that builds none keeps the activations' own
+  /// path; with PERFX_OPENCL_ACT_Q8=1 that is an error.
   void setup_act_q8(const DeviceInfo& d) {
+    bool asked = false;  // PERFX_OPENCL_ACT_Q8=1: a build failure is an error, not a fallback
     if (const char* e = std::getenv("PERFX_OPENCL_ACT_Q8"); e && *e) {
       const std::string v = e;
       check(v == "0" || v == "1", "PERFX_OPENCL_ACT_Q8 must be 0 or 1, got '" + v + "'");
-      act_q8_ = v == "1";
+      act_q8_ = asked = v == "1";
     } else {
       act_q8_ = cpu::act_quant_enabled();
     }
     if (!act_q8_) return;
+    try {
+      choose_dp4a(d);
+    } catch (const Error& e) {
+      if (asked) throw;
+      // the default on a driver that cannot build the int8 kernels: the activations' own path
+      act_q8_ = false;
+      if (env_is("PERFX_OPENCL_VERBOSE", "1"))
+        std::fprintf(stderr, "perfx: %s: int8 activations off, their kernels do not build: %s\n",
+                     sh_->label.c_str(), e.what());
+      return;
+    }
+    if (env_is("PERFX_OPENCL_VERBOSE", "1"))
+      std::fprintf(stderr, "perfx: %s: int8-activation GEMV with the %s dot product\n",
+                   sh_->label.c_str(), dp4a_mode_.c_str());
+  }
+
+  /// Builds act_q8.cl and the first int8 GEMV that builds of the dot products in order of
+  /// preference (PERFX_OPENCL_DP4A forces one); throws perfx::Error when none does.
+  void choose_dp4a(const DeviceInfo& d) {
     // candidates in order of preference; the first whose GEMV builds is used
     std::vector<std::string> modes;
     if (const char* e = std::getenv("PERFX_OPENCL_DP4A"); e && *e) {
@@ -1244,9 +1265,6 @@ class OpenClBackend : public Backend {
       dp4a_mode_ = m;
       break;
     }
-    if (env_is("PERFX_OPENCL_VERBOSE", "1"))
-      std::fprintf(stderr, "perfx: %s: int8-activation GEMV with the %s dot product\n",
-                   sh_->label.c_str(), dp4a_mode_.c_str());
   }
 
   /// x (one token, `in` columns) -> q8x_ / q8s_ (act_q8.cl's layout), grown as needed.

@@ -5,6 +5,12 @@
 // weight's packed nibbles (columns 8j .. 8j+7 of the chunk) two words of four int8, the even
 // columns (8j, 8j+2, 8j+4, 8j+6) then the odd ones, the order in which `w & 0x0F0F0F0F` and
 // `(w >> 4) & 0x0F0F0F0F` hold the weight's nibbles; xs[c] = (d, Σ x).
+#ifdef PERFX_TEST_BUILD_ERROR_ACT_Q8
+// Set through PERFX_OPENCL_BUILD_OPTIONS by the test of the default's fallback (a driver that
+// cannot build the int8 kernels keeps the activations' own path).
+this is not OpenCL C;
+#endif
+
 __kernel void quantize_act_q8(__global const ACT_T* x, int x_off, int in, __global uint* xq,
                               __global float2* xs) {
   const int c = get_global_id(0);
