@@ -11,13 +11,16 @@
 #   MAX_TOKENS [128]  THREADS [nproc]  CTX [512]: context per sequence (llama-server gets
 #   -c CTX*CLIENTS with -np CLIENTS, i.e. the same per-slot context)  CHAT [0]
 #   OUT_DIR [bench/serve/out]
+# On the GPU machine, tools/device/serve_vs_llama.sh runs the same load generator against
+# `perfx serve --device cuda` and a CUDA llama-server (-fa, -np = clients) at 1 / 16 / 64 / 256
+# clients and prompts 128 / 512 in one call (issue 10's table: docs/SERVING.md).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 source "$here/common.sh"
 
 if [[ $# -lt 2 ]]; then
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 llama_server="$1"
