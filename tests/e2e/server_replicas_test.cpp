@@ -260,8 +260,9 @@ TEST(Replicas, NginxSpreadsStreamsAndSurvivesAReplicaStopping) {
         ++refused;  // reached A as it closed: a clear error from the balancer
       } else {
         ADD_FAILURE() << "request " << i << " (started " << o.start_s << " s, ended " << o.end_s
-                      << " s, stop at " << stop_s << " s): status " << o.status << " done " << o.done << " finish '" << o.finish
-                      << "' tokens " << o.tokens << " error " << o.error
+                      << " s, stop at " << stop_s << " s): status " << o.status << " done "
+                      << o.done << " finish '" << o.finish << "' tokens " << o.tokens << " error "
+                      << o.error
                       << (o.timed_out ? " (timed out: a hung stream)" : " (a cut stream)");
       }
       // Sent after A exited: the balancer must route it to B.

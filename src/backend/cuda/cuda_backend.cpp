@@ -225,10 +225,11 @@ class CudaBackend : public Backend {
     // weight after its main loop (docs/cuda_linear_notes.md §11); 0 / unset: off.
     if (const char* pf = std::getenv("PERFX_CUDA_L2_PREFETCH"); pf && *pf) {
       const std::string v = pf;
-      check(v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 4 &&
-                std::stoi(v) <= 1024,
+      const bool digits = v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 4;
+      const int mib = digits ? std::stoi(v) : -1;
+      check(mib >= 0 && mib <= 1024,
             "PERFX_CUDA_L2_PREFETCH must be a whole number of MiB from 0 to 1024, got '" + v + "'");
-      l2_prefetch_cap_ = (size_t)std::stoi(v) << 20;
+      l2_prefetch_cap_ = (size_t)mib << 20;
     }
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
@@ -777,14 +778,15 @@ class CudaBackend : public Backend {
       l2_plan_freed_ = g;
     }
     L2Prefetch mine;
-    if (w.w4)
-      mine = l2_prefix(w.w4->view().q, w.w4->view().d.q_bytes(), w.w4->view().sz,
-                       w.w4->view().d.sz_bytes(), l2_prefetch_cap_);
-    else if (w.w8)
-      mine = l2_prefix(w.w8->view().q, w.w8->view().d.q_bytes(), w.w8->view().s,
-                       w.w8->view().d.s_bytes(), l2_prefetch_cap_);
-    else
+    if (w.w4) {
+      const W4View v = w.w4->view();
+      mine = l2_prefix(v.q, v.d.q_bytes(), v.sz, v.d.sz_bytes(), l2_prefetch_cap_);
+    } else if (w.w8) {
+      const W8View v = w.w8->view();
+      mine = l2_prefix(v.q, v.d.q_bytes(), v.s, v.d.s_bytes(), l2_prefetch_cap_);
+    } else {
       mine = l2_prefix(w.mem.get(), w.mem.size(), nullptr, 0, l2_prefetch_cap_);
+    }
     return l2_plan_.next_after(&w, mine);
   }
 

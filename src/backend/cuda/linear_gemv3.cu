@@ -334,8 +334,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     cur = nxt;
   }
   if (nbatch > 0 && (trigger_pct >= 100 || (trigger_pct > 0 && trigger_b >= nbatch))) pdl_trigger();
-  prefetch_l2_share(
-      pf);  // the next linear's first bytes, while the kernels between leave DRAM idle
+  // the next linear's first bytes, while the kernels between leave DRAM idle
+  prefetch_l2_share(pf);
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
