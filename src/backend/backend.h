@@ -232,14 +232,6 @@ class Backend {
     add_rms_norm(residual, x, norm_w, eps, h);
     linear(h, w, bias, y);
   }
-  /// add_rms_norm(residual, x, norm_w, eps, h) then linear_silu_mul(h, w, bias, gu, act): the
-  /// MLP's input norm and first half (h [T, n] is written too; gu is scratch).
-  virtual void add_rms_norm_linear_silu_mul(Tensor residual, Tensor x, const Weight& norm_w, float eps,
-                                            Tensor h, const Weight& w, const Weight* bias, Tensor gu,
-                                            Tensor act) {
-    add_rms_norm(residual, x, norm_w, eps, h);
-    linear_silu_mul(h, w, bias, gu, act);
-  }
   /// act [T, I] = silu(x·W_gateᵀ + b_gate) * (x·W_upᵀ + b_up) for a weight from load_gate_up
   /// (bias [2I]: gate's, then up's; or null), each projection rounded to the activation dtype
   /// first, as linear then silu_mul (a backend may add the bias after that rounding instead of

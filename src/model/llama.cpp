@@ -208,14 +208,9 @@ Tensor LlamaModel::forward(const BatchLayout& b, KvStorage& kv) {
     be_.attention(q, kv, l, nh, scale, b, attn);
     if (observer) observer(l, "o", attn);
     be_.linear(attn, *L.o, L.o_bias.get(), o);
-    if (observer) {  // AWQ calibration: each linear's input, before the linear runs
-      be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
-      observer(l, "gate_up", h);
-      be_.linear_silu_mul(h, *L.gate_up, L.gate_up_bias.get(), gu, act);
-    } else {
-      be_.add_rms_norm_linear_silu_mul(x, o, *L.ffn_norm, eps, h, *L.gate_up, L.gate_up_bias.get(), gu,
-                                       act);
-    }
+    be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
+    if (observer) observer(l, "gate_up", h);  // AWQ calibration: each linear's input
+    be_.linear_silu_mul(h, *L.gate_up, L.gate_up_bias.get(), gu, act);
     if (observer) observer(l, "down", act);
     be_.linear(act, *L.down, L.down_bias.get(), o);
     if (l + 1 < (int)layers_.size() && !observer) {

@@ -241,8 +241,6 @@ class CudaBackend : public Backend {
     cublas_ws_.alloc(32u << 20, "the cuBLAS workspace", dev_);
     cublas_ok(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
               "cublasSetWorkspace");
-    norm_counter_.alloc(sizeof(unsigned), "the fused norm's counter", dev_);
-    cuda_ok(cudaMemset(norm_counter_.get(), 0, sizeof(unsigned)), "cudaMemset");
     guarded("init", [] {
       linear_kernels_init();
       paged_attention_init();
@@ -768,62 +766,6 @@ class CudaBackend : public Backend {
     launched("linear_silu_mul");
   }
 
-  void add_rms_norm_linear(Tensor residual, Tensor x, const Weight& norm_w, float eps, Tensor h,
-                           const Weight& wt, const Weight* bias, Tensor y) override {
-    if (!fused_norm_linear(residual, x, norm_w, eps, h, wt, bias, y, false))
-      Backend::add_rms_norm_linear(residual, x, norm_w, eps, h, wt, bias, y);
-  }
-
-  void add_rms_norm_linear_silu_mul(Tensor residual, Tensor x, const Weight& norm_w, float eps,
-                                    Tensor h, const Weight& wt, const Weight* bias, Tensor gu,
-                                    Tensor act) override {
-    if (!fused_norm_linear(residual, x, norm_w, eps, h, wt, bias, act, true))
-      Backend::add_rms_norm_linear_silu_mul(residual, x, norm_w, eps, h, wt, bias, gu, act);
-  }
-
-  /// add_rms_norm + the W4 GEMV (+ SwiGLU: y = act) as one w4_gemv3 with its norm prologue, when
-  /// the weight is W4 (gate|up stored interleaved for `swiglu`), M <= 8 and the rows fit
-  /// (linear_w4a16_add_rms_norm). Returns false, having launched nothing, otherwise.
-  bool fused_norm_linear(const Tensor& residual, const Tensor& x, const Weight& norm_w, float eps,
-                         const Tensor& h, const Weight& wt, const Weight* bias, const Tensor& y,
-                         bool swiglu) {
-    const auto& w = cw(wt);
-    const int M = (int)x.rows;
-    auto ready = [](const Tensor& t) { return kernel_ready_x(t); };
-    if (w.kind != CudaWeight::Kind::W4 || w.interleaved != swiglu || M < 1 || M > 8 ||
-        !ready(residual) || !ready(x) || !ready(h) || !ready(y))
-      return false;
-    PERFX_CHECK(x.dtype == act_ && h.dtype == act_ && residual.dtype == act_ && y.dtype == act_ &&
-                    residual.rows == M && h.rows == M && y.rows == M && x.cols == w.in &&
-                    residual.cols == w.in && h.cols == w.in && norm_w.out == w.in &&
-                    y.cols == (swiglu ? w.out / 2 : w.out),
-                "add_rms_norm_linear: shape or dtype mismatch");
-    PERFX_CHECK(!bias || bias->out == w.out, "add_rms_norm_linear: bias length mismatch");
-    if (!w4a16_add_rms_norm_applies(w.w4->view(), M, act_, swiglu) ||
-        !aligned16(cw(norm_w).vec()))
-      return false;
-    if (replaying()) return true;
-    OpTimer timer(*this, profile_ ? (swiglu ? "add_rms_norm+linear_silu_mul" : "add_rms_norm+linear")
-                                  : "");
-    W4NormPrologue n;
-    n.residual = residual.data;
-    n.ldr = residual.stride;
-    n.delta = x.data;
-    n.ldd = x.stride;
-    n.gamma = cw(norm_w).vec();
-    n.eps = eps;
-    n.h = h.data;
-    n.ldh = h.stride;
-    n.counter = static_cast<unsigned*>(norm_counter_.get());
-    guarded("add_rms_norm_linear (W4A16)", [&] {
-      const L2Prefetch pf = l2_prefetch_after(w);
-      linear_w4a16_add_rms_norm(w.w4->view(), n, act_, M, y.data, y.stride,
-                                bias ? cw(*bias).vec() : nullptr, swiglu, stream_, pf);
-    });
-    launched("add_rms_norm_linear");
-    return true;
-  }
-
   /// What the w4_gemv3 of `w` asks L2 for after its main loop: the first PERFX_CUDA_L2_PREFETCH
   /// MiB of the linear that followed `w` last time (l2_prefetch_plan.h). Empty when off, the
   /// first time round, and after any weight was freed (the plan starts again). Call once per
@@ -1317,7 +1259,6 @@ class CudaBackend : public Backend {
   cudaEvent_t staged_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DevMem cublas_ws_, attn_ws_, linear_ws_, batch_dev_, sample_dev_;
-  DevMem norm_counter_;  // W4NormPrologue::counter (one word, 0 between launches)
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();

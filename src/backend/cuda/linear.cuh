@@ -242,31 +242,6 @@ bool w4_gemv2_fits(const W4View& w, int M, int warps = 0);
 /// block per CTA.
 W4Gemv2Config w4_gemv2_default_config(const W4View& w, int M);
 
-/// The residual add + RMSNorm that w4_gemv3 can run as its prologue instead of reading x
-/// (W4Gemv3Config::norm; the block boundary of a pre-norm transformer: add_rms_norm, then the
-/// next projection). Every CTA computes, for the M rows, s = round(residual + delta) and
-/// x = round(gamma · s / sqrt(mean(s²) + eps)) (HF LlamaRMSNorm) into shared memory, with the
-/// arithmetic and summation order of launch_add_rms_norm at 256 threads (the vectorized kernel),
-/// so the GEMV's input is bit for bit the unfused one; the last CTA to finish reading (counted
-/// with one atomic on `counter`) writes residual = s and h = x back and resets the counter.
-/// residual, delta, h [M, K] in the activation dtype, 16-byte aligned, row strides multiples of 8;
-/// gamma fp32 [K], 16-byte aligned.
-struct W4NormPrologue {
-  void* residual = nullptr;  // null: no prologue (the GEMV reads x)
-  int64_t ldr = 0;
-  const void* delta = nullptr;
-  int64_t ldd = 0;
-  const float* gamma = nullptr;
-  float eps = 0.0f;
-  void* h = nullptr;  // null: not written
-  int64_t ldh = 0;
-  unsigned* counter = nullptr;  // one device word, 0 before the launch and after it (launches
-                                // that share it must not overlap: stream order does that)
-};
-/// Whether w4_gemv3 can run the norm prologue for (w, M) in `act` (F16 / BF16): w4_gemv3_supported
-/// and the M rows of x fit in its shared memory (at most 96 KB; 7B's K = 4096 fits M = 8).
-bool w4_gemv3_norm_fits(const W4View& w, int M, DType act);
-
 /// Configuration of w4_gemv3 (zeros = the default rule).
 struct W4Gemv3Config {
   int split = 0;     // warps splitting one row block's K: 1, 2, 4 or 8 (0: w4_gemv3_default_split)
@@ -283,8 +258,6 @@ struct W4Gemv3Config {
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
   L2Prefetch prefetch;  // issued by each CTA after its main loop (its share of the ranges)
-  W4NormPrologue norm;  // residual != null: x = add + RMSNorm computed in the prologue (w4_gemv3's
-                        // x and ldx are then ignored; y in the activation dtype)
 };
 /// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
 /// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the
@@ -410,19 +383,6 @@ LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t
 bool linear_w4a16_swiglu(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* act,
                          int64_t ldact, const float* bias, cudaStream_t stream,
                          const L2Prefetch& prefetch = {});
-/// The block boundary fused into one kernel: residual += delta, h = rms_norm(residual) · gamma,
-/// then y = h · Wᵀ (+ bias) — or, `swiglu` with a gate|up weight packed W4RowOrder::kInterleave8,
-/// y [M, N / 2] = silu(g) · u — as w4_gemv3 with its norm prologue (W4NormPrologue: n holds
-/// residual, delta, gamma, eps, h and the counter). Taken for M <= 8 wherever w4_gemv3_norm_fits,
-/// also where w4a16_plan would pick another GEMV for the unfused linear (the fusion saves a
-/// kernel). Returns false and launches nothing otherwise, or with PERFX_CUDA_FUSE_NORM=0 (the
-/// caller then runs launch_add_rms_norm and the linear). y in the activation dtype. Throws
-/// perfx::Error as w4_gemv3.
-bool linear_w4a16_add_rms_norm(const W4View& w, const W4NormPrologue& n, DType xt, int M, void* y,
-                               int64_t ldy, const float* bias, bool swiglu, cudaStream_t stream,
-                               const L2Prefetch& prefetch = {});
-/// Whether linear_w4a16_add_rms_norm runs for (w, M, xt, swiglu) (it returns false otherwise).
-bool w4a16_add_rms_norm_applies(const W4View& w, int M, DType xt, bool swiglu);
 /// Same for Q8_0 weights (w8a16_plan).
 LinearPlan linear_w8a16(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,

@@ -267,29 +267,6 @@ bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_
   return true;
 }
 
-bool w4a16_add_rms_norm_applies(const W4View& v, int M, DType xt, bool swiglu) {
-  // PERFX_CUDA_FUSE_NORM=1: on (off by default: measured slower, docs/cuda_linear_notes.md §12).
-  static const bool on = env_is("PERFX_CUDA_FUSE_NORM", "1");
-  static const bool swiglu_on = !env_is("PERFX_CUDA_SWIGLU_EPILOGUE", "0");
-  return on && w4_gemv3_norm_fits(v, M, xt) && (!swiglu || (swiglu_on && v.d.N % 16 == 0));
-}
-
-bool linear_w4a16_add_rms_norm(const W4View& v, const W4NormPrologue& n, DType xt, int M, void* y,
-                               int64_t ldy, const float* bias, bool swiglu, cudaStream_t stream,
-                               const L2Prefetch& prefetch) {
-  if (!w4a16_add_rms_norm_applies(v, M, xt, swiglu)) return false;
-  LinearPlan p;
-  p.kernel = LinearKernel::Gemv3;
-  log_plan(swiglu ? "add_rms_norm+w4a16+swiglu" : "add_rms_norm+w4a16", v.d.N, v.d.K,
-           v.d.group_size, M, xt, xt, p);
-  W4Gemv3Config c = gemv3_config();
-  c.swiglu = swiglu;
-  c.prefetch = prefetch;
-  c.norm = n;
-  w4_gemv3(v, nullptr, xt, M, 0, y, xt, ldy, bias, stream, c);
-  return true;
-}
-
 LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
                         const DenseGemm* dense, const L2Prefetch& prefetch) {

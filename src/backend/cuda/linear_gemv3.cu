@@ -80,14 +80,6 @@ __device__ __forceinline__ void ld_keep_x(uint4& r, const void* p, bool ok) {
       : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
       : "l"(p), "r"((int)ok), "n"(OFF));
 }
-/// The same from a generic address (activations staged in shared memory by the norm prologue).
-template <int OFF>
-__device__ __forceinline__ void ld_keep_x_generic(uint4& r, const void* p, bool ok) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.v4.u32 {%0, %1, %2, %3}, [%4 + %6];\n}"
-      : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
-      : "l"(p), "r"((int)ok), "n"(OFF));
-}
 /// Streamed weights (no L1 allocation, 256-byte L2 prefetch), unchanged when !ok.
 template <int OFF>
 __device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
@@ -131,109 +123,6 @@ __device__ __forceinline__ void prefetch_l2_share(const L2Prefetch& pf) {
 #endif
 }
 
-/// Largest shared-memory x the norm prologue stages (bytes): two CTAs of 96 KB plus their static
-/// reduction buffers fit an SM's 227 KB.
-constexpr int kNormSmemMax = 96 * 1024;
-/// Row stride (elements) of the staged x: ≡ 32 (mod 64), so the 4 lanes of a row and the next
-/// row's 4 (a quarter-warp's 16-byte loads) touch 8 distinct 16-byte bank groups.
-__host__ __device__ constexpr int64_t norm_smem_ld(int64_t K) {
-  return (K + 63) / 64 * 64 + 32;
-}
-
-template <typename T>
-__device__ __forceinline__ void unpack8f(const uint4& u, float* f) {
-  const T* h = reinterpret_cast<const T*>(&u);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = static_cast<float>(h[i]);
-}
-template <typename T>
-__device__ __forceinline__ uint4 pack8f(const float* f) {
-  uint4 u;
-  T* h = reinterpret_cast<T*>(&u);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) h[i] = frag::to_out<T>(f[i]);
-  return u;
-}
-
-/// W4NormPrologue's work for this CTA (all kNW warps; after griddepcontrol.wait): xs [M][ldxs]
-/// (shared memory) = round(gamma · s · rsqrt(mean(s²) + eps)), s = round(residual + delta); the
-/// per-thread chunk order (chunk i = 8 values at 8i, thread i mod 256), the per-thread sums and the
-/// two xor-shuffle trees are launch_add_rms_norm's vectorized kernel's, so xs equals its output
-/// bit for bit. The last CTA to count itself in writes residual = s and h = xs back.
-template <typename T>
-__device__ __forceinline__ void norm_prologue(const W4NormPrologue& p, int M, int K, T* xs,
-                                              int64_t ldxs) {
-  __shared__ float part[kNW][8];
-  __shared__ float inv_s[8];
-  __shared__ int last_s;
-  const int k8 = K / 8, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const T* res = static_cast<const T*>(p.residual);
-  const T* dl = static_cast<const T*>(p.delta);
-  auto sum_at = [&](int m, int i, float* v) {  // v = round(residual + delta), chunk i of row m
-    const uint4 a = frag::ld_ro(res + m * p.ldr + 8 * i), b = frag::ld_ro(dl + m * p.ldd + 8 * i);
-    float fb[8];
-    unpack8f<T>(a, v);
-    unpack8f<T>(b, fb);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = v[k] + fb[k];
-    const uint4 s = pack8f<T>(v);
-    unpack8f<T>(s, v);
-    return s;
-  };
-  for (int m = 0; m < M; ++m) {
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < k8; i += kNW * 32) {
-      float v[8];
-      const uint4 s = sum_at(m, i, v);
-      *reinterpret_cast<uint4*>(xs + m * ldxs + 8 * i) = s;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) ss += v[k] * v[k];
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) part[warp][m] = ss;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    for (int m = 0; m < M; ++m) {
-      float s = lane < kNW ? part[lane][m] : 0.0f;
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      if (lane == 0) inv_s[m] = rsqrtf(s / (float)K + p.eps);
-    }
-  }
-  __syncthreads();
-  const float4* g4 = reinterpret_cast<const float4*>(p.gamma);
-  for (int m = 0; m < M; ++m) {
-    const float inv = inv_s[m];
-    for (int i = threadIdx.x; i < k8; i += kNW * 32) {
-      uint4* at = reinterpret_cast<uint4*>(xs + m * ldxs + 8 * i);
-      float v[8];
-      unpack8f<T>(*at, v);
-      const float4 a = g4[2 * i], b = g4[2 * i + 1];
-      const float ww[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = ww[k] * (v[k] * inv);
-      *at = pack8f<T>(v);
-    }
-  }
-  // Every thread's residual loads have returned (their values are in xs) before the count.
-  __syncthreads();
-  if (threadIdx.x == 0) last_s = atomicAdd(p.counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (last_s) {  // no CTA reads residual any more: write the sum and h back
-    T* res_w = static_cast<T*>(p.residual);
-    T* h = static_cast<T*>(p.h);
-    for (int m = 0; m < M; ++m)
-      for (int i = threadIdx.x; i < k8; i += kNW * 32) {
-        float v[8];
-        *reinterpret_cast<uint4*>(res_w + m * p.ldr + 8 * i) = sum_at(m, i, v);
-        if (h != nullptr)
-          *reinterpret_cast<uint4*>(h + m * p.ldh + 8 * i) =
-              *reinterpret_cast<const uint4*>(xs + m * ldxs + 8 * i);
-      }
-    if (threadIdx.x == 0) atomicExch(p.counter, 0u);
-  }
-}
-
 /// Where a warp's batch lies: its first chunk's quad / record / activation addresses (this lane),
 /// how many of its kU slots hold real chunks (cnt) and how many of those have their second
 /// 32-channel half inside K (cnt_hi; less only when K % 64 = 32), and its row block.
@@ -249,19 +138,13 @@ struct Batch {
 
 /// GS = gs_shift (group = 32 << GS). GS = 0: two scale/zero records per chunk (one per 32-channel
 /// half); GS >= 1: one record per CPG = 2^(GS-1) chunks. PROBE (bench only): the same loads, a
-/// batch only XOR-folded (no conversion, mma or activations): the memory side alone. NORM: x is
-/// computed by norm_prologue into dynamic shared memory (row stride norm_smem_ld(K)) from nrm.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool NORM>
+/// batch only XOR-folded (no conversion, mma or activations): the memory side alone.
+template <typename Tag, typename OutT, int GS, bool PROBE>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    int trigger_pct, bool swiglu, L2Prefetch pf, W4NormPrologue nrm) {
+                    int trigger_pct, bool swiglu, L2Prefetch pf) {
   using T = typename Tag::T;
-  extern __shared__ uint4 norm_smem[];
-  if constexpr (NORM) {
-    x = reinterpret_cast<const T*>(norm_smem);
-    ldx = norm_smem_ld(w.d.K);
-  }
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);  // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;               // records per record slot
   constexpr int kU = ring_slots(GS);
@@ -342,8 +225,6 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   }
   static_for<kU>([&](auto uc) { load(uc, cur); });
   pdl_wait();
-  if constexpr (NORM)
-    norm_prologue<T>(nrm, M, (int)w.d.K, reinterpret_cast<T*>(norm_smem), ldx);
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
   // real, or the second half lies past K).
@@ -351,13 +232,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   auto load_x = [&](auto uc, const Batch<T>& bt) {
     if constexpr (PROBE) return;
     constexpr int u = decltype(uc)::value;
-    if constexpr (NORM) {
-      ld_keep_x_generic<u * 128>(xb[0], bt.x, u < bt.cnt);
-      ld_keep_x_generic<u * 128 + 64>(xb[1], bt.x, u < bt.cnt_hi);
-    } else {
-      ld_keep_x<u * 128>(xb[0], bt.x, u < bt.cnt);
-      ld_keep_x<u * 128 + 64>(xb[1], bt.x, u < bt.cnt_hi);
-    }
+    ld_keep_x<u * 128>(xb[0], bt.x, u < bt.cnt);
+    ld_keep_x<u * 128 + 64>(xb[1], bt.x, u < bt.cnt_hi);
   };
   load_x(std::integral_constant<int, 0>{}, cur);
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -462,45 +338,40 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   prefetch_l2_share(pf);
 }
 
-/// Launch of one instance: one wave at the instance's occupancy (cached; NORM instances at their
-/// largest shared memory), capped by c.grid_cap.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool NORM>
+/// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
+template <typename Tag, typename OutT, int GS, bool PROBE>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, NORM>;
-  const int smem = NORM ? kNormSmemMax : 0;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE>;
   std::call_once(once, [&] {
-    if (NORM)
-      CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
     per_sm = std::max(1, per_sm);
   });
   const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
   int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
   if (c.grid_cap > 0) grid = std::min<int64_t>(grid, c.grid_cap);
-  const size_t dyn = NORM ? (size_t)M * norm_smem_ld(w.d.K) * sizeof(typename Tag::T) : 0;
-  CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), dyn, stream, c.pdl, w,
+  CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
-                              c.prefetch, c.norm));
+                              c.prefetch));
 }
 
-template <typename Tag, typename OutT, bool PROBE, bool NORM>
+template <typename Tag, typename OutT, bool PROBE>
 void launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
                   void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   switch (w.d.gs_shift) {
     case 0:
-      return launch_v3<Tag, OutT, 0, PROBE, NORM>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 0, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 1:
-      return launch_v3<Tag, OutT, 1, PROBE, NORM>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 1, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 2:
-      return launch_v3<Tag, OutT, 2, PROBE, NORM>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 2, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 3:
-      return launch_v3<Tag, OutT, 3, PROBE, NORM>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 3, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     default:
-      return launch_v3<Tag, OutT, 4, PROBE, NORM>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 4, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
   }
 }
 
@@ -509,30 +380,18 @@ void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int 
                     void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   if (c.probe) {
     if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>) {
-      launch_v3_gs<Tag, OutT, true, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      launch_v3_gs<Tag, OutT, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
       return;
     }
     throw Error("w4_gemv3: the probe runs with fp16 activations and output only");
   }
-  if (c.norm.residual != nullptr) {
-    if constexpr (std::is_same_v<OutT, typename Tag::T>) {
-      launch_v3_gs<Tag, OutT, false, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-      return;
-    }
-    throw Error("w4_gemv3: the norm prologue writes y in the activation dtype only");
-  }
-  launch_v3_gs<Tag, OutT, false, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+  launch_v3_gs<Tag, OutT, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
 }
 
 }  // namespace
 
 bool w4_gemv3_supported(const W4View& w, int M) {
   return M >= 1 && M <= 8 && w.d.gs_shift <= kMaxGs;
-}
-
-bool w4_gemv3_norm_fits(const W4View& w, int M, DType act) {
-  return w4_gemv3_supported(w, M) && (act == DType::F16 || act == DType::BF16) &&
-         (int64_t)M * norm_smem_ld(w.d.K) * 2 <= kNormSmemMax;
 }
 
 int w4_gemv3_default_split(const W4View& w, int M) {
@@ -547,36 +406,19 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 std::string describe_gemv3_kernels() {
   std::string r;
   r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false>),
                        kNW * 32, 0);
   r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>), kNW * 32, 0);
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false>), kNW * 32, 0);
   return r;
 }
 
 void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
               int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg) {
-  const W4NormPrologue& nm = cfg.norm;
-  const bool norm = nm.residual != nullptr;
-  if (norm) {  // x is computed: check the prologue's tensors in its place
-    x = nm.residual;
-    ldx = nm.ldr;
-    auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    PERFX_CHECK(nm.delta != nullptr && nm.gamma != nullptr && nm.counter != nullptr,
-                "w4_gemv3: the norm prologue needs delta, gamma and a counter");
-    PERFX_CHECK(al(nm.delta) && al(nm.gamma) && (nm.h == nullptr || al(nm.h)) && nm.ldd % 8 == 0 &&
-                    nm.ldd >= w.d.K && (nm.h == nullptr || (nm.ldh % 8 == 0 && nm.ldh >= w.d.K)),
-                "w4_gemv3: the norm prologue's delta, gamma and h must be 16-byte aligned with "
-                "row strides that are multiples of 8 and at least K");
-    PERFX_CHECK(yt == xt && !cfg.probe && w4_gemv3_norm_fits(w, M, xt),
-                "w4_gemv3: the norm prologue needs activation-dtype output and M = " +
-                    std::to_string(M) + " rows of K = " + std::to_string(w.d.K) +
-                    " that fit its shared memory");
-  }
   check_linear_args("w4_gemv3", cfg.swiglu ? w.d.N / 2 : w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
   PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
