@@ -646,6 +646,35 @@ void run_rope(const RopeCase& c, uint64_t seed) {
   if (c.hd % 32 == 0) run_rope_q8(c, d, kc, vc);
 }
 
+/// choose_splits with a forced count (PERFX_CUDA_ATTN_SPLITS): the largest count <= force that
+/// leaves no split empty, capped by the tiles; force 0 keeps the cost model's choice.
+void check_forced_splits() {
+  struct Want {
+    int max_kv, force, splits, chunk;
+  };
+  // 8 tiles of 64 keys (512), 32 (KV head, sequence) pairs on the H200 model (132 SMs x 3)
+  const Want wants[] = {{512, 4, 4, 128}, {512, 3, 3, 192}, {512, 100, 8, 64},
+                        {512, 1, 1, 512}, {130, 2, 2, 128}, {100, 8, 2, 64}};
+  for (const Want& w : wants) {
+    int n = 0, chunk = 0;
+    choose_splits(32, w.max_kv, 132, 3, &n, &chunk, w.force);
+    ++g_cases;
+    if (n != w.splits || chunk != w.chunk) {
+      ++g_failures;
+      std::printf("[FAIL] forced splits: kv %d force %d -> %d splits of %d keys, want %d of %d\n",
+                  w.max_kv, w.force, n, chunk, w.splits, w.chunk);
+    }
+  }
+  int n0 = 0, c0 = 0, n1 = 0, c1 = 0;
+  choose_splits(32, 512, 132, 3, &n0, &c0);
+  choose_splits(32, 512, 132, 3, &n1, &c1, 0);
+  ++g_cases;
+  if (n0 != n1 || c0 != c1) {
+    ++g_failures;
+    std::printf("[FAIL] forced splits: force 0 changed the cost model's choice\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -666,6 +695,8 @@ int main(int argc, char** argv) {
   // the direct-write path) with deferred copies.
   const std::vector<Config> configs = {{"h200/immediate", 132, 3, false},
                                        {"1sm/deferred", 1, 1, true}};
+  if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
+    check_forced_splits();
   uint64_t seed = 1000;
   for (const AttnCase& c : attention_cases()) {
     ++seed;

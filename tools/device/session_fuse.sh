@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call for the add + RMSNorm prologue of w4_gemv3 (docs/cuda_linear_notes.md §12):
+# One device call for the add + RMSNorm prologue of w4_gemv3 (docs/cuda_linear_notes.md §12; the
+# experiment of commit 34a7c50, reverted after this run: build that commit to rerun it):
 # correctness (the conformance suite, whose AddRmsNorm* cases also compare the fused ops bit for
 # bit with the two ops they replace; compute-sanitizer memcheck over those cases; model parity and
 # greedy on cuda; greedy text of the AWQ fixtures with the fusion on and off, which must be equal),

@@ -8,6 +8,7 @@
 // fp32 partials (O unnormalized, running max m in log2 units, sum l) and split_reduce_kernel
 // merges them: m* = max m_s, O = sum_s 2^(m_s - m*) O_s / sum_s 2^(m_s - m*) l_s.
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -73,12 +74,29 @@ DeviceState device_state() {
   return s;
 }
 
+/// PERFX_CUDA_ATTN_SPLITS=N (1..128; read once): split-KV decode uses the largest split count
+/// <= N that leaves no split empty, instead of the cost model's (a measurement knob,
+/// docs/cuda_attention_notes.md).
+int forced_splits() {
+  static const int n = [] {
+    const char* e = std::getenv("PERFX_CUDA_ATTN_SPLITS");
+    if (e == nullptr || *e == '\0') return 0;
+    const std::string v = e;
+    const bool ok = v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos &&
+                    std::stoi(v) >= 1 && std::stoi(v) <= kMaxSplits;
+    require(ok, "PERFX_CUDA_ATTN_SPLITS must be a split count from 1 to 128, got '" + v + "'");
+    return std::stoi(v);
+  }();
+  return n;
+}
+
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
   return make_plan(
       a, st.n_sms,
-      st.split_occupancy[a.dtype == AttnDtype::kF16 ? 0 : 1][head_dim_index(a.head_dim)]);
+      st.split_occupancy[a.dtype == AttnDtype::kF16 ? 0 : 1][head_dim_index(a.head_dim)],
+      forced_splits());
 }
 
 template <typename T, int D>

@@ -112,9 +112,10 @@ inline void validate(const PagedAttentionArgs& a) {
 
 /// Picks the split count minimizing rounds(s) * (tiles per split + overhead) (+ reduce), where
 /// rounds = ceil(pairs * s / resident CTA slots). Only s whose splits are all non-empty at
-/// max_kv_len are considered; pairs * s <= kMaxSplitCtas bounds the workspace.
+/// max_kv_len are considered; pairs * s <= kMaxSplitCtas bounds the workspace. force > 0: the
+/// largest such s <= force instead (PERFX_CUDA_ATTN_SPLITS, a measurement knob).
 inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupancy, int* n_splits,
-                          int* chunk) {
+                          int* chunk, int force = 0) {
   const int tiles = std::max(1, (std::max(max_kv_len, 1) + kTileKeys - 1) / kTileKeys);
   const int64_t cap = std::max<int64_t>(1, kMaxSplitCtas / std::max<int64_t>(pairs, 1));
   const int s_max = static_cast<int>(std::min<int64_t>({kMaxSplits, tiles, cap}));
@@ -125,8 +126,9 @@ inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupanc
     const int per = (tiles + s - 1) / s;
     if ((tiles + per - 1) / per != s) continue;  // would leave an empty split
     const int64_t rounds = (pairs * s + slots - 1) / slots;
-    const double cost =
-        static_cast<double>(rounds) * (per + kCtaOverheadTiles) + (s > 1 ? kReduceTiles : 0.0);
+    const double cost = force > 0 ? (s <= force ? -s : 0.0)
+                                  : static_cast<double>(rounds) * (per + kCtaOverheadTiles) +
+                                        (s > 1 ? kReduceTiles : 0.0);
     if (cost < best_cost) {
       best_cost = cost;
       best = s;
@@ -137,8 +139,9 @@ inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupanc
 }
 
 /// The plan for validated arguments, given the device's SM count and the split-KV kernel's
-/// resident CTAs per SM.
-inline PagedAttentionPlan make_plan(const PagedAttentionArgs& a, int n_sms, int split_occupancy) {
+/// resident CTAs per SM (force_splits > 0: choose_splits' force).
+inline PagedAttentionPlan make_plan(const PagedAttentionArgs& a, int n_sms, int split_occupancy,
+                                    int force_splits = 0) {
   PagedAttentionPlan p;
   if (a.n_seqs == 0 || a.max_q_len == 0) return p;
   const int G = a.n_q_heads / a.n_kv_heads;
@@ -167,7 +170,7 @@ inline PagedAttentionPlan make_plan(const PagedAttentionArgs& a, int n_sms, int 
   }
   if (p.split_kv) {
     const int64_t pairs = static_cast<int64_t>(a.n_seqs) * a.n_kv_heads;
-    choose_splits(pairs, a.max_kv_len, n_sms, split_occupancy, &p.n_splits, &p.chunk);
+    choose_splits(pairs, a.max_kv_len, n_sms, split_occupancy, &p.n_splits, &p.chunk, force_splits);
     if (p.n_splits > 1)
       p.workspace_needed =
           static_cast<size_t>(pairs) * kSplitRows * p.n_splits * (a.head_dim + 2) * sizeof(float);

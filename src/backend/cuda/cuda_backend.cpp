@@ -231,6 +231,28 @@ class CudaBackend : public Backend {
             "PERFX_CUDA_L2_PREFETCH must be a whole number of MiB from 0 to 1024, got '" + v + "'");
       l2_prefetch_cap_ = (size_t)mib << 20;
     }
+    // PERFX_CUDA_SKIP=op[,op...] (profiling only: the output is wrong): leaves out every launch of
+    // the named ops — norm (rms_norm, add_rms_norm), rope (rope_kv_store), attn (attention),
+    // linear (linear, linear_silu_mul) — so a decode benchmark shows what each costs inside the
+    // captured step (docs/cuda_linear_notes.md §12).
+    if (const char* sk = std::getenv("PERFX_CUDA_SKIP"); sk && *sk) {
+      std::string v = sk;
+      for (size_t p = 0; p <= v.size();) {
+        const size_t e = std::min(v.find(',', p), v.size());
+        const std::string op = v.substr(p, e - p);
+        const int bit = op == "norm"     ? kSkipNorm
+                        : op == "rope"   ? kSkipRope
+                        : op == "attn"   ? kSkipAttn
+                        : op == "linear" ? kSkipLinear
+                                         : 0;
+        check(
+            bit != 0,
+            "PERFX_CUDA_SKIP takes norm, rope, attn and linear, comma-separated; got '" + op + "'");
+        skip_ |= bit;
+        p = e + 1;
+      }
+      std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n", sk);
+    }
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
     if (profile_) graphs_enabled_ = false;  // per-op events need eager launches
@@ -574,7 +596,7 @@ class CudaBackend : public Backend {
   }
 
   void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) override {
-    if (replaying()) return;
+    if (replaying() || (skip_ & kSkipNorm)) return;
     OpTimer timer(*this, profile_ ? "rms_norm" : "");
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.rows == out.rows && x.cols == out.cols &&
                     w.out == x.cols,
@@ -585,7 +607,7 @@ class CudaBackend : public Backend {
   }
 
   void add_rms_norm(Tensor residual, Tensor x, const Weight& w, float eps, Tensor out) override {
-    if (replaying()) return;
+    if (replaying() || (skip_ & kSkipNorm)) return;
     OpTimer timer(*this, profile_ ? "add_rms_norm" : "");
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && residual.dtype == act_ &&
                     x.rows == out.rows && residual.rows == x.rows && x.cols == out.cols &&
@@ -597,7 +619,7 @@ class CudaBackend : public Backend {
   }
 
   void linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) override {
-    if (replaying()) return;
+    if (replaying() || (skip_ & kSkipLinear)) return;
     OpTimer timer(*this, profile_ ? linear_name(wt, x.rows) : std::string());
     const auto& w = cw(wt);
     PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == act_ &&
@@ -630,7 +652,7 @@ class CudaBackend : public Backend {
   void rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
                      const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kvs,
                      int layer, const BatchLayout& b) override {
-    if (replaying()) return;
+    if (replaying() || (skip_ & kSkipRope)) return;
     OpTimer timer(*this, profile_ ? "rope_kv_store" : "");
     auto& kv = static_cast<CudaKv&>(kvs);
     const RopeParams& rp = rope.params;
@@ -677,7 +699,7 @@ class CudaBackend : public Backend {
 
   void attention(Tensor q, const KvStorage& kvs, int layer, int n_q_heads, float scale,
                  const BatchLayout& b, Tensor out) override {
-    if (replaying()) return;
+    if (replaying() || (skip_ & kSkipAttn)) return;
     OpTimer timer(*this, profile_ ? "attention" : "");
     const auto& kv = static_cast<const CudaKv&>(kvs);
     PERFX_CHECK(q.dtype == act_ && out.dtype == act_ && q.rows == b.n_tokens &&
@@ -742,6 +764,7 @@ class CudaBackend : public Backend {
 
   void linear_silu_mul(Tensor x, const Weight& wt, const Weight* bias, Tensor gu,
                        Tensor act) override {
+    if (skip_ & kSkipLinear) return;
     const auto& w = cw(wt);
     if (!w.interleaved) return Backend::linear_silu_mul(x, wt, bias, gu, act);
     if (replaying()) return;
@@ -1259,6 +1282,8 @@ class CudaBackend : public Backend {
   cudaEvent_t staged_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   DevMem cublas_ws_, attn_ws_, linear_ws_, batch_dev_, sample_dev_;
+  enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
+  int skip_ = 0;  // PERFX_CUDA_SKIP (timing only)
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();
