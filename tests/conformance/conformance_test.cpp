@@ -69,6 +69,10 @@ bool int8_activations(const std::string& device, const std::string& fmt) {
     const bool on = e && *e ? std::string(e) == "1" : act_quant;
     return on && (fmt == "Q4_0" || fmt == "Q4_1" || fmt.rfind("INT4_G", 0) == 0);
   }
+  if (device.rfind("cuda", 0) == 0) {  // W4A8, opt-in: the int4 GEMV at T <= 8 (tolerance for all T)
+    const char* e = std::getenv("PERFX_CUDA_W4A8");
+    return e && std::string(e) == "1" && (fmt == "Q4_0" || fmt.rfind("INT4_G", 0) == 0);
+  }
   if (device != "cpu" || !act_quant) return false;
   return fmt == "Q8_0" || fmt == "Q4_0" || fmt == "Q4_1" || fmt == "Q4_K" || fmt == "Q5_K" ||
          fmt == "Q6_K" || fmt.rfind("INT4_G", 0) == 0;

@@ -778,8 +778,9 @@ class CudaBackend : public Backend {
     const float* b = bias ? cw(*bias).vec() : nullptr;
     const L2Prefetch pf = l2_prefetch_after(w);
     guarded("linear_silu_mul (W4A16)", [&] {
-      if (kernel_ready_x(x) && linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride,
-                                                   act.data, act.stride, b, stream_, pf))
+      if (kernel_ready_x(x) &&
+          linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride, act.data, act.stride, b,
+                              stream_, pf, workspace(linear_workspace_bytes(*w.w4, M, true))))
         return;
       // Another kernel: gate|up in the interleaved column order, then the interleaved SwiGLU.
       quant_linear(w, x, gu, nullptr, pf);

@@ -242,6 +242,15 @@ bool w4_gemv2_fits(const W4View& w, int M, int warps = 0);
 /// block per CTA.
 W4Gemv2Config w4_gemv2_default_config(const W4View& w, int M);
 
+/// Int8 activations for w4_gemv3's W4A8 variant (W4Gemv3Config::a8), made by quantize_act_q8:
+/// q [M, K] int8 (row stride K; each 4 channels stored in the order 0, 2, 1, 3, the byte order of
+/// the W4 layout's A fragments), meta [M, K / group] = {fp32 bits of the scale d, Σ q} per group:
+/// x ≈ d · q with d = max|x| / 127, q = round(x / d) (GGUF Q8_0's rule at the weight's group).
+struct W4A8Act {
+  const int8_t* q = nullptr;  // null: fp16/bf16 activations (W4A16)
+  const int2* meta = nullptr;
+};
+
 /// Configuration of w4_gemv3 (zeros = the default rule).
 struct W4Gemv3Config {
   int split = 0;     // warps splitting one row block's K: 1, 2, 4 or 8 (0: w4_gemv3_default_split)
@@ -258,6 +267,9 @@ struct W4Gemv3Config {
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
   L2Prefetch prefetch;  // issued by each CTA after its main loop (its share of the ranges)
+  W4A8Act a8;           // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
+               // group, then scale_w · d · (Σ q_w q_x − zero · Σ q_x) in fp32 (x, ldx
+               // unused; groups 32, 64, 128)
 };
 /// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
 /// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the
@@ -382,7 +394,18 @@ LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t
 /// launch_silu_mul_interleaved). Throws perfx::Error as linear_w4a16.
 bool linear_w4a16_swiglu(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* act,
                          int64_t ldact, const float* bias, cudaStream_t stream,
-                         const L2Prefetch& prefetch = {});
+                         const L2Prefetch& prefetch = {}, Workspace ws = {});
+/// Bytes quantize_act_q8 needs in its workspace for M rows of K at `group`.
+size_t act_q8_bytes(int M, int64_t K, int group);
+/// Quantizes x [M, K] (fp16/bf16, row stride ldx) per group of `group` channels into ws (W4A8Act
+/// layout), on `stream` (PDL). Throws perfx::Error unless group is 32, 64 or 128, K a multiple of
+/// 128, x 8-byte aligned with ldx a multiple of 4, and ws at least act_q8_bytes.
+W4A8Act quantize_act_q8(const void* x, DType xt, int M, int64_t ldx, int64_t K, int group,
+                        Workspace ws, cudaStream_t stream);
+/// Whether the W4 decode GEMV takes int8 activations for (w, M): PERFX_CUDA_W4A8=1 (off by
+/// default; docs/cuda_linear_notes.md §13), w4_gemv3_supported, group 32 / 64 / 128 and K a
+/// multiple of 128. Read once per process.
+bool w4a8_should_use(const W4View& w, int M);
 /// Same for Q8_0 weights (w8a16_plan).
 LinearPlan linear_w8a16(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,

@@ -211,6 +211,8 @@ LinearPlan w8a16_plan(const W8View& w, int M, bool have_dense) {
 
 size_t linear_workspace_bytes(const W4View& v, int max_M, bool have_dense) {
   size_t b = 0;
+  if (w4a8_should_use(v, std::min(max_M, 8)))
+    b = act_q8_bytes(std::min(max_M, 8), v.d.K, v.d.group_size);
   for (int M = 9; M <= std::min(max_M, 64); ++M) {
     const LinearPlan p = w4a16_plan(v, M, have_dense);
     b = std::max(b, w4_gemm_workspace_bytes(v, M, p.split_k));
@@ -250,9 +252,40 @@ W4Gemv3Config gemv3_config() {
 }
 }  // namespace
 
+/// PERFX_CUDA_W4A8 (read once): unset / "0" off, "1" on, "skipq" on without launching the
+/// activation quantizer (timing only: the GEMV reads whatever the workspace holds); anything else
+/// is refused.
+int w4a8_mode() {
+  static const int m = [] {
+    const char* e = std::getenv("PERFX_CUDA_W4A8");
+    const std::string v = e != nullptr ? e : "";
+    PERFX_CHECK(v.empty() || v == "0" || v == "1" || v == "skipq",
+                "PERFX_CUDA_W4A8 must be 0, 1 or skipq, got '" + v + "'");
+    return v == "1" ? 1 : v == "skipq" ? 2 : 0;
+  }();
+  return m;
+}
+
+bool w4a8_should_use(const W4View& v, int M) {
+  const bool on = w4a8_mode() != 0;
+  const int g = v.d.group_size;
+  return on && w4_gemv3_supported(v, M) && (g == 32 || g == 64 || g == 128) && v.d.K % 128 == 0;
+}
+
+namespace {
+/// w4_gemv3 with int8 activations when w4a8_should_use (x quantized into ws first), else as is.
+void gemv3_launch(const W4View& v, W4Gemv3Config c, const void* x, DType xt, int M, int64_t ldx,
+                  void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
+                  cudaStream_t stream) {
+  if (w4a8_should_use(v, M) && ldx % 4 == 0 && ws.bytes >= act_q8_bytes(M, v.d.K, v.d.group_size))
+    c.a8 = quantize_act_q8(x, xt, w4a8_mode() == 2 ? 0 : M, ldx, v.d.K, v.d.group_size, ws, stream);
+  w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
+}
+}  // namespace
+
 bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* act,
                          int64_t ldact, const float* bias, cudaStream_t stream,
-                         const L2Prefetch& prefetch) {
+                         const L2Prefetch& prefetch, Workspace ws) {
   // PERFX_CUDA_SWIGLU_EPILOGUE=0: never (the A/B of docs/cuda_linear_notes.md §10).
   static const bool on = !env_is("PERFX_CUDA_SWIGLU_EPILOGUE", "0");
   if (!on) return false;
@@ -263,7 +296,7 @@ bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_
   W4Gemv3Config c = gemv3_config();
   c.swiglu = true;
   c.prefetch = prefetch;
-  w4_gemv3(v, x, xt, M, ldx, act, xt, ldact, bias, stream, c);
+  gemv3_launch(v, c, x, xt, M, ldx, act, xt, ldact, bias, ws, stream);
   return true;
 }
 
@@ -288,7 +321,7 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
     case LinearKernel::Gemv3: {
       W4Gemv3Config c = gemv3_config();
       c.prefetch = prefetch;
-      w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
+      gemv3_launch(v, c, x, xt, M, ldx, y, yt, ldy, bias, ws, stream);
       break;
     }
     case LinearKernel::GemmS32:

@@ -80,6 +80,29 @@ __device__ __forceinline__ void ld_keep_x(uint4& r, const void* p, bool ok) {
       : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
       : "l"(p), "r"((int)ok), "n"(OFF));
 }
+/// 8-byte versions (W4A8: a slot half's int8 activations; a group's {scale, sum} record).
+template <int OFF>
+__device__ __forceinline__ void ld_keep_x8(uint2& r, const void* p, bool ok) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p ld.global.nc.v2.u32 {%0, %1}, [%2 + %4];\n}"
+      : "+r"(r.x), "+r"(r.y)
+      : "l"(p), "r"((int)ok), "n"(OFF));
+}
+template <int OFF>
+__device__ __forceinline__ void ld_keep_meta(int2& r, const void* p, bool ok) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p ld.global.nc.v2.s32 {%0, %1}, [%2 + %4];\n}"
+      : "+r"(r.x), "+r"(r.y)
+      : "l"(p), "r"((int)ok), "n"(OFF));
+}
+/// c += a · b, m16n8k32, a unsigned 8-bit (the weights' q), b signed 8-bit (activations), int32.
+__device__ __forceinline__ void mma_u8s8(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 /// Streamed weights (no L1 allocation, 256-byte L2 prefetch), unchanged when !ok.
 template <int OFF>
 __device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
@@ -131,6 +154,7 @@ struct Batch {
   const uint4* q;
   const uint2* s;
   const T* x;
+  int mo;  // W4A8: the first chunk's group index (activation records)
   int cnt, cnt_hi;
   int t, j;  // task (row block) index and batch index within the task
   int64_t nb;
@@ -138,15 +162,17 @@ struct Batch {
 
 /// GS = gs_shift (group = 32 << GS). GS = 0: two scale/zero records per chunk (one per 32-channel
 /// half); GS >= 1: one record per CPG = 2^(GS-1) chunks. PROBE (bench only): the same loads, a
-/// batch only XOR-folded (no conversion, mma or activations): the memory side alone.
-template <typename Tag, typename OutT, int GS, bool PROBE>
+/// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
+/// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
+/// acc += scale · d · (Σ q x − zero · Σ x) per group.
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    int trigger_pct, bool swiglu, L2Prefetch pf) {
-  using T = typename Tag::T;
-  constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);  // chunks per record
-  constexpr int NR = GS == 0 ? 2 : 1;               // records per record slot
+                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8) {
+  using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
+  constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
+  constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
   constexpr int kU = ring_slots(GS);
   __shared__ float4 red[2][kNW][32];
 
@@ -165,7 +191,18 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   const int ntask = nb_first < NB ? (int)((NB - 1 - nb_first) / nb_step) + 1 : 0;
   const int nbatch = ntask * nbt;
   // Tokens >= M read token M - 1's row: mma columns are independent and those are never stored.
-  const T* xrow = x + (int64_t)min(gid, M - 1) * ldx + 8 * tid;
+  const T* xsrc;
+  if constexpr (A8) {
+    xsrc = a8.q;
+    ldx = w.d.K;
+  } else {
+    xsrc = x;
+  }
+  const T* xrow = xsrc + (int64_t)min(gid, M - 1) * ldx + 8 * tid;
+  // W4A8: this lane's two tokens' activation records (2 tid, 2 tid + 1; past M - 1: M - 1's)
+  const int64_t n_groups = w.d.K >> (5 + GS);
+  const int2* mrow0 = A8 ? a8.meta + (int64_t)min(2 * tid, M - 1) * n_groups : nullptr;
+  const int2* mrow1 = A8 ? a8.meta + (int64_t)min(2 * tid + 1, M - 1) * n_groups : nullptr;
   const int kc_hi = (int)((w.d.K - 32 + 63) / 64);  // chunks whose second half starts below K
 
   constexpr int kRecStep = GS == 0 ? 2 * kU : kU / CPG;  // records per batch
@@ -187,11 +224,13 @@ __global__ void __launch_bounds__(kNW * 32, 2)
       bt.q = w.q + frag::w4_q_index(KC, bt.nb, kc0, lane);
       bt.s = w.sz + frag::w4_sz_index(G, bt.nb, GS == 0 ? 2 * kc0 : kc0 / CPG, gid);
       bt.x = xrow + (int64_t)kc0 * 64;
+      bt.mo = GS == 0 ? 2 * kc0 : kc0 / CPG;
     } else {
       bt.nb = a.nb;
       bt.q = a.q + kU * 32;
       bt.s = a.s + kRecStep * 8;
       bt.x = a.x + kU * 64;
+      bt.mo = a.mo + kRecStep;
     }
   };
 
@@ -221,6 +260,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     before.q = w.q;
     before.s = w.sz;
     before.x = xrow;
+    before.mo = 0;
     step(before, cur);
   }
   static_for<kU>([&](auto uc) { load(uc, cur); });
@@ -229,13 +269,43 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
   // real, or the second half lies past K).
   uint4 xb[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-  auto load_x = [&](auto uc, const Batch<T>& bt) {
+  // W4A8: int8 activations of the next XD slots (issued XD slots ahead: 16 bytes a slot, so the
+  // ring is cheap, and the L1 latency of a slot's activations leaves its mma's critical path)
+  constexpr int XD = A8 ? 2 : 1;
+  uint2 xa[XD][2] = {};
+  auto load_xa = [&](auto uc, const Batch<T>& bt) {
+    constexpr int u = decltype(uc)::value;
+    ld_keep_x8<u * 64>(xa[u % XD][0], bt.x, u < bt.cnt);
+    ld_keep_x8<u * 64 + 32>(xa[u % XD][1], bt.x, u < bt.cnt_hi);
+  };
+  int2 mt[NR][2] = {};  // W4A8: the slot's group records for tokens 2 tid, 2 tid + 1
+  auto load_x = [&](auto uc, const Batch<T>& bt) {  // A8: the group records only (one slot ahead)
     if constexpr (PROBE) return;
     constexpr int u = decltype(uc)::value;
-    ld_keep_x<u * 128>(xb[0], bt.x, u < bt.cnt);
-    ld_keep_x<u * 128 + 64>(xb[1], bt.x, u < bt.cnt_hi);
+    if constexpr (A8) {
+      if constexpr (GS == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const bool ok = h == 0 ? u < bt.cnt : u < bt.cnt_hi;
+          if (h == 0) {
+            ld_keep_meta<2 * u * 8>(mt[0][0], mrow0 + bt.mo, ok);
+            ld_keep_meta<2 * u * 8>(mt[0][1], mrow1 + bt.mo, ok);
+          } else {
+            ld_keep_meta<(2 * u + 1) * 8>(mt[NR - 1][0], mrow0 + bt.mo, ok);
+            ld_keep_meta<(2 * u + 1) * 8>(mt[NR - 1][1], mrow1 + bt.mo, ok);
+          }
+        }
+      } else if constexpr (u % CPG == 0) {
+        ld_keep_meta<(u / CPG) * 8>(mt[0][0], mrow0 + bt.mo, u < bt.cnt);
+        ld_keep_meta<(u / CPG) * 8>(mt[0][1], mrow1 + bt.mo, u < bt.cnt);
+      }
+    } else {
+      ld_keep_x<u * 128>(xb[0], bt.x, u < bt.cnt);
+      ld_keep_x<u * 128 + 64>(xb[1], bt.x, u < bt.cnt_hi);
+    }
   };
   load_x(std::integral_constant<int, 0>{}, cur);
+  if constexpr (A8) static_for<XD>([&](auto uc) { load_xa(uc, cur); });
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int buf = 0;
   // The batch after which this warp lets the next kernel launch (W4Gemv3Config::trigger_pct). The
@@ -248,6 +318,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     Batch<T> nxt;
     step(cur, nxt);
     float c[4] = {0.f, 0.f, 0.f, 0.f};
+    int ci[4] = {0, 0, 0, 0};  // W4A8: the group's Σ q_w q_x
     uint32_t z_lo = 0, z_hi = 0;
     float s_lo = 0.f, s_hi = 0.f;
     static_for<kU>([&](auto uc) {
@@ -256,6 +327,33 @@ __global__ void __launch_bounds__(kNW * 32, 2)
       const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
       if constexpr (PROBE) {
         acc[0] += __uint_as_float((words[0] ^ words[1] ^ words[2] ^ words[3]) & 0x3FFFFFu);
+      } else if constexpr (A8) {
+        const uint2 xs[2] = {xa[u % XD][0], xa[u % XD][1]};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (GS == 0 || (h == 0 && u % CPG == 0)) {  // a new group: its zeros and scales
+            const uint2 r = rec[u][GS == 0 ? h : 0];
+            z_lo = r.y & 0xFFu;
+            z_hi = (r.y >> 8) & 0xFFu;
+            s_lo = frag::f16_lo(r.x);
+            s_hi = frag::f16_hi(r.x);
+          }
+          // word j's low nibbles: row gid at channels b + {0, 2, 1, 3}; high: row gid + 8
+          const uint32_t w0 = words[2 * h], w1 = words[2 * h + 1];
+          const uint32_t a[4] = {w0 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu,
+                                 (w1 >> 4) & 0x0F0F0F0Fu};
+          mma_u8s8(ci, a, xs[h].x, xs[h].y);
+          if (GS == 0 || (h == 1 && u % CPG == CPG - 1)) {  // the group's end
+            const int2 m0 = mt[GS == 0 ? h : 0][0], m1 = mt[GS == 0 ? h : 0][1];
+            const float d0 = __int_as_float(m0.x), d1 = __int_as_float(m1.x);
+            acc[0] = fmaf(s_lo * d0, (float)(ci[0] - (int)z_lo * m0.y), acc[0]);
+            acc[1] = fmaf(s_lo * d1, (float)(ci[1] - (int)z_lo * m1.y), acc[1]);
+            acc[2] = fmaf(s_hi * d0, (float)(ci[2] - (int)z_hi * m0.y), acc[2]);
+            acc[3] = fmaf(s_hi * d1, (float)(ci[3] - (int)z_hi * m1.y), acc[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) ci[i] = 0;
+          }
+        }
       } else {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -280,6 +378,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
         load_x(std::integral_constant<int, u + 1>{}, cur);
       else
         load_x(std::integral_constant<int, 0>{}, nxt);
+      if constexpr (A8) {
+        if constexpr (u + XD < kU)
+          load_xa(std::integral_constant<int, u + XD>{}, cur);
+        else
+          load_xa(std::integral_constant<int, u + XD - kU>{}, nxt);
+      }
       load(uc, nxt);  // refill slot u with the next batch's chunk
     });
     // ---- the task's last batch: combine the S shares of row block cur.nb and write y
@@ -339,12 +443,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
-template <typename Tag, typename OutT, int GS, bool PROBE>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE>;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8>;
   std::call_once(once, [&] {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
     per_sm = std::max(1, per_sm);
@@ -355,23 +459,24 @@ void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, in
   CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
-                              c.prefetch));
+                              c.prefetch, c.a8));
 }
 
-template <typename Tag, typename OutT, bool PROBE>
+template <typename Tag, typename OutT, bool PROBE, bool A8>
 void launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
                   void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   switch (w.d.gs_shift) {
     case 0:
-      return launch_v3<Tag, OutT, 0, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 0, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 1:
-      return launch_v3<Tag, OutT, 1, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 1, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 2:
-      return launch_v3<Tag, OutT, 2, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-    case 3:
-      return launch_v3<Tag, OutT, 3, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 2, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     default:
-      return launch_v3<Tag, OutT, 4, PROBE>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      if constexpr (A8) throw Error("w4_gemv3: int8 activations need a group of 32, 64 or 128");
+      if (w.d.gs_shift == 3)
+        return launch_v3<Tag, OutT, 3, PROBE, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 4, PROBE, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
   }
 }
 
@@ -380,12 +485,15 @@ void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int 
                     void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   if (c.probe) {
     if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>) {
-      launch_v3_gs<Tag, OutT, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      launch_v3_gs<Tag, OutT, true, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
       return;
     }
     throw Error("w4_gemv3: the probe runs with fp16 activations and output only");
   }
-  launch_v3_gs<Tag, OutT, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+  if (c.a8.q != nullptr)
+    launch_v3_gs<Tag, OutT, false, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+  else
+    launch_v3_gs<Tag, OutT, false, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
 }
 
 }  // namespace
@@ -406,20 +514,28 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 std::string describe_gemv3_kernels() {
   std::string r;
   r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
+                       kNW * 32, 0);
+  r += describe_kernel("w4a8_gemv3<f16,f16,g128>",
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true>),
                        kNW * 32, 0);
   r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false>), kNW * 32, 0);
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>),
+      kNW * 32, 0);
   return r;
 }
 
 void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
               int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg) {
   check_linear_args("w4_gemv3", cfg.swiglu ? w.d.N / 2 : w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
+  PERFX_CHECK(cfg.a8.q == nullptr ||
+                  (cfg.a8.meta != nullptr && !cfg.probe && w.d.K % 128 == 0 && w.d.gs_shift <= 2),
+              "w4_gemv3: int8 activations need their records, K a multiple of 128 and a group of "
+              "32, 64 or 128");
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
   PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
               "w4_gemv3: the SwiGLU epilogue needs an interleaved gate|up weight (N = " +
