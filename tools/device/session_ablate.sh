@@ -14,8 +14,8 @@ T0=$(date +%s)
 for m in llama-2-7b tinyllama-1.1b; do
   for sk in none norm rope attn rope,attn linear none; do
     [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-480} ] && continue
-    if [ "$sk" = none ]; then env=(); else env=(PERFX_CUDA_SKIP=$sk); fi
-    env "${env[@]}" timeout 90 "$B/perfx" bench -m random:$m --device cuda -p 0 -n 128 -r 3 \
+    if [ "$sk" = none ]; then skip=; else skip=$sk; fi
+    env ${skip:+PERFX_CUDA_SKIP=$skip} timeout 90 "$B/perfx" bench -m random:$m --device cuda -p 0 -n 128 -r 3 \
       > "$OUT/bench_${m}_${sk/,/_}.md" 2>&1
     echo "$m skip $sk: $(grep tg128 "$OUT/bench_${m}_${sk/,/_}.md" | awk -F'|' '{print $(NF-1)}')"
   done

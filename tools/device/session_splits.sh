@@ -13,9 +13,9 @@ export PERFX_SHARED_DIR=$ROOT/.devshared
 T0=$(date +%s)
 run() {  # model n splits
   [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-480} ] && return
-  local env=()
-  [ "$3" != model ] && env=(PERFX_CUDA_ATTN_SPLITS=$3)
-  env "${env[@]}" timeout 120 "$B/perfx" bench -m random:$1 --device cuda -p 0 -n $2 -r 3 \
+  local force=
+  [ "$3" != model ] && force=$3
+  env ${force:+PERFX_CUDA_ATTN_SPLITS=$force} timeout 120 "$B/perfx" bench -m random:$1 --device cuda -p 0 -n $2 -r 3 \
     > "$OUT/bench_$1_$2_$3.md" 2>&1
   echo "$1 tg$2 splits $3: $(grep "tg$2" "$OUT/bench_$1_$2_$3.md" | awk -F'|' '{print $(NF-1)}')"
 }

@@ -780,7 +780,9 @@ class CudaBackend : public Backend {
     guarded("linear_silu_mul (W4A16)", [&] {
       if (kernel_ready_x(x) &&
           linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride, act.data, act.stride, b,
-                              stream_, pf, workspace(linear_workspace_bytes(*w.w4, M, true))))
+                              stream_, pf,
+                              // W4A8's activations only (M <= 8): the epilogue is w4_gemv3's
+                              workspace(M <= 8 ? linear_workspace_bytes(*w.w4, M, true) : 0)))
         return;
       // Another kernel: gate|up in the interleaved column order, then the interleaved SwiGLU.
       quant_linear(w, x, gu, nullptr, pf);

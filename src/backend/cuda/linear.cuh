@@ -398,10 +398,11 @@ bool linear_w4a16_swiglu(const W4View& w, const void* x, DType xt, int M, int64_
 /// Bytes quantize_act_q8 needs in its workspace for M rows of K at `group`.
 size_t act_q8_bytes(int M, int64_t K, int group);
 /// Quantizes x [M, K] (fp16/bf16, row stride ldx) per group of `group` channels into ws (W4A8Act
-/// layout), on `stream` (PDL). Throws perfx::Error unless group is 32, 64 or 128, K a multiple of
-/// 128, x 8-byte aligned with ldx a multiple of 4, and ws at least act_q8_bytes.
+/// layout), on `stream` (PDL); launch_kernel = false only lays the buffers out (timing without the
+/// quantizer). Throws perfx::Error unless group is 32, 64 or 128, K a multiple of 128, x 8-byte
+/// aligned with ldx a multiple of 4, and ws at least act_q8_bytes.
 W4A8Act quantize_act_q8(const void* x, DType xt, int M, int64_t ldx, int64_t K, int group,
-                        Workspace ws, cudaStream_t stream);
+                        Workspace ws, cudaStream_t stream, bool launch_kernel = true);
 /// Whether the W4 decode GEMV takes int8 activations for (w, M): PERFX_CUDA_W4A8=1 (off by
 /// default; docs/cuda_linear_notes.md §13), w4_gemv3_supported, group 32 / 64 / 128 and K a
 /// multiple of 128. Read once per process.

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_frag.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace perfx::cuda {
@@ -46,10 +47,8 @@ __global__ void quantize_act_q8_kernel(const T* __restrict__ x, int64_t ldx, int
 #pragma unroll
   for (int o = LPG / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if (!live) return;
-  // stored order 0, 2, 1, 3: the byte order of the int4 layout's A fragments (linear.cuh)
-  const uint32_t word = (uint32_t)(q[0] & 0xFF) | (uint32_t)(q[2] & 0xFF) << 8 |
-                        (uint32_t)(q[1] & 0xFF) << 16 | (uint32_t)(q[3] & 0xFF) << 24;
-  reinterpret_cast<uint32_t*>(xq + m * K)[c4] = word;
+  // stored order 0, 2, 1, 3: the byte order of the int4 layout's A fragments (linear_frag.cuh)
+  reinterpret_cast<uint32_t*>(xq + m * K)[c4] = frag::a8_store4(q[0], q[1], q[2], q[3]);
   if (c4 % LPG == 0) meta[m * (K / (4 * LPG)) + c4 / LPG] = make_int2(__float_as_int(d), s);
 }
 
@@ -82,7 +81,7 @@ size_t act_q8_bytes(int M, int64_t K, int group) {
 }
 
 W4A8Act quantize_act_q8(const void* x, DType xt, int M, int64_t ldx, int64_t K, int group,
-                        Workspace ws, cudaStream_t stream) {
+                        Workspace ws, cudaStream_t stream, bool launch_kernel) {
   PERFX_CHECK(group == 32 || group == 64 || group == 128,
               "quantize_act_q8: group " + std::to_string(group) + " is not 32, 64 or 128");
   PERFX_CHECK(K % 128 == 0 && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 8 == 0,
@@ -95,7 +94,7 @@ W4A8Act quantize_act_q8(const void* x, DType xt, int M, int64_t ldx, int64_t K, 
   a.q = static_cast<int8_t*>(ws.ptr);
   a.meta = reinterpret_cast<int2*>(static_cast<char*>(ws.ptr) +
                                    ((size_t)M * (size_t)K + 255) / 256 * 256);
-  if (M == 0) return a;
+  if (M == 0 || !launch_kernel) return a;
   if (xt == DType::F16)
     launch_group<__half>(group, x, ldx, M, K, const_cast<int8_t*>(a.q), const_cast<int2*>(a.meta),
                          stream);

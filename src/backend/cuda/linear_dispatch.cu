@@ -252,6 +252,7 @@ W4Gemv3Config gemv3_config() {
 }
 }  // namespace
 
+namespace {
 /// PERFX_CUDA_W4A8 (read once): unset / "0" off, "1" on, "skipq" on without launching the
 /// activation quantizer (timing only: the GEMV reads whatever the workspace holds); anything else
 /// is refused.
@@ -265,6 +266,7 @@ int w4a8_mode() {
   }();
   return m;
 }
+}  // namespace
 
 bool w4a8_should_use(const W4View& v, int M) {
   const bool on = w4a8_mode() != 0;
@@ -278,7 +280,7 @@ void gemv3_launch(const W4View& v, W4Gemv3Config c, const void* x, DType xt, int
                   void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
                   cudaStream_t stream) {
   if (w4a8_should_use(v, M) && ldx % 4 == 0 && ws.bytes >= act_q8_bytes(M, v.d.K, v.d.group_size))
-    c.a8 = quantize_act_q8(x, xt, w4a8_mode() == 2 ? 0 : M, ldx, v.d.K, v.d.group_size, ws, stream);
+    c.a8 = quantize_act_q8(x, xt, M, ldx, v.d.K, v.d.group_size, ws, stream, w4a8_mode() != 2);
   w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
 }
 }  // namespace
@@ -292,7 +294,8 @@ bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_
   if (M == 0) return true;
   const LinearPlan p = w4a16_plan(v, M, false);
   if (p.kernel != LinearKernel::Gemv3) return false;
-  log_plan("w4a16+swiglu", v.d.N, v.d.K, v.d.group_size, M, xt, xt, p);
+  log_plan(w4a8_should_use(v, M) ? "w4a8+swiglu" : "w4a16+swiglu", v.d.N, v.d.K, v.d.group_size, M,
+           xt, xt, p);
   W4Gemv3Config c = gemv3_config();
   c.swiglu = true;
   c.prefetch = prefetch;
@@ -307,7 +310,8 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
   if (M == 0) return LinearPlan{};
   const bool have_dense = dense != nullptr && dense->fn != nullptr;
   const LinearPlan p = w4a16_plan(v, M, have_dense);
-  log_plan("w4a16", v.d.N, v.d.K, v.d.group_size, M, xt, yt, p);
+  log_plan(p.kernel == LinearKernel::Gemv3 && w4a8_should_use(v, M) ? "w4a8" : "w4a16", v.d.N,
+           v.d.K, v.d.group_size, M, xt, yt, p);
   switch (p.kernel) {
     case LinearKernel::Gemv: {
       const GemvRule r = gemv_rule(v, M);

@@ -56,6 +56,22 @@ PERFX_HD int64_t w4_group_of_half(int64_t hc, int gs_shift) {
   return hc >> gs_shift;
 }
 
+// ------------------------------------------------------------------------- W4A8 (int8 activations)
+//
+// A word's low nibbles are row gid's four weights at channels b + {0, 2, 1, 3} (b = w4_base), its
+// high nibbles row gid + 8's: each is an m16n8k32 u8 A-fragment register as it stands. The int8
+// activations are stored in the same channel order, 4 channels per 32-bit word.
+
+/// The u8 A register of row gid (hi = 0) or gid + 8 (hi = 1) from a packed word.
+PERFX_HD uint32_t w4a8_a_reg(uint32_t w, int hi) {
+  return (hi ? w >> 4 : w) & 0x0F0F0F0Fu;
+}
+/// Four consecutive quantized channels q0..q3 as stored: bytes q0, q2, q1, q3 (byte 0 lowest).
+PERFX_HD uint32_t a8_store4(int q0, int q1, int q2, int q3) {
+  return (uint32_t)(q0 & 0xFF) | (uint32_t)(q2 & 0xFF) << 8 | (uint32_t)(q1 & 0xFF) << 16 |
+         (uint32_t)(q3 & 0xFF) << 24;
+}
+
 // ------------------------------------------------------------------------- W8 element placement
 //
 // Lane (gid, tid) of chunk kc (32 channels): word w (0..3) of its uint4, byte y (0..3):

@@ -272,6 +272,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   // W4A8: int8 activations of the next XD slots (issued XD slots ahead: 16 bytes a slot, so the
   // ring is cheap, and the L1 latency of a slot's activations leaves its mma's critical path)
   constexpr int XD = A8 ? 2 : 1;
+  static_assert(kU % XD == 0, "the activation ring wraps into the next batch at a slot boundary");
   uint2 xa[XD][2] = {};
   auto load_xa = [&](auto uc, const Batch<T>& bt) {
     constexpr int u = decltype(uc)::value;
@@ -340,8 +341,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           }
           // word j's low nibbles: row gid at channels b + {0, 2, 1, 3}; high: row gid + 8
           const uint32_t w0 = words[2 * h], w1 = words[2 * h + 1];
-          const uint32_t a[4] = {w0 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu,
-                                 (w1 >> 4) & 0x0F0F0F0Fu};
+          const uint32_t a[4] = {frag::w4a8_a_reg(w0, 0), frag::w4a8_a_reg(w0, 1),
+                                 frag::w4a8_a_reg(w1, 0), frag::w4a8_a_reg(w1, 1)};
           mma_u8s8(ci, a, xs[h].x, xs[h].y);
           if (GS == 0 || (h == 1 && u % CPG == CPG - 1)) {  // the group's end
             const int2 m0 = mt[GS == 0 ? h : 0][0], m1 = mt[GS == 0 ? h : 0][1];
