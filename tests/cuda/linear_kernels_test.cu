@@ -53,6 +53,7 @@ namespace {
 
 struct Options {
   bool host_only = false, quick = false, bench = false, bench_only = false;
+  bool bench_v3 = false;  // --bench-v3: only the w4_gemv3 configurations (and AUTO), M <= 8
   std::string only;                   // empty = all GPU families
   std::string one_shape, one_kernel;  // --bench-one
   int one_m = 1, one_iters = 60;
@@ -1070,24 +1071,30 @@ void gpu_w4_cases() {
           struct C3 {
             int split, cap;
             bool pdl;
+            int stages;  // > 0: the shared-memory ring (sm_90 only)
           };
-          const C3 cfgs[] = {{0, 0, false}, {1, 3, false}, {2, 0, (i % 3) == 0},
-                             {4, 2, false}, {8, 0, true},  {8, 1, false}};
+          const C3 cfgs[] = {{0, 0, false, 0}, {1, 3, false, 0}, {2, 0, (i % 3) == 0, 0},
+                             {4, 2, false, 0}, {8, 0, true, 0},  {8, 1, false, 0},
+                             {0, 0, true, 2},  {8, 1, false, 3}, {2, 3, false, 1},
+                             {0, 0, false, 4}};
           int ci = 0;
           for (const C3& c3 : cfgs) {
             const int k = ci++;
-            // --quick (the compute-sanitizer run) keeps the default and both capped configs,
+            // --quick (the compute-sanitizer run) keeps the default and the capped configs,
             // so memcheck sees the ring cross row blocks and the barrier buffers reused.
-            if (g_opt.quick && (k == 1 || k == 2 || k == 4)) continue;
+            if (g_opt.quick && (k == 1 || k == 2 || k == 4 || k == 6)) continue;
+            if (c3.stages > 0 && !w4_gemv3_smem_ring_supported()) continue;
             W4Gemv3Config cfg;
             cfg.split = c3.split;
             cfg.grid_cap = c3.cap;
             cfg.pdl = c3.pdl;
-            char lab[96];
-            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d",
+            cfg.stages = c3.stages;
+            char lab[112];
+            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d%s",
                           c3.split ? c3.split : w4_gemv3_default_split(v, M), c3.cap,
                           xt == DType::BF16 ? "bf16" : "f16", cfg.pdl ? "/pdl" : "",
-                          v.d.group_size);
+                          v.d.group_size,
+                          c3.stages ? ("/ring" + std::to_string(c3.stages)).c_str() : "");
             const DType yt = out_for(xt, i + k);
             pb.check(lab, yt, v.d.N + ((i + k) % 4), [&](void* y, int64_t ldy) {
               w4_gemv3(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, cfg);
@@ -1106,8 +1113,22 @@ void gpu_w4_cases() {
               }
               return false;
             };
-            report_simple(rejects(1, 3) && rejects(9, 0) && rejects(1, -2),
-                          "w4_gemv3 rejects split 3, M = 9, split -2 " + sh);
+            auto rejects_stages = [&](int stages) {
+              W4Gemv3Config c;
+              c.stages = stages;
+              try {
+                w4_gemv3(v, pb.dx->buf.p, xt, 1, pb.hx.ld, yb.p, DType::F32, v.d.N, nullptr,
+                         g_stream, c);
+              } catch (const Error&) {
+                return true;
+              }
+              return false;
+            };
+            report_simple(rejects(1, 3) && rejects(9, 0) && rejects(1, -2) &&
+                              rejects_stages(-1) && rejects_stages(9) &&
+                              (w4_gemv3_smem_ring_supported() || rejects_stages(2)),
+                          "w4_gemv3 rejects split 3, M = 9, split -2, stages -1 / 9 (and any "
+                          "stages off sm_90) " + sh);
           }
         }
     }
@@ -1567,10 +1588,24 @@ std::vector<V3Bench> v3_bench_configs() {
     c.probe = probe;
     return c;
   };
-  return {{"w4_gemv3/auto", mk(0, false)},   {"w4_gemv3/s1", mk(1, false)},
-          {"w4_gemv3/s2", mk(2, false)},     {"w4_gemv3/s4", mk(4, false)},
-          {"w4_gemv3/s8", mk(8, false)},     {"w4_gemv3/probe-s8", mk(8, true)},
-          {"w4_gemv3/probe-s4", mk(4, true)}};
+  auto ring = [&](int split, bool probe, int stages) {
+    W4Gemv3Config c = mk(split, probe);
+    c.stages = stages;
+    return c;
+  };
+  std::vector<V3Bench> r = {{"w4_gemv3/auto", mk(0, false)},   {"w4_gemv3/s1", mk(1, false)},
+                            {"w4_gemv3/s2", mk(2, false)},     {"w4_gemv3/s4", mk(4, false)},
+                            {"w4_gemv3/s8", mk(8, false)},     {"w4_gemv3/probe-s8", mk(8, true)},
+                            {"w4_gemv3/probe-s4", mk(4, true)}};
+  if (w4_gemv3_smem_ring_supported()) {  // the shared-memory ring, 2..6 stages a warp
+    r.push_back({"w4_gemv3/ring2", ring(0, false, 2)});
+    r.push_back({"w4_gemv3/ring3", ring(0, false, 3)});
+    r.push_back({"w4_gemv3/ring4", ring(0, false, 4)});
+    r.push_back({"w4_gemv3/ring6", ring(0, false, 6)});
+    r.push_back({"w4_gemv3/ring3-s4", ring(4, false, 3)});
+    r.push_back({"w4_gemv3/probe-ring3", ring(8, true, 3)});
+  }
+  return r;
 }
 
 /// --bench-one SHAPE M KERNEL [ITERS]: one configuration launched ITERS times (default 60)
@@ -1578,7 +1613,8 @@ std::vector<V3Bench> v3_bench_configs() {
 /// SHAPE: a bench shape with '_' for ' ' (7B_gate_up); KERNEL: gemv (w4_gemv, 8 warps, auto x
 /// staging), gemv:W (W warps), gemv2 (default config) or a v2 label without the "w4_gemv2/"
 /// prefix (def/sub, 4w/r1, 8w/persist, ...), gemv3 (default split) or gemv3:S (split S); a
-/// suffix "probe" (gemv3:8probe) times the loads alone.
+/// suffix "probe" (gemv3:8probe) times the loads alone, "ringN" (gemv3:8ring3) uses the
+/// shared-memory ring of N stages.
 int bench_one_main(const std::string& shape, int M, const std::string& kernel, int iters) {
   const BS* bs = nullptr;
   for (const BS& b : kBenchShapes) {
@@ -1615,6 +1651,8 @@ int bench_one_main(const std::string& shape, int M, const std::string& kernel, i
     W4Gemv3Config c3;
     c3.split = kernel.size() > 6 ? std::atoi(kernel.c_str() + 6) : 0;
     c3.probe = kernel.find("probe") != std::string::npos;
+    const size_t rp = kernel.find("ring");
+    c3.stages = rp != std::string::npos ? std::atoi(kernel.c_str() + rp + 4) : 0;
     launch = [&, c3](int i) {
       w4_gemv3(wc.views[(size_t)(i % nv)], dx.buf.p, DType::F16, M, bs->K, y.p, DType::F16, bs->N,
                nullptr, g_stream, c3);
@@ -1652,7 +1690,8 @@ void bench() {
       "\n== benchmark (CUDA graphs of R launches over rotating weight copies >= 256 MB; "
       "median of 11 replays)\n");
   g_read_bw = bench_copy_bw();
-  const int Ms[] = {1, 4, 8, 16, 64, 512};
+  std::vector<int> Ms = {1, 4, 8, 16, 64, 512};
+  if (g_opt.bench_v3) Ms = {1, 4, 8};
   Rng r(5);
   for (const BS& s : kBenchShapes) {
     Int4Matrix m = random_int4(s.N, s.K, 128, r, false);
@@ -1673,7 +1712,7 @@ void bench() {
     DevBuf dense((size_t)s.N * s.K * 2);
     const size_t wb = w.bytes();
     for (int M : Ms) {
-      if (M <= 8) {
+      if (M <= 8 && !g_opt.bench_v3) {
         for (int warps : {4, 8, 16})
           for (int x_smem : {1, 0}) {
             if (warps == 4 && x_smem == 0) continue;
@@ -1699,7 +1738,7 @@ void bench() {
               },
               R);
         }
-      if (M <= 16 && w4_gemv2_fits(w.view(), M, 8))
+      if (M <= 16 && w4_gemv2_fits(w.view(), M, 8) && !g_opt.bench_v3)
         for (const V2Bench& vb : v2_bench_configs())
           bench_one(
               s.name, M, vb.label, wb, s.N, s.K,
@@ -1747,7 +1786,7 @@ void bench() {
           R);
     }
     // Q8_0 GEMV at decode sizes.
-    {
+    if (!g_opt.bench_v3) {
       Int8Matrix m8 = random_int8(s.N, s.K, 32, r);
       const W8Weight w8 = W8Weight::from_parts({&m8});
       W8Copies c8 = replicate8(w8, min_total);
@@ -1870,6 +1909,8 @@ int main(int argc, char** argv) {
       g_opt.bench = true;
     else if (a == "--bench-only")
       g_opt.bench = g_opt.bench_only = true;
+    else if (a == "--bench-v3")  // the w4_gemv3 configurations alone, M <= 8
+      g_opt.bench = g_opt.bench_only = g_opt.bench_v3 = true;
     else if (a == "--only" && i + 1 < argc)
       g_opt.only = argv[++i];
     else if (a == "--bench-one" && i + 3 < argc) {
@@ -1880,7 +1921,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--host-only] [--quick] [--only gemv|gemm|dense|w8|auto|graph] "
-                   "[--bench | --bench-only] [--bench-one SHAPE M KERNEL [ITERS]]\n",
+                   "[--bench | --bench-only | --bench-v3] [--bench-one SHAPE M KERNEL [ITERS]]\n",
                    argv[0]);
       return 2;
     }

@@ -27,7 +27,7 @@ if [ -n "${PREBUILT:-}" ]; then
 else
 # ---- build: every translation unit in parallel, then link
 pids=()
-for f in src/backend/cuda/linear_pack.cu src/backend/cuda/linear_gemv.cu src/backend/cuda/linear_gemv2.cu src/backend/cuda/linear_gemv3.cu \
+for f in src/backend/cuda/linear_pack.cu src/backend/cuda/linear_act_q8.cu src/backend/cuda/linear_gemv.cu src/backend/cuda/linear_gemv2.cu src/backend/cuda/linear_gemv3.cu \
          src/backend/cuda/linear_gemm.cu src/backend/cuda/linear_dense.cu \
          src/backend/cuda/linear_dispatch.cu tests/cuda/linear_kernels_test.cu; do
   b=$(basename "$f" .cu)
