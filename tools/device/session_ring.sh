@@ -5,6 +5,7 @@
 # the reduced set, the w4_gemv3 kernel bench (--bench-v3), then 7B / TinyLlama tg128 with the
 # register ring (0) and rings of STAGES stages, interleaved, two rounds.
 #   run: command "bash tools/device/session_ring.sh", carry [".devpack", ".devshared"]
+#   (needs the code of commit fddb2ce: the ring was reverted after this measurement)
 #   STAGES="2 3 4" (default), SKIP_KERNELS=1 (only the model benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -267,10 +267,7 @@ struct W4Gemv3Config {
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
   L2Prefetch prefetch;  // issued by each CTA after its main loop (its share of the ranges)
-  int stages = 0;  // 0: the weight ring in registers; 1..8: in shared memory, this many batches
-                   // per warp filled by bulk copies (TMA, sm_90; W4A16 only; docs/
-                   // cuda_linear_notes.md §14)
-  W4A8Act a8;      // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
+  W4A8Act a8;           // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
                // group, then scale_w · d · (Σ q_w q_x − zero · Σ q_x) in fp32 (x, ldx
                // unused; groups 32, 64, 128)
 };
@@ -283,15 +280,9 @@ struct W4Gemv3Config {
 /// memory behind a named barrier. x [M, K] (row stride ldx, fp16/bf16), y [M, N] (ldy; activation
 /// dtype or F32), bias [N] fp32 or null. Numerics: as w4_gemv (error = fp32 summation, ~1e-6).
 /// Throws perfx::Error for M > 8, a group size > 512, a split not in {1, 2, 4, 8}, cfg.probe with
-/// other than fp16 in and out, cfg.stages outside 0..8, > 0 off sm_90, with int8 activations or
-/// beyond the device's shared memory, or the argument errors of check_linear_args (dtype, ld,
-/// alignment).
+/// other than fp16 in and out, or the argument errors of check_linear_args (dtype, ld, alignment).
 void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
               int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg = {});
-/// Whether the current device runs w4_gemv3's shared-memory ring (W4Gemv3Config::stages > 0):
-/// compute capability 9.x (bulk copies and mbarrier transactions; the sm_90a build). Cached per
-/// device; false when the device cannot be queried.
-bool w4_gemv3_smem_ring_supported();
 /// Whether w4_gemv3 takes (w, M): 1 <= M <= 8 and group size <= 512.
 bool w4_gemv3_supported(const W4View& w, int M);
 /// The split w4_gemv3 picks when cfg.split == 0: 8, halved while a segment would hold less than

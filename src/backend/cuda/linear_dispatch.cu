@@ -244,19 +244,7 @@ W4Gemv3Config gemv3_config() {
         "PERFX_CUDA_PDL_GEMV3 must be late, entry, 0 or a share 1..99 (%), got '" + v + "'");
     return pct;
   }();
-  // PERFX_CUDA_W4_STAGES (read once): unset / "0" the register ring, 1..8 the shared-memory ring
-  // of that many batches per warp (docs/cuda_linear_notes.md §14); off sm_90 the register ring.
-  static const int stages = [] {
-    const char* e = std::getenv("PERFX_CUDA_W4_STAGES");
-    const std::string v = e != nullptr ? e : "";
-    if (v.empty()) return 0;
-    const int n = std::atoi(v.c_str());
-    PERFX_CHECK(v.size() == 1 && v.find_first_not_of("012345678") == std::string::npos,
-                "PERFX_CUDA_W4_STAGES must be 0..8, got '" + v + "'");
-    return n;
-  }();
   W4Gemv3Config c;
-  c.stages = w4_gemv3_smem_ring_supported() ? stages : 0;
   c.pdl = pdl_enabled() && v3_pdl != 0;
   c.late_trigger = v3_pdl != -1;  // "0": no early trigger either (the implicit one at exit)
   c.trigger_pct = v3_pdl > 0 ? v3_pdl : 100;
@@ -291,11 +279,8 @@ namespace {
 void gemv3_launch(const W4View& v, W4Gemv3Config c, const void* x, DType xt, int M, int64_t ldx,
                   void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
                   cudaStream_t stream) {
-  if (w4a8_should_use(v, M) && ldx % 4 == 0 &&
-      ws.bytes >= act_q8_bytes(M, v.d.K, v.d.group_size)) {
+  if (w4a8_should_use(v, M) && ldx % 4 == 0 && ws.bytes >= act_q8_bytes(M, v.d.K, v.d.group_size))
     c.a8 = quantize_act_q8(x, xt, M, ldx, v.d.K, v.d.group_size, ws, stream, w4a8_mode() != 2);
-    c.stages = 0;  // W4A8 runs on the register ring
-  }
   w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
 }
 }  // namespace

@@ -28,7 +28,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -38,7 +37,6 @@
 #include "backend/cuda/linear_frag.cuh"
 #include "backend/cuda/linear_internal.cuh"
 #include "backend/cuda/swiglu.cuh"
-#include "backend/cuda/tma.cuh"
 
 namespace perfx::cuda {
 namespace {
@@ -54,19 +52,6 @@ __host__ __device__ constexpr int ring_slots(int GS) {
 }
 constexpr int kNW = 8;     // warps per CTA
 constexpr int kMaxGs = 4;  // gs_shift <= 4: group <= 512, so a group never spans two batches
-
-constexpr int kMaxStages = 8;  // W4Gemv3Config::stages <= 8
-
-/// Scale/zero records of one batch for gs_shift GS (two per chunk for group 32, else one per
-/// 2^(GS-1) chunks).
-__host__ __device__ constexpr int ring_records(int GS) {
-  return GS == 0 ? 2 * ring_slots(GS) : ring_slots(GS) >> (GS - 1);
-}
-/// Bytes of one stage of the shared-memory ring (W4Gemv3Config::stages): a batch's weight quads
-/// (512 bytes a chunk) and its records (64 bytes each).
-__host__ __device__ constexpr int ring_stage_bytes(int GS) {
-  return ring_slots(GS) * 512 + ring_records(GS) * 64;
-}
 
 /// Calls f(std::integral_constant<int, i>) for i = 0..N-1 (compile-time slot indices, so the
 /// loads' immediate offsets are constants).
@@ -179,22 +164,17 @@ struct Batch {
 /// half); GS >= 1: one record per CPG = 2^(GS-1) chunks. PROBE (bench only): the same loads, a
 /// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
 /// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
-/// acc += scale · d · (Σ q x − zero · Σ x) per group. TMA: the ring lives in shared memory instead
-/// of registers — `stages` batches per warp, each requested by the warp's lane 0 as two bulk
-/// copies (quads, records) completing on the stage's mbarrier, and re-requested as soon as the
-/// warp has consumed it (sm_90; docs/cuda_linear_notes.md §14).
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool TMA>
+/// acc += scale · d · (Σ q x − zero · Σ x) per group.
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8, int stages) {
+                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8) {
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
   constexpr int kU = ring_slots(GS);
   __shared__ float4 red[2][kNW][32];
-  extern __shared__ __align__(128) unsigned char ring_smem[];  // TMA: [kNW][stages][kStage]
-  __shared__ uint64_t ring_bar[TMA ? kNW : 1][TMA ? kMaxStages : 1];
 
   if (trigger_pct <= 0) pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -225,7 +205,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   const int2* mrow1 = A8 ? a8.meta + (int64_t)min(2 * tid + 1, M - 1) * n_groups : nullptr;
   const int kc_hi = (int)((w.d.K - 32 + 63) / 64);  // chunks whose second half starts below K
 
-  constexpr int kRecStep = ring_records(GS);  // records per batch
+  constexpr int kRecStep = GS == 0 ? 2 * kU : kU / CPG;  // records per batch
   // The batch after a (task order: the batches of a row block's share, then the next row block);
   // addresses advance by a batch inside a task and are recomputed at a task's start. Past the
   // warp's last task cnt = 0 (its loads are predicated off, so the addresses are never used).
@@ -283,42 +263,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     before.mo = 0;
     step(before, cur);
   }
-  // TMA: the next batch to request (pro, its index pb), the stage being consumed and its parity.
-  constexpr int kStageQ = kU * 512, kStage = ring_stage_bytes(GS);
-  static_assert(!TMA || kStage == kStageQ + kRecStep * 64, "stage layout");
-  Batch<T> pro = cur;
-  int pb = 0, st = 0;
-  uint32_t parity = 0, bar0 = 0;
-  unsigned char* const my_ring = ring_smem + (TMA ? warp * stages * kStage : 0);
-  auto request = [&](int s) {  // batch pro into stage s (lane 0), then pro = the batch after it
-    if (lane == 0) {
-      const uint32_t bar = bar0 + 8 * s;
-      if (pro.cnt > 0) {
-        const uint32_t qb = pro.cnt * 512, rb = (GS == 0 ? 2 * pro.cnt : pro.cnt / CPG) * 64;
-        const uint32_t dst = tma::smem_addr(my_ring + s * kStage);
-        tma::mbar_arrive_expect_tx(bar, qb + rb);
-        tma::bulk_copy_g2s(dst, pro.q, qb, bar);  // lane 0's pointers are the batch's bases
-        tma::bulk_copy_g2s(dst + kStageQ, pro.s, rb, bar);
-      } else {
-        tma::mbar_arrive(bar);  // an empty share: the phase completes with no bytes
-      }
-    }
-    Batch<T> n;
-    step(pro, n);
-    pro = n;
-    ++pb;
-  };
-  if constexpr (TMA) {
-    bar0 = tma::smem_addr(&ring_bar[warp][0]);
-    if (lane == 0) {
-      for (int s = 0; s < stages; ++s) tma::mbar_init(bar0 + 8 * s, 1);
-      tma::mbar_init_fence();
-    }
-    __syncwarp();
-    for (int s = 0; s < stages && pb < nbatch; ++s) request(s);
-  } else {
-    static_for<kU>([&](auto uc) { load(uc, cur); });
-  }
+  static_for<kU>([&](auto uc) { load(uc, cur); });
   pdl_wait();
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
@@ -373,26 +318,6 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     if (b == trigger_b) pdl_trigger();
     Batch<T> nxt;
     step(cur, nxt);
-    const unsigned char* sp = my_ring + st * kStage;  // TMA: this batch's stage
-    if constexpr (TMA) tma::mbar_wait_parity(bar0 + 8 * st, parity);
-    // Slot u's weight quad and record r (TMA: from the stage; a slot past cnt reads a zero record)
-    auto quad = [&](auto uc) {
-      constexpr int u = decltype(uc)::value;
-      if constexpr (TMA)
-        return reinterpret_cast<const uint4*>(sp)[u * 32 + lane];
-      else
-        return wq[u];
-    };
-    auto record = [&](auto uc, int h) {
-      constexpr int u = decltype(uc)::value;
-      if constexpr (TMA) {
-        const int ri = GS == 0 ? 2 * u + h : u / CPG;
-        return u < cur.cnt ? reinterpret_cast<const uint2*>(sp + kStageQ)[ri * 8 + gid]
-                           : make_uint2(0, 0);
-      } else {
-        return rec[u][GS == 0 ? h : 0];
-      }
-    };
     float c[4] = {0.f, 0.f, 0.f, 0.f};
     int ci[4] = {0, 0, 0, 0};  // W4A8: the group's Σ q_w q_x
     uint32_t z_lo = 0, z_hi = 0;
@@ -400,8 +325,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     static_for<kU>([&](auto uc) {
       constexpr int u = decltype(uc)::value;
       const uint4 xc[2] = {xb[0], xb[1]};
-      const uint4 qv = quad(uc);
-      const uint32_t words[4] = {qv.x, qv.y, qv.z, qv.w};
+      const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
       if constexpr (PROBE) {
         acc[0] += __uint_as_float((words[0] ^ words[1] ^ words[2] ^ words[3]) & 0x3FFFFFu);
       } else if constexpr (A8) {
@@ -409,7 +333,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (GS == 0 || (h == 0 && u % CPG == 0)) {  // a new group: its zeros and scales
-            const uint2 r = record(uc, h);
+            const uint2 r = rec[u][GS == 0 ? h : 0];
             z_lo = r.y & 0xFFu;
             z_hi = (r.y >> 8) & 0xFFu;
             s_lo = frag::f16_lo(r.x);
@@ -435,7 +359,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (GS == 0 || (h == 0 && u % CPG == 0)) {  // a new group: its zeros and scales
-            const uint2 r = record(uc, h);
+            const uint2 r = rec[u][GS == 0 ? h : 0];
             frag::w4_neg_zeros<Tag>(r.y, z_lo, z_hi);
             s_lo = frag::f16_lo(r.x);
             s_hi = frag::f16_hi(r.x);
@@ -461,19 +385,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
         else
           load_xa(std::integral_constant<int, u + XD - kU>{}, nxt);
       }
-      if constexpr (!TMA) load(uc, nxt);  // refill slot u with the next batch's chunk
+      load(uc, nxt);  // refill slot u with the next batch's chunk
     });
-    if constexpr (TMA) {  // the stage is consumed: request the batch `stages` ahead into it
-      __syncwarp();
-      if (pb < nbatch) {
-        if (lane == 0) tma::fence_proxy_async_smem();
-        request(st);
-      }
-      if (++st == stages) {
-        st = 0;
-        parity ^= 1;
-      }
-    }
     // ---- the task's last batch: combine the S shares of row block cur.nb and write y
     if (cur.j == nbt - 1) {
       const int64_t nb = cur.nb;
@@ -530,89 +443,61 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   prefetch_l2_share(pf);
 }
 
-/// Launch of one instance: one wave at the instance's occupancy (cached per stage count), capped
-/// by c.grid_cap. TMA: kNW · c.stages · ring_stage_bytes(GS) bytes of dynamic shared memory.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool TMA>
+/// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
-  static std::mutex mu;
-  static int per_sm[kMaxStages + 1] = {};  // 0: not asked yet
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8, TMA>;
-  const int stages = TMA ? c.stages : 0;
-  const size_t smem = (size_t)kNW * stages * ring_stage_bytes(GS);
-  int occ;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (per_sm[stages] == 0) {
-      if (smem > 0)
-        CUDA_CHECK(
-            cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm[stages], fn, kNW * 32, smem));
-      per_sm[stages] = std::max(1, per_sm[stages]);
-    }
-    occ = per_sm[stages];
-  }
+  static std::once_flag once;
+  static int per_sm = 1;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8>;
+  std::call_once(once, [&] {
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
+    per_sm = std::max(1, per_sm);
+  });
   const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
-  int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * occ);
+  int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
   if (c.grid_cap > 0) grid = std::min<int64_t>(grid, c.grid_cap);
-  CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), smem, stream, c.pdl, w,
+  CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
-                              c.prefetch, c.a8, stages));
+                              c.prefetch, c.a8));
 }
 
-template <typename Tag, typename OutT, bool PROBE, bool A8, bool TMA>
+template <typename Tag, typename OutT, bool PROBE, bool A8>
 void launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
                   void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   switch (w.d.gs_shift) {
     case 0:
-      return launch_v3<Tag, OutT, 0, PROBE, A8, TMA>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 0, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 1:
-      return launch_v3<Tag, OutT, 1, PROBE, A8, TMA>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 1, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 2:
-      return launch_v3<Tag, OutT, 2, PROBE, A8, TMA>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 2, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     default:
       if constexpr (A8) throw Error("w4_gemv3: int8 activations need a group of 32, 64 or 128");
       if (w.d.gs_shift == 3)
-        return launch_v3<Tag, OutT, 3, PROBE, false, TMA>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-      return launch_v3<Tag, OutT, 4, PROBE, false, TMA>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+        return launch_v3<Tag, OutT, 3, PROBE, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return launch_v3<Tag, OutT, 4, PROBE, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
   }
 }
 
-template <typename Tag, typename OutT, bool TMA>
+template <typename Tag, typename OutT>
 void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
                     void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   if (c.probe) {
     if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>) {
-      launch_v3_gs<Tag, OutT, true, false, TMA>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      launch_v3_gs<Tag, OutT, true, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
       return;
     }
     throw Error("w4_gemv3: the probe runs with fp16 activations and output only");
   }
-  if constexpr (!TMA) {  // W4A8 keeps the register ring (the instances stay few)
-    if (c.a8.q != nullptr)
-      return launch_v3_gs<Tag, OutT, false, true, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-  }
-  launch_v3_gs<Tag, OutT, false, false, TMA>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+  if (c.a8.q != nullptr)
+    launch_v3_gs<Tag, OutT, false, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+  else
+    launch_v3_gs<Tag, OutT, false, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
 }
 
 }  // namespace
-
-bool w4_gemv3_smem_ring_supported() {
-  static std::atomic<int> cached[16] = {};  // 0 unknown, 1 no, 2 yes
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 16) return false;
-  int v = cached[dev].load(std::memory_order_relaxed);
-  if (v == 0) {
-    int major = 0;
-    v = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                major == 9
-            ? 2
-            : 1;
-    cached[dev].store(v, std::memory_order_relaxed);
-  }
-  return v == 2;
-}
 
 bool w4_gemv3_supported(const W4View& w, int M) {
   return M >= 1 && M <= 8 && w.d.gs_shift <= kMaxGs;
@@ -630,21 +515,17 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 std::string describe_gemv3_kernels() {
   std::string r;
   r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4a8_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true>),
                        kNW * 32, 0);
   r += describe_kernel(
-      "w4_gemv3<f16,f16,g128,smem ring>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, true>), kNW * 32,
-      0);
-  r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false, false>),
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>),
       kNW * 32, 0);
   return r;
 }
@@ -657,22 +538,6 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
               "w4_gemv3: int8 activations need their records, K a multiple of 128 and a group of "
               "32, 64 or 128");
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
-  if (cfg.stages != 0) {
-    PERFX_CHECK(cfg.stages >= 1 && cfg.stages <= kMaxStages,
-                "w4_gemv3: stages must be 0 (register ring) or 1.." + std::to_string(kMaxStages) +
-                    ", got " + std::to_string(cfg.stages));
-    PERFX_CHECK(w4_gemv3_smem_ring_supported(),
-                "w4_gemv3: the shared-memory ring (stages > 0) needs an sm_90 GPU");
-    PERFX_CHECK(cfg.a8.q == nullptr, "w4_gemv3: int8 activations use the register ring (stages 0)");
-    const size_t need = (size_t)kNW * cfg.stages * ring_stage_bytes(w.d.gs_shift);
-    int dev = 0, optin = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    PERFX_CHECK(need + 16 * 1024 <= (size_t)optin,  // + the reduction buffer and barriers
-                "w4_gemv3: " + std::to_string(cfg.stages) + " ring stages need " +
-                    std::to_string(need) + " bytes of shared memory a CTA; the device allows " +
-                    std::to_string(optin));
-  }
   PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
               "w4_gemv3: the SwiGLU epilogue needs an interleaved gate|up weight (N = " +
                   std::to_string(w.d.N) + " a multiple of 16) and activation-dtype output");
@@ -688,12 +553,7 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
             ((uintptr_t)cfg.prefetch.p[r] % 16 == 0 && cfg.prefetch.n[r] % 16 == 0),
         "w4_gemv3: an L2 prefetch range must be 16-byte aligned and a multiple of 16 bytes");
   dispatch_act_out(xt, yt, [&](auto tag, auto out) {
-    if (cfg.stages > 0)
-      launch_v3_mode<decltype(tag), decltype(out), true>(cfg, w, x, M, ldx, y, ldy, bias, stream,
-                                                         S);
-    else
-      launch_v3_mode<decltype(tag), decltype(out), false>(cfg, w, x, M, ldx, y, ldy, bias, stream,
-                                                          S);
+    launch_v3_mode<decltype(tag), decltype(out)>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
   });
 }
 
