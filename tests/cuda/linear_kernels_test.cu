@@ -1071,11 +1071,9 @@ void gpu_w4_cases() {
           struct C3 {
             int split, cap;
             bool pdl;
-            int chains;  // 2 / 4: independent accumulator chains (fp16 out, group 128)
           };
-          const C3 cfgs[] = {{0, 0, false, 1}, {1, 3, false, 1}, {2, 0, (i % 3) == 0, 1},
-                             {4, 2, false, 1}, {8, 0, true, 1},  {8, 1, false, 1},
-                             {0, 0, true, 2},  {8, 1, false, 4}, {2, 3, false, 4}};
+          const C3 cfgs[] = {{0, 0, false}, {1, 3, false}, {2, 0, (i % 3) == 0},
+                             {4, 2, false}, {8, 0, true},  {8, 1, false}};
           int ci = 0;
           for (const C3& c3 : cfgs) {
             const int k = ci++;
@@ -1086,14 +1084,12 @@ void gpu_w4_cases() {
             cfg.split = c3.split;
             cfg.grid_cap = c3.cap;
             cfg.pdl = c3.pdl;
-            cfg.chains = c3.chains;
-            char lab[112];
-            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d/ch%d",
+            char lab[96];
+            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d",
                           c3.split ? c3.split : w4_gemv3_default_split(v, M), c3.cap,
                           xt == DType::BF16 ? "bf16" : "f16", cfg.pdl ? "/pdl" : "",
-                          v.d.group_size, c3.chains);
-            // the chain variants exist for fp16 output (f16 in) only: give them that
-            const DType yt = c3.chains > 1 ? xt : out_for(xt, i + k);
+                          v.d.group_size);
+            const DType yt = out_for(xt, i + k);
             pb.check(lab, yt, v.d.N + ((i + k) % 4), [&](void* y, int64_t ldy) {
               w4_gemv3(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, cfg);
             });
@@ -1572,17 +1568,10 @@ std::vector<V3Bench> v3_bench_configs() {
     c.probe = probe;
     return c;
   };
-  auto ch = [&](int split, int chains) {
-    W4Gemv3Config c = mk(split, false);
-    c.chains = chains;
-    return c;
-  };
   return {{"w4_gemv3/auto", mk(0, false)},   {"w4_gemv3/s1", mk(1, false)},
           {"w4_gemv3/s2", mk(2, false)},     {"w4_gemv3/s4", mk(4, false)},
           {"w4_gemv3/s8", mk(8, false)},     {"w4_gemv3/probe-s8", mk(8, true)},
-          {"w4_gemv3/probe-s4", mk(4, true)}, {"w4_gemv3/ch2", ch(0, 2)},
-          {"w4_gemv3/ch4", ch(0, 4)},         {"w4_gemv3/ch2-s4", ch(4, 2)},
-          {"w4_gemv3/ch4-s4", ch(4, 4)}};
+          {"w4_gemv3/probe-s4", mk(4, true)}};
 }
 
 /// --bench-one SHAPE M KERNEL [ITERS]: one configuration launched ITERS times (default 60)

@@ -5,6 +5,7 @@
 # w4_gemv3 kernel bench (--bench-v3), then 7B / TinyLlama tg128 per chain count, interleaved, two
 # rounds (and 7B batch 8 once per chain count).
 #   run: command "bash tools/device/session_chains.sh", carry [".devpack", ".devshared"]
+#   (needs the code of the commit that added this script: the chains were reverted after it)
 #   CHAINS="2 4" (default), SKIP_KERNELS=1 (only the model benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -244,16 +244,7 @@ W4Gemv3Config gemv3_config() {
         "PERFX_CUDA_PDL_GEMV3 must be late, entry, 0 or a share 1..99 (%), got '" + v + "'");
     return pct;
   }();
-  // PERFX_CUDA_GEMV3_CHAINS (read once): 1 (unset), 2 or 4 independent mma accumulator chains
-  static const int chains = [] {
-    const char* e = std::getenv("PERFX_CUDA_GEMV3_CHAINS");
-    const std::string v = e != nullptr ? e : "";
-    PERFX_CHECK(v.empty() || v == "1" || v == "2" || v == "4",
-                "PERFX_CUDA_GEMV3_CHAINS must be 1, 2 or 4, got '" + v + "'");
-    return v.empty() ? 1 : std::atoi(v.c_str());
-  }();
   W4Gemv3Config c;
-  c.chains = chains;
   c.pdl = pdl_enabled() && v3_pdl != 0;
   c.late_trigger = v3_pdl != -1;  // "0": no early trigger either (the implicit one at exit)
   c.trigger_pct = v3_pdl > 0 ? v3_pdl : 100;

@@ -434,24 +434,6 @@ __device__ __forceinline__ void w4_half_mma(float c[4], const uint32_t words[4],
   }
 }
 
-/// As w4_half_mma, word 2h + jj's product into c0 (jj = 0) or c1 (jj = 1): two independent
-/// accumulator chains, so the second mma does not wait for the first.
-template <typename Tag>
-__device__ __forceinline__ void w4_half_mma_split(float c0[4], float c1[4], const uint32_t words[4],
-                                                  int h, uint32_t z_lo, uint32_t z_hi,
-                                                  const uint4& xh) {
-  uint32_t a0[4], a1[4];
-  if constexpr (std::is_same_v<Tag, F16>) {
-    w4_word_to_frag_f16(words[2 * h], z_lo, z_hi, a0);
-    w4_word_to_frag_f16(words[2 * h + 1], z_lo, z_hi, a1);
-  } else {
-    w4_word_to_frag_bf16(words[2 * h], z_lo, z_hi, a0);
-    w4_word_to_frag_bf16(words[2 * h + 1], z_lo, z_hi, a1);
-  }
-  mma16816<Tag>(c0, a0, xh.x, xh.y);
-  mma16816<Tag>(c1, a1, xh.z, xh.w);
-}
-
 #endif  // __CUDACC__
 
 }  // namespace perfx::cuda::frag

@@ -165,7 +165,7 @@ struct Batch {
 /// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
 /// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
 /// acc += scale · d · (Σ q x − zero · Σ x) per group.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, int NCH>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
@@ -318,9 +318,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     if (b == trigger_b) pdl_trigger();
     Batch<T> nxt;
     step(cur, nxt);
-    // NCH independent mma accumulator chains (1, 2: per word of a half-chunk, 4: per word of the
-    // chunk), summed at the group's end (W4Gemv3Config::chains)
-    float c[NCH][4] = {};
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
     int ci[4] = {0, 0, 0, 0};  // W4A8: the group's Σ q_w q_x
     uint32_t z_lo = 0, z_hi = 0;
     float s_lo = 0.f, s_hi = 0.f;
@@ -366,28 +364,14 @@ __global__ void __launch_bounds__(kNW * 32, 2)
             s_lo = frag::f16_lo(r.x);
             s_hi = frag::f16_hi(r.x);
           }
-          if constexpr (NCH == 1)
-            frag::w4_half_mma<Tag>(c[0], words, h, z_lo, z_hi, xc[h]);
-          else if constexpr (NCH == 2)
-            frag::w4_half_mma_split<Tag>(c[0], c[1], words, h, z_lo, z_hi, xc[h]);
-          else
-            frag::w4_half_mma_split<Tag>(c[2 * h], c[2 * h + 1], words, h, z_lo, z_hi, xc[h]);
+          frag::w4_half_mma<Tag>(c, words, h, z_lo, z_hi, xc[h]);
           if (GS == 0 || (h == 1 && u % CPG == CPG - 1)) {  // the group's end: scale into acc
-            float t[4];
+            acc[0] = fmaf(s_lo, c[0], acc[0]);
+            acc[1] = fmaf(s_lo, c[1], acc[1]);
+            acc[2] = fmaf(s_hi, c[2], acc[2]);
+            acc[3] = fmaf(s_hi, c[3], acc[3]);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              t[i] = c[0][i];
-#pragma unroll
-              for (int k = 1; k < NCH; ++k) t[i] += c[k][i];
-            }
-            acc[0] = fmaf(s_lo, t[0], acc[0]);
-            acc[1] = fmaf(s_lo, t[1], acc[1]);
-            acc[2] = fmaf(s_hi, t[2], acc[2]);
-            acc[3] = fmaf(s_hi, t[3], acc[3]);
-#pragma unroll
-            for (int k = 0; k < NCH; ++k)
-#pragma unroll
-              for (int i = 0; i < 4; ++i) c[k][i] = 0.f;
+            for (int i = 0; i < 4; ++i) c[i] = 0.f;
           }
         }
       }
@@ -460,19 +444,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, int NCH = 1>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
-  if constexpr (NCH == 1 && GS == 2 && !PROBE && !A8 && std::is_same_v<Tag, F16> &&
-                std::is_same_v<OutT, __half>) {  // the experiment's instances (§15)
-    if (c.chains == 2)
-      return launch_v3<Tag, OutT, GS, PROBE, A8, 2>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-    if (c.chains == 4)
-      return launch_v3<Tag, OutT, GS, PROBE, A8, 4>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-  }
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8, NCH>;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8>;
   std::call_once(once, [&] {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
     per_sm = std::max(1, per_sm);
@@ -538,23 +515,17 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 std::string describe_gemv3_kernels() {
   std::string r;
   r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, 1>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false, 1>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4a8_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true, 1>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true>),
                        kNW * 32, 0);
   r += describe_kernel(
-      "w4_gemv3<f16,f16,g128,2 chains>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, 2>), kNW * 32, 0);
-  r += describe_kernel(
-      "w4_gemv3<f16,f16,g128,4 chains>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, 4>), kNW * 32, 0);
-  r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false, 1>),
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>),
       kNW * 32, 0);
   return r;
 }
@@ -567,8 +538,6 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
               "w4_gemv3: int8 activations need their records, K a multiple of 128 and a group of "
               "32, 64 or 128");
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
-  PERFX_CHECK(cfg.chains == 1 || cfg.chains == 2 || cfg.chains == 4,
-              "w4_gemv3: chains must be 1, 2 or 4, got " + std::to_string(cfg.chains));
   PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
               "w4_gemv3: the SwiGLU epilogue needs an interleaved gate|up weight (N = " +
                   std::to_string(w.d.N) + " a multiple of 16) and activation-dtype output");
