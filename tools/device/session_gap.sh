@@ -6,6 +6,7 @@
 # records as streamed loads (exp1), an L1 prefetch of the activations (exp2) or both (exp3); then
 # 7B / TinyLlama tg128 per PERFX_CUDA_GEMV3_EXP, interleaved, two rounds, and 7B batch 8.
 #   run: command "bash tools/device/session_gap.sh", carry [".devpack", ".devshared"]
+#   (needs the code of the commit that added this script: the experiment was reverted after it)
 #   EXPS="1 2 3" (default), SKIP_KERNELS=1 (only the model benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

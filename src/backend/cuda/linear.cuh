@@ -267,11 +267,7 @@ struct W4Gemv3Config {
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
   L2Prefetch prefetch;  // issued by each CTA after its main loop (its share of the ranges)
-  int exp = 0;  // experiment bits (§16): 1 records as streamed loads (no L1 allocation, 256-byte
-                // L2 prefetch; fp16 in and out at group 128 only), 2 an L1 prefetch of the
-                // warp's activation share after griddepcontrol.wait, 4 (probe only) the probe
-                // also loads records and activations
-  W4A8Act a8;   // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
+  W4A8Act a8;           // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
                // group, then scale_w · d · (Σ q_w q_x − zero · Σ q_x) in fp32 (x, ldx
                // unused; groups 32, 64, 128)
 };

@@ -52,8 +52,6 @@ __host__ __device__ constexpr int ring_slots(int GS) {
 }
 constexpr int kNW = 8;     // warps per CTA
 constexpr int kMaxGs = 4;  // gs_shift <= 4: group <= 512, so a group never spans two batches
-// W4Gemv3Config::exp bits (experiment, docs/cuda_linear_notes.md §16)
-constexpr int kExpRecStream = 1, kExpXPrefetch = 2, kExpProbeFull = 4;
 
 /// Calls f(std::integral_constant<int, i>) for i = 0..N-1 (compile-time slot indices, so the
 /// loads' immediate offsets are constants).
@@ -114,20 +112,13 @@ __device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
       : "l"(p), "r"((int)ok), "n"(OFF));
 }
 /// A scale/zero record, zero when !ok (a zero record makes its whole group contribute 0).
-/// STREAM (experiment, §16): as the weights, no L1 allocation and a 256-byte L2 prefetch.
-template <int OFF, bool STREAM = false>
+template <int OFF>
 __device__ __forceinline__ uint2 ld_rec(const void* p, bool ok) {
   uint2 r;
-  if constexpr (STREAM)
-    asm("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n @p "
-        "ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2 + %4];\n}"
-        : "=r"(r.x), "=r"(r.y)
-        : "l"(p), "r"((int)ok), "n"(OFF));
-  else
-    asm("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n @p "
-        "ld.global.nc.v2.u32 {%0, %1}, [%2 + %4];\n}"
-        : "=r"(r.x), "=r"(r.y)
-        : "l"(p), "r"((int)ok), "n"(OFF));
+  asm("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n @p "
+      "ld.global.nc.v2.u32 {%0, %1}, [%2 + %4];\n}"
+      : "=r"(r.x), "=r"(r.y)
+      : "l"(p), "r"((int)ok), "n"(OFF));
   return r;
 }
 
@@ -174,11 +165,11 @@ struct Batch {
 /// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
 /// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
 /// acc += scale · d · (Σ q x − zero · Σ x) per group.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool REC_STREAM>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8, int exp) {
+                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8) {
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
@@ -244,19 +235,19 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   };
 
   uint4 wq[kU];
-  uint2 rec[kU][NR] = {};
+  uint2 rec[kU][NR];
 #pragma unroll
   for (int u = 0; u < kU; ++u) wq[u] = make_uint4(0, 0, 0, 0);
   auto load = [&](auto uc, const Batch<T>& bt) {
     constexpr int u = decltype(uc)::value;
     const bool ok = u < bt.cnt;
     ld_keep_w<u * 512>(wq[u], bt.q, ok);
-    if (PROBE && !(exp & kExpProbeFull)) return;
+    if constexpr (PROBE) return;
     if constexpr (GS == 0) {
-      rec[u][0] = ld_rec<2 * u * 64, REC_STREAM>(bt.s, ok);
-      rec[u][NR - 1] = ld_rec<(2 * u + 1) * 64, REC_STREAM>(bt.s, ok);
+      rec[u][0] = ld_rec<2 * u * 64>(bt.s, ok);
+      rec[u][NR - 1] = ld_rec<(2 * u + 1) * 64>(bt.s, ok);
     } else if (u % CPG == 0) {
-      rec[u][0] = ld_rec<(u / CPG) * 64, REC_STREAM>(bt.s, ok);
+      rec[u][0] = ld_rec<(u / CPG) * 64>(bt.s, ok);
     }
   };
 
@@ -274,18 +265,6 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   }
   static_for<kU>([&](auto uc) { load(uc, cur); });
   pdl_wait();
-  if (exp & kExpXPrefetch) {  // L1 prefetch of this warp's activation share, every token row
-    const int64_t k_lo = (int64_t)c_first * 64, k_end = k_lo + (int64_t)npos * 64;
-    const int64_t k_hi = k_end < w.d.K ? k_end : (int64_t)w.d.K;
-    const int lines = k_hi > k_lo ? (int)(((k_hi - k_lo) * (int64_t)sizeof(T) + 127) / 128) + 1 : 0;
-    for (int i = lane; i < M * lines; i += 32) {
-      const int row = i / lines, l = i - row * lines;
-      const char* base = reinterpret_cast<const char*>(xsrc + (int64_t)row * ldx + k_lo);
-      const char* p = base + 128 * l;
-      if (p < reinterpret_cast<const char*>(xsrc + (int64_t)row * ldx + k_hi))
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-    }
-  }
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
   // real, or the second half lies past K).
@@ -302,7 +281,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   };
   int2 mt[NR][2] = {};  // W4A8: the slot's group records for tokens 2 tid, 2 tid + 1
   auto load_x = [&](auto uc, const Batch<T>& bt) {  // A8: the group records only (one slot ahead)
-    if (PROBE && !(exp & kExpProbeFull)) return;
+    if constexpr (PROBE) return;
     constexpr int u = decltype(uc)::value;
     if constexpr (A8) {
       if constexpr (GS == 0) {
@@ -348,9 +327,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
       const uint4 xc[2] = {xb[0], xb[1]};
       const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
       if constexpr (PROBE) {
-        acc[0] += __uint_as_float((words[0] ^ words[1] ^ words[2] ^ words[3] ^ rec[u][0].x ^
-                                   xc[0].x ^ xc[1].y) &
-                                  0x3FFFFFu);
+        acc[0] += __uint_as_float((words[0] ^ words[1] ^ words[2] ^ words[3]) & 0x3FFFFFu);
       } else if constexpr (A8) {
         const uint2 xs[2] = {xa[u % XD][0], xa[u % XD][1]};
 #pragma unroll
@@ -467,17 +444,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool RS = false>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
-  if constexpr (!RS && GS == 2 && !PROBE && !A8 && std::is_same_v<Tag, F16> &&
-                std::is_same_v<OutT, __half>) {  // the experiment's instance (§16)
-    if (c.exp & kExpRecStream)
-      return launch_v3<Tag, OutT, GS, PROBE, A8, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-  }
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8, RS>;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8>;
   std::call_once(once, [&] {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
     per_sm = std::max(1, per_sm);
@@ -488,7 +460,7 @@ void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, in
   CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
-                              c.prefetch, c.a8, c.exp));
+                              c.prefetch, c.a8));
 }
 
 template <typename Tag, typename OutT, bool PROBE, bool A8>
@@ -543,17 +515,17 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 std::string describe_gemv3_kernels() {
   std::string r;
   r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4a8_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true>),
                        kNW * 32, 0);
   r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false, false>),
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>),
       kNW * 32, 0);
   return r;
 }
@@ -566,9 +538,6 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
               "w4_gemv3: int8 activations need their records, K a multiple of 128 and a group of "
               "32, 64 or 128");
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
-  PERFX_CHECK(cfg.exp >= 0 && cfg.exp <= 7 && (!(cfg.exp & kExpProbeFull) || cfg.probe),
-              "w4_gemv3: exp must be 0..7 (bit 4 with the probe only), got " +
-                  std::to_string(cfg.exp));
   PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
               "w4_gemv3: the SwiGLU epilogue needs an interleaved gate|up weight (N = " +
                   std::to_string(w.d.N) + " a multiple of 16) and activation-dtype output");
