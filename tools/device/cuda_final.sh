@@ -5,11 +5,7 @@
 # (prompt 128 / output 128, random:llama-2-7b AWQ). Carry [".devpack", ".devshared", ".devllama2"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR="$ROOT/.devshared"
-T0=$(date +%s)
 S=$OUT/final.txt
 : > "$S"
 note() { echo "$*" | tee -a "$S"; }

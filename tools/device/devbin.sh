@@ -1,9 +1,59 @@
 # Sourced (from the repository root) by the tools/device scripts that run the binaries packed by
 # tools/device/pack_cuda_bins.sh: unpacks .devpack/bin.tar.xz into /tmp/devbin and puts the
 # libraries the GPU machine lacks (.devpack/lib) and CUDA's on LD_LIBRARY_PATH. Sets ROOT (the
-# repository root) and B (the folder with perfx, perfx_opencl_check and tests/).
+# repository root), B (the folder with perfx, perfx_opencl_check and tests/), OUT (kept if set,
+# else /tmp/perfx_out; created), PERFX_SHARED_DIR (kept if set, else .devshared: the carried copy
+# of ../shared's models) and T0 (the start, for BUDGET checks), and defines the helpers below.
 ROOT=$PWD
 mkdir -p /tmp/devbin
 export LD_LIBRARY_PATH="$ROOT/.devpack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 tar -xJf "$ROOT/.devpack/bin.tar.xz" -C /tmp/devbin
 B=/tmp/devbin/.devbin
+OUT=${OUT:-/tmp/perfx_out}
+mkdir -p "$OUT"
+export PERFX_SHARED_DIR=${PERFX_SHARED_DIR:-$ROOT/.devshared}
+T0=$(date +%s)
+
+# gtest_line LOG: a googletest binary's PASSED / FAILED / SKIPPED summary lines, on one line.
+gtest_line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
+
+# kernel_line LABEL RC LOG: a linear_kernels_test family's PASS / FAIL counts and first fatal line.
+kernel_line() {
+  printf "%-22s rc=%-3s pass %4s fail %3s %s\n" "$1" "$2" "$(grep -c '^PASS' "$3")" \
+    "$(grep -c '^FAIL' "$3")" "$(grep -m1 -E '^FATAL|error' "$3" | cut -c1-150)"
+}
+
+# over_budget: whether BUDGET seconds (default 540) have passed since T0.
+over_budget() { [ $(( $(date +%s) - T0 )) -gt "${BUDGET:-540}" ]; }
+
+# ab_tg VAR "V1 V2 ...": tg128 (perfx bench -p 0 -n 128 -r 3) on the random Llama-2-7B and
+# TinyLlama-1.1B shapes (MODELS overrides) with environment variable VAR set to each value in turn,
+# interleaved, ROUNDS rounds (default 2); one line per run; what would start past the budget is
+# skipped. Tables in $OUT/bench_MODEL_VAR_VALUE_rROUND.md.
+ab_tg() {
+  local var=$1 vals=$2 round m v f
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for m in ${MODELS:-llama-2-7b tinyllama-1.1b}; do
+      for v in $vals; do
+        over_budget && continue
+        f="$OUT/bench_${m}_${var}_${v}_r$round.md"
+        env "$var=$v" timeout 90 "$B/perfx" bench -m "random:$m" --device cuda -p 0 -n 128 -r 3 \
+          > "$f" 2>&1
+        echo "$m $var=$v round $round: $(grep tg128 "$f" | awk -F'|' '{print $(NF-1)}')"
+      done
+    done
+  done
+}
+
+# ab_b8 VAR "V1 V2 ...": batched decode, 8 sequences of tg32 on the random Llama-2-7B shape, per
+# value of VAR (one run each, within the budget).
+ab_b8() {
+  local var=$1 vals=$2 v f
+  for v in $vals; do
+    over_budget && continue
+    f="$OUT/bench_b8_${var}_$v.md"
+    env "$var=$v" timeout 90 "$B/perfx" bench -m random:llama-2-7b --device cuda -p 0 -n 32 -B 8 -r 2 \
+      > "$f" 2>&1
+    echo "7B batch 8 $var=$v: $(grep -E 'tg32' "$f" | awk -F'|' '{print $(NF-1)}')"
+  done
+}

@@ -10,10 +10,7 @@
 #   run: command "bash tools/device/kv_q8.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-T0=$(date +%s)
 H=models/default/heldout.txt
 for dev in cpu cuda; do
   for t in auto q8_0; do

@@ -10,10 +10,7 @@
 #   run: command "bash tools/device/serve_soak.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-T0=$(date +%s)
 soak() {  # name, model, extra bench-serve flags...
   local name=$1 model=$2 port=18741
   shift 2

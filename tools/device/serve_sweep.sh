@@ -9,10 +9,7 @@
 #   run: command "bash tools/device/serve_sweep.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-T0=$(date +%s)
 port=18731
 env ${SERVE_ENV:-} "$B/perfx" serve -m random:llama-2-7b --device cuda --port $port --max-batch 256 ${SERVE_ARGS:-} > "$OUT/serve.log" 2>&1 &
 pid=$!

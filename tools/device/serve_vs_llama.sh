@@ -26,7 +26,6 @@ OUT=${OUT:-/tmp/perfx_out}
 L=/tmp/svl
 rm -rf "$L" && mkdir -p "$L" "$OUT"
 . tools/device/devbin.sh
-T0=$(date +%s)
 BUDGET=${BUDGET:-540}
 CONFIGS=${CONFIGS:-"128:256 128:1 128:16 128:64 512:256 512:1 512:16 512:64"}
 ENGINES=${ENGINES:-"perfx llama"}

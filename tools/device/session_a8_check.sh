@@ -4,14 +4,10 @@
 #   run: command "bash tools/device/session_a8_check.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 export PERFX_CUDA_W4A8=1 PERFX_CUDA_W4_GEMV=v3 PERFX_TEST_DEVICE=cuda:0
 timeout 100 "$B/tests/test_conformance" --gtest_filter='*Linear*cuda*' > "$OUT/conf.log" 2>&1
-echo "conformance linears W4A8 rc=$?: $(line "$OUT/conf.log")"
+echo "conformance linears W4A8 rc=$?: $(gtest_line "$OUT/conf.log")"
 grep -E "Failure|FAILED" "$OUT/conf.log" | head -6 | cut -c1-220
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 timeout 140 "$SAN" --tool memcheck --error-exitcode 3 "$B/tests/test_conformance" \

@@ -6,11 +6,7 @@
 #   run: command "bash tools/device/session_ablate.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
 for m in llama-2-7b tinyllama-1.1b; do
   for sk in none norm rope attn rope,attn linear none; do
     [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-480} ] && continue

@@ -9,17 +9,11 @@
 #   CHAINS="2 4" (default), SKIP_KERNELS=1 (only the model benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
 T=$B/lin/linear_kernels_test
-line() { printf "%-22s rc=%-3s pass %4s fail %3s %s\n" "$1" "$2" "$(grep -c '^PASS' "$3")" \
-  "$(grep -c '^FAIL' "$3")" "$(grep -m1 -E '^FATAL|error' "$3" | cut -c1-150)"; }
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   timeout 90 "$T" --only gemv > "$OUT/test_gemv.log" 2>&1
-  line gemv $? "$OUT/test_gemv.log"
+  kernel_line gemv $? "$OUT/test_gemv.log"
   for c in 2 4; do
     echo "  ch$c cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c "/ch$c ") fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c "/ch$c ")"
   done
@@ -28,7 +22,7 @@ if [ "${SKIP_KERNELS:-0}" != 1 ]; then
     END { printf "w4_gemv3 max rel err: ch1 %.2e  ch2/4 %.2e\n", m["ch1"], m["ch2/4"] }' "$OUT/test_gemv.log"
   for fam in auto graph; do
     PERFX_CUDA_W4_GEMV=v3 PERFX_CUDA_GEMV3_CHAINS=4 timeout 60 "$T" --only $fam > "$OUT/test_${fam}_ch4.log" 2>&1
-    line "$fam (v3, 4 chains)" $? "$OUT/test_${fam}_ch4.log"
+    kernel_line "$fam (v3, 4 chains)" $? "$OUT/test_${fam}_ch4.log"
   done
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 "$T" --quick --only gemv \
     > "$OUT/memcheck.log" 2>&1
@@ -40,20 +34,6 @@ if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   sed -n '/^== w4_gemv3/,/^$/p' "$OUT/bench_v3.log"
 fi
 echo "kernels done at $(( $(date +%s) - T0 )) s"
-for round in 1 2; do
-  for m in llama-2-7b tinyllama-1.1b; do
-    for ch in 1 ${CHAINS:-2 4}; do
-      [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-540} ] && continue
-      f="$OUT/bench_${m}_ch${ch}_r$round.md"
-      PERFX_CUDA_GEMV3_CHAINS=$ch timeout 90 "$B/perfx" bench -m random:$m --device cuda -p 0 -n 128 -r 3 > "$f" 2>&1
-      echo "$m chains $ch round $round: $(grep tg128 "$f" | awk -F'|' '{print $(NF-1)}')"
-    done
-  done
-done
-for ch in 1 ${CHAINS:-2 4}; do
-  [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-540} ] && continue
-  f="$OUT/bench_b8_ch$ch.md"
-  PERFX_CUDA_GEMV3_CHAINS=$ch timeout 90 "$B/perfx" bench -m random:llama-2-7b --device cuda -p 0 -n 32 -B 8 -r 2 > "$f" 2>&1
-  echo "7B batch 8 chains $ch: $(grep -E 'tg32' "$f" | awk -F'|' '{print $(NF-1)}')"
-done
+ab_tg PERFX_CUDA_GEMV3_CHAINS "1 ${CHAINS:-2 4}"
+ab_b8 PERFX_CUDA_GEMV3_CHAINS "1 ${CHAINS:-2 4}"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -6,11 +6,8 @@
 #   run: command "bash tools/device/session_diag.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
 export PERFX_SHARED_DIR=$ROOT/.devshared PERFX_OPENCL_CACHE_DIR=$OUT/oclcache
-T0=$(date +%s)
 nvidia-smi --query-gpu=name,compute_mode --format=csv,noheader
 for dev in opencl opencl:7; do
   PERFX_OPENCL_PLATFORM=nvidia timeout 60 "$B/perfx" run -p hi -n 2 --temp 0 --device $dev > /dev/null 2> "$OUT/alone.err"

@@ -5,18 +5,13 @@
 #   run: command "bash tools/device/session_final8.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
-line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$OUT/conf.log" 2>&1
-echo "conformance (default) rc=$?: $(line "$OUT/conf.log")"
+echo "conformance (default) rc=$?: $(gtest_line "$OUT/conf.log")"
 grep -E "Failure|FAILED" "$OUT/conf.log" | head -6 | cut -c1-220
 PERFX_CUDA_W4A8=1 PERFX_CUDA_W4_GEMV=v3 PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" \
   --gtest_filter='*Linear*cuda*' > "$OUT/conf_a8.log" 2>&1
-echo "conformance linears W4A8, w4_gemv3 forced rc=$?: $(line "$OUT/conf_a8.log")"
+echo "conformance linears W4A8, w4_gemv3 forced rc=$?: $(gtest_line "$OUT/conf_a8.log")"
 grep -E "Failure|FAILED" "$OUT/conf_a8.log" | head -6 | cut -c1-220
 for round in 1 2; do
   for m in llama-2-7b tinyllama-1.1b; do

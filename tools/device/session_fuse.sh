@@ -10,21 +10,16 @@
 #   run: command "bash tools/device/session_fuse.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
-line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$OUT/conf.log" 2>&1
-echo "conformance rc=$?: $(line "$OUT/conf.log")"
+echo "conformance rc=$?: $(gtest_line "$OUT/conf.log")"
 grep -E "Failure|differs|FAILED" "$OUT/conf.log" | head -8 | cut -c1-220
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 PERFX_TEST_DEVICE=cuda:0 timeout 150 "$SAN" --tool memcheck --error-exitcode 3 \
   "$B/tests/test_conformance" --gtest_filter='*AddRmsNorm*cuda*' > "$OUT/memcheck.log" 2>&1
 echo "memcheck fused norm cases rc=$?: $(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log")"
 PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' > "$OUT/model.log" 2>&1
-echo "model parity + greedy rc=$?: $(line "$OUT/model.log")"
+echo "model parity + greedy rc=$?: $(gtest_line "$OUT/model.log")"
 grep -E "Failure|dlogit" "$OUT/model.log" | head -6 | cut -c1-200
 for fx in tiny-awq-gemm tiny-awq-gemv; do
   for f in 1 0; do

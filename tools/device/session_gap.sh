@@ -10,24 +10,18 @@
 #   EXPS="1 2 3" (default), SKIP_KERNELS=1 (only the model benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
 T=$B/lin/linear_kernels_test
-line() { printf "%-22s rc=%-3s pass %4s fail %3s %s\n" "$1" "$2" "$(grep -c '^PASS' "$3")" \
-  "$(grep -c '^FAIL' "$3")" "$(grep -m1 -E '^FATAL|error' "$3" | cut -c1-150)"; }
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   timeout 90 "$T" --only gemv > "$OUT/test_gemv.log" 2>&1
-  line gemv $? "$OUT/test_gemv.log"
+  kernel_line gemv $? "$OUT/test_gemv.log"
   for e in 1 2 3; do
     echo "  exp$e cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c "/exp$e ") fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c "/exp$e ")"
   done
   grep '^FAIL' "$OUT/test_gemv.log" | head -6 | cut -c1-200
   for fam in auto graph; do
     PERFX_CUDA_W4_GEMV=v3 PERFX_CUDA_GEMV3_EXP=3 timeout 60 "$T" --only $fam > "$OUT/test_${fam}_exp3.log" 2>&1
-    line "$fam (v3, exp 3)" $? "$OUT/test_${fam}_exp3.log"
+    kernel_line "$fam (v3, exp 3)" $? "$OUT/test_${fam}_exp3.log"
   done
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 "$T" --quick --only gemv \
     > "$OUT/memcheck.log" 2>&1
@@ -38,20 +32,6 @@ if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   sed -n '/^== w4_gemv3/,/^$/p' "$OUT/bench_v3.log"
 fi
 echo "kernels done at $(( $(date +%s) - T0 )) s"
-for round in 1 2; do
-  for m in llama-2-7b tinyllama-1.1b; do
-    for e in 0 ${EXPS:-1 2 3}; do
-      [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-540} ] && continue
-      f="$OUT/bench_${m}_exp${e}_r$round.md"
-      PERFX_CUDA_GEMV3_EXP=$e timeout 90 "$B/perfx" bench -m random:$m --device cuda -p 0 -n 128 -r 3 > "$f" 2>&1
-      echo "$m exp $e round $round: $(grep tg128 "$f" | awk -F'|' '{print $(NF-1)}')"
-    done
-  done
-done
-for e in 0 ${EXPS:-1 2 3}; do
-  [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-540} ] && continue
-  f="$OUT/bench_b8_exp$e.md"
-  PERFX_CUDA_GEMV3_EXP=$e timeout 90 "$B/perfx" bench -m random:llama-2-7b --device cuda -p 0 -n 32 -B 8 -r 2 > "$f" 2>&1
-  echo "7B batch 8 exp $e: $(grep -E 'tg32' "$f" | awk -F'|' '{print $(NF-1)}')"
-done
+ab_tg PERFX_CUDA_GEMV3_EXP "0 ${EXPS:-1 2 3}"
+ab_b8 PERFX_CUDA_GEMV3_EXP "0 ${EXPS:-1 2 3}"
 echo "total $(( $(date +%s) - T0 )) s"

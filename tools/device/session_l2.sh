@@ -6,18 +6,13 @@
 #   run: command "bash tools/device/session_l2.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
 PF=${PF:-32}
-line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 PERFX_CUDA_L2_PREFETCH=$PF PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' > "$OUT/model.log" 2>&1
-echo "model parity + greedy, prefetch $PF MiB, rc=$?: $(line "$OUT/model.log")"
+echo "model parity + greedy, prefetch $PF MiB, rc=$?: $(gtest_line "$OUT/model.log")"
 grep -E "Failure|dlogit" "$OUT/model.log" | head -6 | cut -c1-200
 PERFX_CUDA_L2_PREFETCH=$PF PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$OUT/conf.log" 2>&1
-echo "conformance, prefetch $PF MiB, rc=$?: $(line "$OUT/conf.log")"
+echo "conformance, prefetch $PF MiB, rc=$?: $(gtest_line "$OUT/conf.log")"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 PERFX_CUDA_L2_PREFETCH=$PF PERFX_CUDA_W4_GEMV=v3 PERFX_TEST_DEVICE=cuda:0 timeout 120 "$SAN" --tool memcheck --error-exitcode 3 \
   "$B/tests/test_conformance" --gtest_filter='*Linear*cuda*' > "$OUT/memcheck.log" 2>&1

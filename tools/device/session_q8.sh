@@ -6,14 +6,10 @@
 #   run: command "bash tools/device/session_q8.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-T0=$(date +%s)
 echo "== CUDA q8_0 KV cache"
 OUT=$OUT/kv timeout 330 bash tools/device/kv_q8.sh
 echo "== OpenCL int8 activations ($(( $(date +%s) - T0 )) s)"
-export PERFX_SHARED_DIR=$ROOT/.devshared
 OUT=$OUT/ocl BUILD_DIR=$B STEPS="check q8a" Q8A_MODES="${Q8A_MODES:-ptx khr generic}" \
   timeout 150 bash tools/device/opencl_nvidia.sh 2>&1 | tail -n 25
 for q in 0 1; do

@@ -9,22 +9,16 @@
 #   STAGES="2 3 4" (default), SKIP_KERNELS=1 (only the model benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
 T=$B/lin/linear_kernels_test
-line() { printf "%-22s rc=%-3s pass %4s fail %3s %s\n" "$1" "$2" "$(grep -c '^PASS' "$3")" \
-  "$(grep -c '^FAIL' "$3")" "$(grep -m1 -E '^FATAL|error' "$3" | cut -c1-150)"; }
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   timeout 90 "$T" --only gemv > "$OUT/test_gemv.log" 2>&1
-  line gemv $? "$OUT/test_gemv.log"
+  kernel_line gemv $? "$OUT/test_gemv.log"
   echo "  ring cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c /ring) fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c /ring)"
   grep '^FAIL' "$OUT/test_gemv.log" | head -6 | cut -c1-200
   for fam in auto graph; do
     PERFX_CUDA_W4_GEMV=v3 PERFX_CUDA_W4_STAGES=3 timeout 60 "$T" --only $fam > "$OUT/test_${fam}_ring.log" 2>&1
-    line "$fam (v3, ring 3)" $? "$OUT/test_${fam}_ring.log"
+    kernel_line "$fam (v3, ring 3)" $? "$OUT/test_${fam}_ring.log"
   done
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 "$T" --quick --only gemv \
     > "$OUT/memcheck.log" 2>&1
@@ -36,14 +30,5 @@ if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   sed -n '/^== w4_gemv3/,/^$/p' "$OUT/bench_v3.log"
 fi
 echo "kernels done at $(( $(date +%s) - T0 )) s"
-for round in 1 2; do
-  for m in llama-2-7b tinyllama-1.1b; do
-    for st in 0 ${STAGES:-2 3 4}; do
-      [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-540} ] && continue
-      f="$OUT/bench_${m}_st${st}_r$round.md"
-      PERFX_CUDA_W4_STAGES=$st timeout 90 "$B/perfx" bench -m random:$m --device cuda -p 0 -n 128 -r 3 > "$f" 2>&1
-      echo "$m stages $st round $round: $(grep tg128 "$f" | awk -F'|' '{print $(NF-1)}')"
-    done
-  done
-done
+ab_tg PERFX_CUDA_W4_STAGES "0 ${STAGES:-2 3 4}"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -6,11 +6,7 @@
 #   run: command "bash tools/device/session_splits.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
 run() {  # model n splits
   [ $(( $(date +%s) - T0 )) -gt ${BUDGET:-480} ] && return
   local force=

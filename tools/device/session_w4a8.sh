@@ -7,25 +7,20 @@
 #   run: command "bash tools/device/session_w4a8.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
-line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 PERFX_CUDA_W4A8=1 PERFX_TEST_DEVICE=cuda:0 timeout 120 "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$OUT/conf.log" 2>&1
-echo "conformance W4A8 rc=$?: $(line "$OUT/conf.log")"
+echo "conformance W4A8 rc=$?: $(gtest_line "$OUT/conf.log")"
 grep -E "Failure|max |FAILED" "$OUT/conf.log" | head -12 | cut -c1-220
 PERFX_CUDA_W4A8=1 PERFX_CUDA_W4_GEMV=v3 PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_conformance" \
   --gtest_filter='*Linear*cuda*' > "$OUT/conf_v3.log" 2>&1
-echo "conformance linears W4A8, w4_gemv3 forced rc=$?: $(line "$OUT/conf_v3.log")"
+echo "conformance linears W4A8, w4_gemv3 forced rc=$?: $(gtest_line "$OUT/conf_v3.log")"
 grep -E "Failure|FAILED" "$OUT/conf_v3.log" | head -8 | cut -c1-220
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 PERFX_CUDA_W4A8=1 PERFX_CUDA_W4_GEMV=v3 PERFX_TEST_DEVICE=cuda:0 timeout 150 "$SAN" --tool memcheck --error-exitcode 3 \
   "$B/tests/test_conformance" --gtest_filter='*Linear*cuda*' > "$OUT/memcheck.log" 2>&1
 echo "memcheck linears (W4A8, w4_gemv3 forced) rc=$?: $(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log")"
 PERFX_CUDA_W4A8=1 PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' > "$OUT/model.log" 2>&1
-echo "model parity + greedy W4A8 rc=$?: $(line "$OUT/model.log")"
+echo "model parity + greedy W4A8 rc=$?: $(gtest_line "$OUT/model.log")"
 grep -E "Failure|dlogit" "$OUT/model.log" | head -10 | cut -c1-200
 echo "== decode, PERFX_CUDA_W4A8=1 / 0 ($(( $(date +%s) - T0 )) s)"
 for round in 1 2; do

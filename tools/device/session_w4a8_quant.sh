@@ -5,11 +5,7 @@
 #   run: command "bash tools/device/session_w4a8_quant.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/perfx_out}
-mkdir -p "$OUT"
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared
-T0=$(date +%s)
 for round in 1 2; do
   for m in llama-2-7b tinyllama-1.1b; do
     for a in 1 skipq 0; do
