@@ -165,7 +165,7 @@ struct Batch {
 /// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
 /// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
 /// acc += scale · d · (Σ q x − zero · Σ x) per group.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, int XV>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
@@ -173,7 +173,10 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
-  constexpr int kU = ring_slots(GS);
+  // XV (experiment, §17): 0 = activations one slot ahead in one buffer; 1 = a full slot ahead in
+  // two buffers (+8 registers); 2 = the same with a 6-slot ring paying for them
+  constexpr int kU = XV == 2 ? 6 : ring_slots(GS);
+  constexpr int XW = XV != 0 ? 2 : 1;  // W4A16 activation buffers
   __shared__ float4 red[2][kNW][32];
 
   if (trigger_pct <= 0) pdl_trigger();
@@ -268,7 +271,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
   // real, or the second half lies past K).
-  uint4 xb[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  uint4 xb[XW][2] = {};
   // W4A8: int8 activations of the next XD slots (issued XD slots ahead: 16 bytes a slot, so the
   // ring is cheap, and the L1 latency of a slot's activations leaves its mma's critical path)
   constexpr int XD = A8 ? 2 : 1;
@@ -301,11 +304,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
         ld_keep_meta<(u / CPG) * 8>(mt[0][1], mrow1 + bt.mo, u < bt.cnt);
       }
     } else {
-      ld_keep_x<u * 128>(xb[0], bt.x, u < bt.cnt);
-      ld_keep_x<u * 128 + 64>(xb[1], bt.x, u < bt.cnt_hi);
+      ld_keep_x<u * 128>(xb[u % XW][0], bt.x, u < bt.cnt);
+      ld_keep_x<u * 128 + 64>(xb[u % XW][1], bt.x, u < bt.cnt_hi);
     }
   };
   load_x(std::integral_constant<int, 0>{}, cur);
+  if constexpr (XW == 2) load_x(std::integral_constant<int, 1>{}, cur);
   if constexpr (A8) static_for<XD>([&](auto uc) { load_xa(uc, cur); });
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int buf = 0;
@@ -324,7 +328,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     float s_lo = 0.f, s_hi = 0.f;
     static_for<kU>([&](auto uc) {
       constexpr int u = decltype(uc)::value;
-      const uint4 xc[2] = {xb[0], xb[1]};
+      const uint4 xc[2] = {xb[u % XW][0], xb[u % XW][1]};
       const uint32_t words[4] = {wq[u].x, wq[u].y, wq[u].z, wq[u].w};
       if constexpr (PROBE) {
         acc[0] += __uint_as_float((words[0] ^ words[1] ^ words[2] ^ words[3]) & 0x3FFFFFu);
@@ -375,10 +379,16 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           }
         }
       }
-      if constexpr (u + 1 < kU)
+      if constexpr (XW == 2) {  // two slots ahead, into the buffer slot u just consumed
+        if constexpr (u + 2 < kU)
+          load_x(std::integral_constant<int, u + 2>{}, cur);
+        else
+          load_x(std::integral_constant<int, u + 2 - kU>{}, nxt);
+      } else if constexpr (u + 1 < kU) {
         load_x(std::integral_constant<int, u + 1>{}, cur);
-      else
+      } else {
         load_x(std::integral_constant<int, 0>{}, nxt);
+      }
       if constexpr (A8) {
         if constexpr (u + XD < kU)
           load_xa(std::integral_constant<int, u + XD>{}, cur);
@@ -444,12 +454,19 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, int XV = 0>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8>;
+  if constexpr (XV == 0 && GS == 2 && !PROBE && !A8 && std::is_same_v<Tag, F16> &&
+                std::is_same_v<OutT, __half>) {  // the experiment's instances (§17)
+    if (c.xv == 1)
+      return launch_v3<Tag, OutT, GS, PROBE, A8, 1>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+    if (c.xv == 2)
+      return launch_v3<Tag, OutT, GS, PROBE, A8, 2>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+  }
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8, XV>;
   std::call_once(once, [&] {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
     per_sm = std::max(1, per_sm);
@@ -515,17 +532,17 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 std::string describe_gemv3_kernels() {
   std::string r;
   r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, 0>),
                        kNW * 32, 0);
   r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false, 0>),
                        kNW * 32, 0);
   r += describe_kernel("w4a8_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true, 0>),
                        kNW * 32, 0);
   r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>),
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false, 0>),
       kNW * 32, 0);
   return r;
 }
@@ -538,6 +555,8 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
               "w4_gemv3: int8 activations need their records, K a multiple of 128 and a group of "
               "32, 64 or 128");
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
+  PERFX_CHECK(cfg.xv >= 0 && cfg.xv <= 2, "w4_gemv3: xv must be 0, 1 or 2, got " +
+                                              std::to_string(cfg.xv));
   PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
               "w4_gemv3: the SwiGLU epilogue needs an interleaved gate|up weight (N = " +
                   std::to_string(w.d.N) + " a multiple of 16) and activation-dtype output");
