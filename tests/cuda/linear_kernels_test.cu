@@ -54,7 +54,7 @@ namespace {
 struct Options {
   bool host_only = false, quick = false, bench = false, bench_only = false;
   bool bench_v3 = false;  // --bench-v3: only the w4_gemv3 configurations (and AUTO), M <= 8
-  std::string only;                   // empty = all GPU families
+  std::string only;       // empty = all GPU families
   std::string one_shape, one_kernel;  // --bench-one
   int one_m = 1, one_iters = 60;
 };
@@ -1071,11 +1071,9 @@ void gpu_w4_cases() {
           struct C3 {
             int split, cap;
             bool pdl;
-            int xv;  // W4Gemv3Config::xv (fp16 in and out at group 128 only)
           };
-          const C3 cfgs[] = {{0, 0, false, 0}, {1, 3, false, 0}, {2, 0, (i % 3) == 0, 0},
-                             {4, 2, false, 0}, {8, 0, true, 0},  {8, 1, false, 0},
-                             {0, 0, true, 1},  {8, 1, false, 2}, {2, 3, false, 2}};
+          const C3 cfgs[] = {{0, 0, false}, {1, 3, false}, {2, 0, (i % 3) == 0},
+                             {4, 2, false}, {8, 0, true},  {8, 1, false}};
           int ci = 0;
           for (const C3& c3 : cfgs) {
             const int k = ci++;
@@ -1086,14 +1084,12 @@ void gpu_w4_cases() {
             cfg.split = c3.split;
             cfg.grid_cap = c3.cap;
             cfg.pdl = c3.pdl;
-            cfg.xv = c3.xv;
-            char lab[112];
-            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d/xv%d",
+            char lab[96];
+            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d",
                           c3.split ? c3.split : w4_gemv3_default_split(v, M), c3.cap,
                           xt == DType::BF16 ? "bf16" : "f16", cfg.pdl ? "/pdl" : "",
-                          v.d.group_size, c3.xv);
-            // the experiment's instances serve fp16 output (f16 in): give them that
-            const DType yt = c3.xv != 0 ? xt : out_for(xt, i + k);
+                          v.d.group_size);
+            const DType yt = out_for(xt, i + k);
             pb.check(lab, yt, v.d.N + ((i + k) % 4), [&](void* y, int64_t ldy) {
               w4_gemv3(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, cfg);
             });
@@ -1572,16 +1568,10 @@ std::vector<V3Bench> v3_bench_configs() {
     c.probe = probe;
     return c;
   };
-  auto xv = [&](int split, int v) {
-    W4Gemv3Config c = mk(split, false);
-    c.xv = v;
-    return c;
-  };
   return {{"w4_gemv3/auto", mk(0, false)},   {"w4_gemv3/s1", mk(1, false)},
           {"w4_gemv3/s2", mk(2, false)},     {"w4_gemv3/s4", mk(4, false)},
           {"w4_gemv3/s8", mk(8, false)},     {"w4_gemv3/probe-s8", mk(8, true)},
-          {"w4_gemv3/probe-s4", mk(4, true)}, {"w4_gemv3/xv1", xv(0, 1)},
-          {"w4_gemv3/xv2", xv(0, 2)},         {"w4_gemv3/xv2-s4", xv(4, 2)}};
+          {"w4_gemv3/probe-s4", mk(4, true)}};
 }
 
 /// --bench-one SHAPE M KERNEL [ITERS]: one configuration launched ITERS times (default 60)

@@ -5,6 +5,7 @@
 # forced, the w4_gemv3 kernel bench (--bench-v3), then 7B / TinyLlama tg128 per xv, interleaved,
 # two rounds, and 7B batch 8.
 #   run: command "bash tools/device/session_xv.sh", carry [".devpack", ".devshared"]
+#   (needs the code of commit 87c2a55: the next commit kept xv 1 as the only form)
 #   EXPS="1 2" (default), SKIP_KERNELS=1 (only the model benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

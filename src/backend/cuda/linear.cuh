@@ -267,9 +267,7 @@ struct W4Gemv3Config {
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
   L2Prefetch prefetch;  // issued by each CTA after its main loop (its share of the ranges)
-  int xv = 0;  // experiment (§17): 1 = activations a full slot ahead in two register buffers, 2 =
-               // the same with a 6-slot weight ring (fp16 in and out at group 128 only)
-  W4A8Act a8;  // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
+  W4A8Act a8;           // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
                // group, then scale_w · d · (Σ q_w q_x − zero · Σ q_x) in fp32 (x, ldx
                // unused; groups 32, 64, 128)
 };
@@ -278,8 +276,8 @@ struct W4Gemv3Config {
 /// per-chunk bookkeeping taken out: one wave of 8-warp CTAs walking (row block, K share) tasks,
 /// a register ring of 8 weight quads per lane (6 for groups 32 / 64) whose batch addresses are
 /// computed once per batch, no branches in the chunk body, activations read from global memory
-/// (L1), split-K partials summed in shared
-/// memory behind a named barrier. x [M, K] (row stride ldx, fp16/bf16), y [M, N] (ldy; activation
+/// (L1) two slots ahead (groups >= 64; §17), split-K partials summed in shared memory behind a
+/// named barrier. x [M, K] (row stride ldx, fp16/bf16), y [M, N] (ldy; activation
 /// dtype or F32), bias [N] fp32 or null. Numerics: as w4_gemv (error = fp32 summation, ~1e-6).
 /// Throws perfx::Error for M > 8, a group size > 512, a split not in {1, 2, 4, 8}, cfg.probe with
 /// other than fp16 in and out, or the argument errors of check_linear_args (dtype, ld, alignment).

@@ -244,16 +244,7 @@ W4Gemv3Config gemv3_config() {
         "PERFX_CUDA_PDL_GEMV3 must be late, entry, 0 or a share 1..99 (%), got '" + v + "'");
     return pct;
   }();
-  // PERFX_CUDA_GEMV3_XV (read once): W4Gemv3Config::xv, 0..2 (§17)
-  static const int xv = [] {
-    const char* e = std::getenv("PERFX_CUDA_GEMV3_XV");
-    const std::string v = e != nullptr ? e : "";
-    PERFX_CHECK(v.empty() || v == "0" || v == "1" || v == "2",
-                "PERFX_CUDA_GEMV3_XV must be 0, 1 or 2, got '" + v + "'");
-    return v.empty() ? 0 : v[0] - '0';
-  }();
   W4Gemv3Config c;
-  c.xv = xv;
   c.pdl = pdl_enabled() && v3_pdl != 0;
   c.late_trigger = v3_pdl != -1;  // "0": no early trigger either (the implicit one at exit)
   c.trigger_pct = v3_pdl > 0 ? v3_pdl : 100;

@@ -20,7 +20,8 @@
 //     accumulates a whole group, one fp32 scale FMA per accumulator per group (group 32: per
 //     half-chunk).
 //   - Activations read straight from global memory (L1-resident after the first warp touches
-//     them): no staging, no prologue barrier, no shared-memory limit on K.
+//     them): no staging, no prologue barrier, no shared-memory limit on K; two slots ahead in two
+//     register buffers (groups >= 64), so an L1 hit's latency leaves the slot's critical path.
 //   - The S partial sums of a row block meet in shared memory behind a named barrier of those S
 //     warps only (double-buffered by segment parity).
 // PDL: weights are requested before griddepcontrol.wait; activations, bias and y after it.
@@ -165,7 +166,7 @@ struct Batch {
 /// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
 /// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
 /// acc += scale · d · (Σ q x − zero · Σ x) per group.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, int XV>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
@@ -173,10 +174,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
-  // XV (experiment, §17): 0 = activations one slot ahead in one buffer; 1 = a full slot ahead in
-  // two buffers (+8 registers); 2 = the same with a 6-slot ring paying for them
-  constexpr int kU = XV == 2 ? 6 : ring_slots(GS);
-  constexpr int XW = XV != 0 ? 2 : 1;  // W4A16 activation buffers
+  constexpr int kU = ring_slots(GS);
+  // W4A16 activation buffers (§17): 2 = slot u's are loaded at the end of slot u − 2 into the
+  // buffer slot u − 2 consumed, so they have a whole slot to arrive; 1 = at the end of slot
+  // u − 1 (group 32, whose 6-slot ring with two records a slot would spill more; W4A8 has its
+  // own activation ring)
+  constexpr int XW = (A8 || GS == 0) ? 1 : 2;
   __shared__ float4 red[2][kNW][32];
 
   if (trigger_pct <= 0) pdl_trigger();
@@ -379,12 +382,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           }
         }
       }
-      if constexpr (XW == 2) {  // two slots ahead, into the buffer slot u just consumed
+      if constexpr (XW == 2) {  // two slots ahead, into the buffer slot u has just consumed
         if constexpr (u + 2 < kU)
           load_x(std::integral_constant<int, u + 2>{}, cur);
         else
           load_x(std::integral_constant<int, u + 2 - kU>{}, nxt);
-      } else if constexpr (u + 1 < kU) {
+      } else if constexpr (u + 1 < kU) {  // one slot ahead (W4A8: the group records)
         load_x(std::integral_constant<int, u + 1>{}, cur);
       } else {
         load_x(std::integral_constant<int, 0>{}, nxt);
@@ -454,19 +457,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, int XV = 0>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
-  if constexpr (XV == 0 && GS == 2 && !PROBE && !A8 && std::is_same_v<Tag, F16> &&
-                std::is_same_v<OutT, __half>) {  // the experiment's instances (§17)
-    if (c.xv == 1)
-      return launch_v3<Tag, OutT, GS, PROBE, A8, 1>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-    if (c.xv == 2)
-      return launch_v3<Tag, OutT, GS, PROBE, A8, 2>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-  }
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8, XV>;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8>;
   std::call_once(once, [&] {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
     per_sm = std::max(1, per_sm);
@@ -532,17 +528,17 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 std::string describe_gemv3_kernels() {
   std::string r;
   r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, 0>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false, 0>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
                        kNW * 32, 0);
   r += describe_kernel("w4a8_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true, 0>),
+                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true>),
                        kNW * 32, 0);
   r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false, 0>),
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>),
       kNW * 32, 0);
   return r;
 }
@@ -555,8 +551,6 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
               "w4_gemv3: int8 activations need their records, K a multiple of 128 and a group of "
               "32, 64 or 128");
   PERFX_CHECK(M <= 8, "w4_gemv3: M = " + std::to_string(M) + " > 8");
-  PERFX_CHECK(cfg.xv >= 0 && cfg.xv <= 2, "w4_gemv3: xv must be 0, 1 or 2, got " +
-                                              std::to_string(cfg.xv));
   PERFX_CHECK(!cfg.swiglu || (yt == xt && w.d.N % 16 == 0 && !cfg.probe),
               "w4_gemv3: the SwiGLU epilogue needs an interleaved gate|up weight (N = " +
                   std::to_string(w.d.N) + " a multiple of 16) and activation-dtype output");
