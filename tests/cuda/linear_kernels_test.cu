@@ -1838,7 +1838,16 @@ void bench() {
         if (c.kernel.rfind("w4_gemv/", 0) == 0 && (b1 == 0 || c.us < b1)) b1 = c.us;
         if (c.kernel.rfind("w4_gemv2/", 0) == 0 && (b2 == 0 || c.us < b2)) b2 = c.us;
       }
-      std::printf("%-12s %3d %8.2f %8.2f", bs.name, M, b1, b2);
+      // (--bench-v3 times neither v1 nor v2: "-")
+      auto cell = [](double t) {
+        char c[16];
+        if (t > 0)
+          std::snprintf(c, sizeof c, "%8.2f", t);
+        else
+          std::snprintf(c, sizeof c, "%8s", "-");
+        return std::string(c);
+      };
+      std::printf("%-12s %3d %s %s", bs.name, M, cell(b1).c_str(), cell(b2).c_str());
       for (const char* l : v3_labels) {
         double t = 0;
         for (const BenchRow& c : g_rows)

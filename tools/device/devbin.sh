@@ -2,8 +2,9 @@
 # tools/device/pack_cuda_bins.sh: unpacks .devpack/bin.tar.xz into /tmp/devbin and puts the
 # libraries the GPU machine lacks (.devpack/lib) and CUDA's on LD_LIBRARY_PATH. Sets ROOT (the
 # repository root), B (the folder with perfx, perfx_opencl_check and tests/), OUT (kept if set,
-# else /tmp/perfx_out; created), PERFX_SHARED_DIR (kept if set, else .devshared: the carried copy
-# of ../shared's models) and T0 (the start, for BUDGET checks), and defines the helpers below.
+# else /tmp/perfx_out; created), PERFX_SHARED_DIR (kept if set, else .devshared — the carried copy
+# of ../shared's models — when the call carried it), SAN (compute-sanitizer) and T0 (the start,
+# for BUDGET checks), and defines the helpers below.
 ROOT=$PWD
 mkdir -p /tmp/devbin
 export LD_LIBRARY_PATH="$ROOT/.devpack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
@@ -11,7 +12,10 @@ tar -xJf "$ROOT/.devpack/bin.tar.xz" -C /tmp/devbin
 B=/tmp/devbin/.devbin
 OUT=${OUT:-/tmp/perfx_out}
 mkdir -p "$OUT"
-export PERFX_SHARED_DIR=${PERFX_SHARED_DIR:-$ROOT/.devshared}
+if [ -z "${PERFX_SHARED_DIR:-}" ] && [ -d "$ROOT/.devshared" ]; then
+  export PERFX_SHARED_DIR=$ROOT/.devshared
+fi
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 T0=$(date +%s)
 
 # gtest_line LOG: a googletest binary's PASSED / FAILED / SKIPPED summary lines, on one line.
@@ -56,4 +60,25 @@ ab_b8() {
       > "$f" 2>&1
     echo "7B batch 8 $var=$v: $(grep -E 'tg32' "$f" | awk -F'|' '{print $(NF-1)}')"
   done
+}
+
+# v3_checks ENV_ASSIGNMENT LABEL: linear_kernels_test ($B/lin, packed by pack_cuda_bins.sh) — the
+# GEMV family's cases, the dispatcher and graph families with w4_gemv3 forced and ENV_ASSIGNMENT
+# (e.g. PERFX_CUDA_GEMV3_XV=2) set, memcheck over the GEMV family's reduced set, then the w4_gemv3
+# kernel bench (--bench-v3) and its table. Logs in $OUT.
+v3_checks() {
+  local env_set=$1 label=$2 fam T=$B/lin/linear_kernels_test
+  timeout 90 "$T" --only gemv > "$OUT/test_gemv.log" 2>&1
+  kernel_line gemv $? "$OUT/test_gemv.log"
+  grep '^FAIL' "$OUT/test_gemv.log" | head -6 | cut -c1-200
+  for fam in auto graph; do
+    env PERFX_CUDA_W4_GEMV=v3 "$env_set" timeout 60 "$T" --only $fam > "$OUT/test_${fam}_v3.log" 2>&1
+    kernel_line "$fam (v3, $label)" $? "$OUT/test_${fam}_v3.log"
+  done
+  timeout 90 "$SAN" --tool memcheck --error-exitcode 3 "$T" --quick --only gemv > "$OUT/memcheck.log" 2>&1
+  echo "memcheck gemv --quick: rc=$? ($(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log"))"
+  timeout 150 "$T" --bench-v3 > "$OUT/bench_v3.log" 2>&1
+  echo "bench rc=$?"
+  grep -m1 "device-to-device" "$OUT/bench_v3.log"
+  sed -n '/^== w4_gemv3/,/^$/p' "$OUT/bench_v3.log"
 }

@@ -7,7 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-export PERFX_SHARED_DIR=$ROOT/.devshared PERFX_OPENCL_CACHE_DIR=$OUT/oclcache
+export PERFX_OPENCL_CACHE_DIR=$OUT/oclcache
 nvidia-smi --query-gpu=name,compute_mode --format=csv,noheader
 for dev in opencl opencl:7; do
   PERFX_OPENCL_PLATFORM=nvidia timeout 60 "$B/perfx" run -p hi -n 2 --temp 0 --device $dev > /dev/null 2> "$OUT/alone.err"

@@ -10,25 +10,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-T=$B/lin/linear_kernels_test
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
-  timeout 90 "$T" --only gemv > "$OUT/test_gemv.log" 2>&1
-  kernel_line gemv $? "$OUT/test_gemv.log"
+  v3_checks PERFX_CUDA_GEMV3_XV=2 "xv 2"
   for e in 1 2; do
     echo "  xv$e cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c "/xv$e ") fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c "/xv$e ")"
   done
-  grep '^FAIL' "$OUT/test_gemv.log" | head -6 | cut -c1-200
-  for fam in auto graph; do
-    PERFX_CUDA_W4_GEMV=v3 PERFX_CUDA_GEMV3_XV=2 timeout 60 "$T" --only $fam > "$OUT/test_${fam}_xv2.log" 2>&1
-    kernel_line "$fam (v3, xv 2)" $? "$OUT/test_${fam}_xv2.log"
-  done
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 "$T" --quick --only gemv \
-    > "$OUT/memcheck.log" 2>&1
-  echo "memcheck gemv --quick: rc=$? ($(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log"))"
-  timeout 150 "$T" --bench-v3 > "$OUT/bench_v3.log" 2>&1
-  echo "bench rc=$?"
-  grep -m1 "device-to-device" "$OUT/bench_v3.log"
-  sed -n '/^== w4_gemv3/,/^$/p' "$OUT/bench_v3.log"
 fi
 echo "kernels done at $(( $(date +%s) - T0 )) s"
 ab_tg PERFX_CUDA_GEMV3_XV "0 ${EXPS:-1 2}"

@@ -276,7 +276,7 @@ struct W4Gemv3Config {
 /// per-chunk bookkeeping taken out: one wave of 8-warp CTAs walking (row block, K share) tasks,
 /// a register ring of 8 weight quads per lane (6 for groups 32 / 64) whose batch addresses are
 /// computed once per batch, no branches in the chunk body, activations read from global memory
-/// (L1) two slots ahead (groups >= 64; §17), split-K partials summed in shared memory behind a
+/// (L1) two slots ahead (groups >= 128; §17), split-K partials summed in shared memory behind a
 /// named barrier. x [M, K] (row stride ldx, fp16/bf16), y [M, N] (ldy; activation
 /// dtype or F32), bias [N] fp32 or null. Numerics: as w4_gemv (error = fp32 summation, ~1e-6).
 /// Throws perfx::Error for M > 8, a group size > 512, a split not in {1, 2, 4, 8}, cfg.probe with

@@ -21,7 +21,7 @@
 //     half-chunk).
 //   - Activations read straight from global memory (L1-resident after the first warp touches
 //     them): no staging, no prologue barrier, no shared-memory limit on K; two slots ahead in two
-//     register buffers (groups >= 64), so an L1 hit's latency leaves the slot's critical path.
+//     register buffers (groups >= 128), so an L1 hit's latency leaves the slot's critical path.
 //   - The S partial sums of a row block meet in shared memory behind a named barrier of those S
 //     warps only (double-buffered by segment parity).
 // PDL: weights are requested before griddepcontrol.wait; activations, bias and y after it.
@@ -176,10 +176,13 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
   constexpr int kU = ring_slots(GS);
   // W4A16 activation buffers (§17): 2 = slot u's are loaded at the end of slot u − 2 into the
-  // buffer slot u − 2 consumed, so they have a whole slot to arrive; 1 = at the end of slot
-  // u − 1 (group 32, whose 6-slot ring with two records a slot would spill more; W4A8 has its
-  // own activation ring)
-  constexpr int XW = (A8 || GS == 0) ? 1 : 2;
+  // buffer slot u − 2 consumed, so they have a whole slot to arrive (the 8-slot rings of groups
+  // >= 128, where it was measured); 1 = at the end of slot u − 1 (groups 32 / 64, whose 6-slot
+  // rings lost with two buffers at group 128; W4A8 has its own activation ring)
+  constexpr int XW = (A8 || GS <= 1) ? 1 : 2;
+  static_assert(kU >= 2 && kU % XW == 0,
+                "a slot's activation buffer is refilled for slot u + XW of the next batch when "
+                "u + XW wraps: the ring must hold whole buffer cycles");
   __shared__ float4 red[2][kNW][32];
 
   if (trigger_pct <= 0) pdl_trigger();
