@@ -82,3 +82,12 @@ v3_checks() {
   grep -m1 "device-to-device" "$OUT/bench_v3.log"
   sed -n '/^== w4_gemv3/,/^$/p' "$OUT/bench_v3.log"
 }
+
+# case_counts TAG "V1 V2 ...": PASS / FAIL counts of the GEMV family's cases labelled TAG + value
+# (e.g. "/xv" "1 2" counts the "/xv1 " and "/xv2 " cases of $OUT/test_gemv.log).
+case_counts() {
+  local tag=$1 v
+  for v in $2; do
+    echo "  ${tag#/}$v cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c "$tag$v ") fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c "$tag$v ")"
+  done
+}

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   v3_checks PERFX_CUDA_GEMV3_CHAINS=4 "4 chains"
-  for c in 2 4; do
-    echo "  ch$c cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c "/ch$c ") fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c "/ch$c ")"
-  done
+  case_counts /ch "2 4"
 fi
 echo "kernels done at $(( $(date +%s) - T0 )) s"
 ab_tg PERFX_CUDA_GEMV3_CHAINS "1 ${CHAINS:-2 4}"

@@ -13,9 +13,7 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   v3_checks PERFX_CUDA_GEMV3_EXP=3 "exp 3"
-  for e in 1 2 3; do
-    echo "  exp$e cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c "/exp$e ") fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c "/exp$e ")"
-  done
+  case_counts /exp "1 2 3"
 fi
 echo "kernels done at $(( $(date +%s) - T0 )) s"
 ab_tg PERFX_CUDA_GEMV3_EXP "0 ${EXPS:-1 2 3}"

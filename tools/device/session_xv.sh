@@ -12,9 +12,7 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 if [ "${SKIP_KERNELS:-0}" != 1 ]; then
   v3_checks PERFX_CUDA_GEMV3_XV=2 "xv 2"
-  for e in 1 2; do
-    echo "  xv$e cases: pass $(grep '^PASS' "$OUT/test_gemv.log" | grep -c "/xv$e ") fail $(grep '^FAIL' "$OUT/test_gemv.log" | grep -c "/xv$e ")"
-  done
+  case_counts /xv "1 2"
 fi
 echo "kernels done at $(( $(date +%s) - T0 )) s"
 ab_tg PERFX_CUDA_GEMV3_XV "0 ${EXPS:-1 2}"

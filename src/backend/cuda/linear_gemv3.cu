@@ -314,8 +314,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
       ld_keep_x<u * 128 + 64>(xb[u % XW][1], bt.x, u < bt.cnt_hi);
     }
   };
-  load_x(std::integral_constant<int, 0>{}, cur);
-  if constexpr (XW == 2) load_x(std::integral_constant<int, 1>{}, cur);
+  static_for<XW>([&](auto uc) { load_x(uc, cur); });
   if constexpr (A8) static_for<XD>([&](auto uc) { load_xa(uc, cur); });
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int buf = 0;
@@ -385,16 +384,11 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           }
         }
       }
-      if constexpr (XW == 2) {  // two slots ahead, into the buffer slot u has just consumed
-        if constexpr (u + 2 < kU)
-          load_x(std::integral_constant<int, u + 2>{}, cur);
-        else
-          load_x(std::integral_constant<int, u + 2 - kU>{}, nxt);
-      } else if constexpr (u + 1 < kU) {  // one slot ahead (W4A8: the group records)
-        load_x(std::integral_constant<int, u + 1>{}, cur);
-      } else {
-        load_x(std::integral_constant<int, 0>{}, nxt);
-      }
+      // XW slots ahead, into the buffer slot u has just consumed (W4A8: the group records)
+      if constexpr (u + XW < kU)
+        load_x(std::integral_constant<int, u + XW>{}, cur);
+      else
+        load_x(std::integral_constant<int, u + XW - kU>{}, nxt);
       if constexpr (A8) {
         if constexpr (u + XD < kU)
           load_xa(std::integral_constant<int, u + XD>{}, cur);
