@@ -157,9 +157,17 @@ struct Range {
   size_t n;
 };
 std::vector<Range> g_ranges;
+// What the kernel launched just before (RoPE + KV store) writes: q and the new tokens' cache rows
+// and scale records. Under PDL a thread may read them only after its pdl_wait().
+std::vector<Range> g_pdl_hidden;
+bool g_waited[kMaxThreads];
 
-void check_global(const void* p, size_t n, const char* what) {
+void check_global(const void* p, size_t n, const char* what, bool reads = true) {
   const char* c = static_cast<const char*>(p);
+  if (reads && !g_waited[tid()])
+    for (const Range& r : g_pdl_hidden)
+      if (c < r.lo + r.n && r.lo < c + n)
+        die(std::string(what) + ": reads what the previous kernel writes before pdl_wait()");
   for (const Range& r : g_ranges)
     if (c >= r.lo && c + n <= r.lo + r.n) return;
   char buf[200];
@@ -197,6 +205,7 @@ void run_block(int nthreads, const std::function<void()>& body) {
     if (f.stack.empty()) f.stack.resize(kStackBytes);
     f.done = false;
     g_parity[i] = 0;
+    g_waited[i] = false;
     g_groups[i].clear();
     g_open[i].clear();
     getcontext(&f.ctx);
@@ -240,6 +249,10 @@ float bits_to_float<__nv_bfloat16>(uint16_t h) {
 }
 
 }  // namespace emu
+
+void perfx_emu_pdl_wait() {
+  emu::g_waited[emu::tid()] = true;
+}
 
 // ---- CUDA builtins used by the kernels
 inline void __syncthreads() {
@@ -346,7 +359,7 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
 inline void cp_async_n(void* smem, const void* gmem, int src_bytes, int size) {
   emu::check_smem(smem, (size_t)size, "cp.async destination");
   if (src_bytes != 0 && src_bytes != size) emu::die("cp.async src_bytes not 0 or the copy size");
-  emu::check_global(gmem, src_bytes ? (size_t)size : 1, "cp.async source");
+  emu::check_global(gmem, src_bytes ? (size_t)size : 1, "cp.async source", src_bytes != 0);
   if (src_bytes && reinterpret_cast<uintptr_t>(gmem) % (uintptr_t)size)
     emu::die("cp.async source misaligned");
   const emu::Copy c{smem, gmem, src_bytes, size};
@@ -484,6 +497,36 @@ struct Config {
   bool deferred;         // cp.async timing
 };
 
+/// emu::g_pdl_hidden for batch b: what RoPE + KV store, the kernel before attention, writes — q
+/// (rotated in place) and each new token's K / V cache rows (q8: and their scale records).
+void set_pdl_hidden(const AttnCase& c, const HostBatch& b) {
+  emu::g_pdl_hidden.clear();
+  auto hide = [](const void* p, size_t n) {
+    emu::g_pdl_hidden.push_back(emu::Range{static_cast<const char*>(p), n});
+  };
+  hide(b.qkv.data(), b.qkv.size() * sizeof(u16));
+  const size_t row = static_cast<size_t>(c.nkv) * c.D;  // cache elements per slot
+  const size_t srow = static_cast<size_t>(c.nkv) * q8_scale_stride(c.D);
+  for (int s = 0; s < b.n_seqs; ++s) {
+    const int q_len = b.q_start[s + 1] - b.q_start[s];
+    for (int j = b.kv_len[s] - q_len; j < b.kv_len[s]; ++j) {
+      if (j < 0 || j / c.bs >= b.max_blocks ||
+          b.table[static_cast<size_t>(s) * b.max_blocks + j / c.bs] < 0)
+        continue;
+      const size_t slot = static_cast<size_t>(slot_of(b, c.bs, s, j));
+      if (c.q8) {
+        hide(b.k8.data() + slot * row, row);
+        hide(b.v8.data() + slot * row, row);
+        hide(b.kscale.data() + slot * srow, srow * sizeof(u16));
+        hide(b.vscale.data() + slot * srow, srow * sizeof(u16));
+      } else {
+        hide(b.kpool.data() + slot * row, row * sizeof(u16));
+        hide(b.vpool.data() + slot * row, row * sizeof(u16));
+      }
+    }
+  }
+}
+
 void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& configs) {
   const HostBatch b = make_batch(c, seed);
   const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
@@ -505,6 +548,7 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
       add_range(b.table);
       add_range(b.q_start);
       add_range(b.kv_len);
+      set_pdl_hidden(c, b);
       PagedAttentionArgs a;
       a.dtype = c.bf16 ? AttnDtype::kBF16 : AttnDtype::kF16;
       a.q = b.qkv.data();

@@ -88,6 +88,13 @@ struct PagedAttentionArgs {
   /// kAuto with max_q_len * group > 16 launches the split-KV kernel too, for the batch's short
   /// (decode) sequences. Set false when the caller knows there are none, to skip that launch.
   bool maybe_short_seqs = true;
+  /// Split-KV kernel under programmatic dependent launch: read seq_q_start, seq_kv_len,
+  /// block_tables and the cache rows of each sequence's keys before its first new token (keys
+  /// < kv_len - q_len) before griddepcontrol.wait, so their latency overlaps the previous kernel
+  /// (RoPE + KV store). Needs all of those written before the launch's kernel chain began (by
+  /// host copies or earlier steps, never by the kernel launched just before). Off: every read
+  /// after the wait (PERFX_CUDA_ATTN_EARLY_KV=0 forces that; docs/cuda_attention_notes.md).
+  bool early_kv = true;
 };
 
 /// What paged_attention() will launch for these arguments (host-only; for logs and tests).

@@ -90,6 +90,19 @@ int forced_splits() {
   return n;
 }
 
+/// PERFX_CUDA_ATTN_EARLY_KV=0 (read once): PagedAttentionArgs::early_kv off in every call (a
+/// measurement knob; docs/cuda_attention_notes.md).
+bool early_kv_allowed() {
+  static const bool on = [] {
+    const char* e = std::getenv("PERFX_CUDA_ATTN_EARLY_KV");
+    if (e == nullptr || *e == '\0') return true;
+    const std::string v = e;
+    require(v == "0" || v == "1", "PERFX_CUDA_ATTN_EARLY_KV must be 0 or 1, got '" + v + "'");
+    return v == "1";
+  }();
+  return on;
+}
+
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
@@ -170,6 +183,11 @@ void paged_attention_init() {
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   using namespace attn_detail;
   const PagedAttentionPlan p = plan_for(a);
+  if (a.early_kv && !early_kv_allowed()) {
+    PagedAttentionArgs late = a;
+    late.early_kv = false;
+    return execute_plan(late, p, CudaLauncher{a.dtype, a.head_dim, stream});
+  }
   execute_plan(a, p, CudaLauncher{a.dtype, a.head_dim, stream});
 }
 

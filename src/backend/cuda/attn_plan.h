@@ -48,6 +48,7 @@ struct TileArgs {
   int chunk;
   float* ws_o;   // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
   float* ws_ml;  // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
+  int early_kv;  // split-KV: stage the keys before the first new token before the PDL wait
 };
 
 inline int head_dim_index(int d) {
@@ -211,6 +212,7 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
   t.chunk = p.chunk;
   t.ws_o = nullptr;
   t.ws_ml = nullptr;
+  t.early_kv = a.early_kv ? 1 : 0;
   if (p.split_kv && p.n_splits > 1) {  // checked before anything is launched
     require(
         a.workspace != nullptr && aligned16(a.workspace) && a.workspace_bytes >= p.workspace_needed,

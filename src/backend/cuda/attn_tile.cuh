@@ -206,7 +206,11 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   float* sO = reinterpret_cast<float*>(smem_raw + C::kQBytes);
   float* sM = sO + WN * C::kRows * C::kOStride;
   float* sL = sM + WN * C::kRows;
-  pdl_enter();
+  // PDL: the split-KV kernel with early_kv reads the batch layout and stages the keys written by
+  // earlier steps before griddepcontrol.wait (TileArgs::early_kv); everything else waits first.
+  const bool early = kSplit && a.early_kv != 0;
+  pdl_trigger();
+  if (!early) pdl_wait();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WN, wn = warp % WN;
@@ -262,20 +266,21 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   const __half* __restrict__ vscale = static_cast<const __half*>(a.v_scale);
 
   // Q tile -> smem (rows past rows_total zero-filled).
-  for (int c = tid; c < C::kRows * C::kChunks; c += kThreads) {
-    const int r = c / C::kChunks, ch = c - r * C::kChunks;
-    const int rr = row0 + r;
-    const T* src = qg;
-    int bytes = 0;
-    if (rr < rows_total) {
-      const int i = rr / G, g = rr - i * G;
-      src = qg + static_cast<int64_t>(q0 + i) * a.ldq + static_cast<int64_t>(kvh * G + g) * D +
-            ch * 8;
-      bytes = 16;
+  auto load_q = [&] {
+    for (int c = tid; c < C::kRows * C::kChunks; c += kThreads) {
+      const int r = c / C::kChunks, ch = c - r * C::kChunks;
+      const int rr = row0 + r;
+      const T* src = qg;
+      int bytes = 0;
+      if (rr < rows_total) {
+        const int i = rr / G, g = rr - i * G;
+        src = qg + static_cast<int64_t>(q0 + i) * a.ldq + static_cast<int64_t>(kvh * G + g) * D +
+              ch * 8;
+        bytes = 16;
+      }
+      cp_async_16(sQ + r * C::kStride + ch * 8, src, bytes);
     }
-    cp_async_16(sQ + r * C::kStride + ch * 8, src, bytes);
-  }
-  cp_async_commit();
+  };
 
   const int32_t* __restrict__ table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
   const int bs = a.block_size;
@@ -291,8 +296,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     return blk >= 0 ? static_cast<int64_t>(blk) * bs + (j - bi * bs) : -1;
   };
 
-  // Keys [kt, kt + 64) -> stage st (kQ8: raw stage st).
-  auto load_kv = [&](int kt, int st) {
+  // Keys [kt, kt + 64) ∩ [from, to) -> stage st (kQ8: raw stage st); other rows untouched.
+  auto load_kv = [&](int kt, int st, int from, int to) {
     if constexpr (kQ8) {
       static_assert(C::kRawIters * kThreads == kTileKeys * (D / 16), "raw chunks per thread");
       static_assert(q8_scale_stride(D) == 4, "8-byte scale records (the raw stage's layout)");
@@ -302,12 +307,13 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       for (int it = 0; it < C::kRawIters; ++it) {
         const int c = tid + it * kThreads;
         const int r = c / (D / 16), ch = c - r * (D / 16);
+        if (kt + r < from || kt + r >= to) continue;
         const int64_t slot = slot_of(kt + r);
         const int64_t off = slot >= 0 ? slot * slot_stride + head_off + ch * 16 : 0;
         cp_async_16(rk + r * D + ch * 16, kc8 + off, slot >= 0 ? 16 : 0);
         cp_async_16(rv + r * D + ch * 16, vc8 + off, slot >= 0 ? 16 : 0);
       }
-      if (tid < kTileKeys) {
+      if (tid < kTileKeys && kt + tid >= from && kt + tid < to) {
         const int64_t slot = slot_of(kt + tid);
         const int64_t so = slot >= 0 ? (slot * a.n_kv_heads + kvh) * q8_scale_stride(D) : 0;
         cp_async_8(rk + kTileKeys * D + tid * 8, kscale + so, slot >= 0 ? 8 : 0);
@@ -320,6 +326,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       for (int it = 0; it < C::kKvIters; ++it) {
         const int c = tid + it * kThreads;
         const int r = c / C::kChunks, ch = c - r * C::kChunks;
+        if (kt + r < from || kt + r >= to) continue;
         const int64_t slot = slot_of(kt + r);
         const int64_t off = slot >= 0 ? slot * slot_stride + head_off + ch * 8 : 0;
         cp_async_16(dk + r * C::kStride + ch * 8, kc + off, slot >= 0 ? 16 : 0);
@@ -348,7 +355,20 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   };
 
   const int n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
-  if (n_tiles > 0) load_kv(k_begin, 0);
+  // Keys [k_begin, early_end) of the first kStages tiles were written by earlier steps: with
+  // `early` they are staged before the wait (one group), the rest of those tiles after it.
+  constexpr int kAll = 0x7fffffff;
+  const int early_end = early ? max(k_begin, min(ctx, k_end)) : k_begin;
+  if (early_end > k_begin) {
+#pragma unroll
+    for (int st = 0; st < kStages; ++st)
+      if (st < n_tiles) load_kv(k_begin + st * kTileKeys, st, k_begin, early_end);
+    cp_async_commit();
+  }
+  if (early) pdl_wait();
+  load_q();
+  cp_async_commit();
+  if (n_tiles > 0) load_kv(k_begin, 0, early_end, kAll);
   cp_async_commit();
 
   // Q fragments stay in registers for the whole key loop.
@@ -367,7 +387,9 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   float l_run[2] = {0.f, 0.f};              // running sum of exp2, this thread's columns only
 
   for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) load_kv(k_begin + (t + 1) * kTileKeys, (t + 1) & 1);
+    if (t + 1 < n_tiles)
+      load_kv(k_begin + (t + 1) * kTileKeys, (t + 1) & 1, t + 1 < kStages ? early_end : k_begin,
+              kAll);
     cp_async_commit();   // possibly empty: keeps one group per iteration
     cp_async_wait<1>();  // everything but the newest group: tile t is here
     __syncthreads();

@@ -22,12 +22,20 @@
 #include <cstring>
 #include <utility>
 
+#if defined(PERFX_ATTN_EMULATION)
+/// The CPU emulator's (tests/cuda/attn_emulation_test.cpp) record of a thread's wait: reads of
+/// the previous kernel's outputs before it fail the emulated run.
+void perfx_emu_pdl_wait();
+#endif
+
 namespace perfx::cuda {
 
 /// Waits for the preceding grid's completion and memory flush (a no-op when the grid was not
-/// launched with the attribute; compiled out below sm_90 and in host-compiled emulation).
+/// launched with the attribute; compiled out below sm_90; recorded in host-compiled emulation).
 __device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(PERFX_ATTN_EMULATION)
+  perfx_emu_pdl_wait();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
