@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -230,6 +231,8 @@ void run_block(int nthreads, const std::function<void()>& body) {
   }
   for (int i = 0; i < nthreads; ++i)
     if (!g_groups[i].empty() || !g_open[i].empty()) die("a thread exited with cp.async pending");
+  if (std::none_of(g_waited, g_waited + nthreads, [](bool w) { return w; }))
+    die("a CTA exited without pdl_wait() (pdl.cuh: the wait keeps the launch chain ordered)");
 }
 
 template <typename T>
@@ -597,6 +600,7 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
       check_and_report(tag.c_str(), c, b, path, plan, out, out, ldo, ref);
     }
   }
+  emu::g_pdl_hidden.clear();  // the batch's buffers are freed on return
 }
 
 /// Runs rope_norm_kv_kernel over case c's grid, as rope_norm_kv_store launches it.
@@ -605,16 +609,23 @@ void launch_rope(const RopeCase& c, const RopeKvArgs& a) {
   gridDim = dim3(static_cast<unsigned>(c.n_tokens), static_cast<unsigned>((n_heads + 7) / 8));
   blockDim = dim3(threads);
   emu::g_smem_limit = 0;
+  // q, k, v are the QKV projection's output: read only after pdl_wait.
+  emu::g_pdl_hidden.clear();
+  const size_t tokens = static_cast<size_t>(c.n_tokens), eb = 2;  // fp16 or bf16
+  emu::g_pdl_hidden.push_back({static_cast<const char*>(a.q), tokens * a.ldq * eb});
+  emu::g_pdl_hidden.push_back({static_cast<const char*>(a.k), tokens * a.ldk * eb});
+  emu::g_pdl_hidden.push_back({static_cast<const char*>(a.v), tokens * a.ldv * eb});
   for (unsigned y = 0; y < gridDim.y; ++y)
     for (unsigned x = 0; x < gridDim.x; ++x) {
       blockIdx = make_uint3(x, y, 0);
       emu::run_block(threads, [&] {
         if (c.bf16)
-          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a);
+          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a, true);
         else
-          perfx::cuda::rope_norm_kv_kernel<__half>(a);
+          perfx::cuda::rope_norm_kv_kernel<__half>(a, true);
       });
     }
+  emu::g_pdl_hidden.clear();
 }
 
 /// The same case into a q8_0 cache (RopeKvArgs::kv_q8), checked against the fp16/bf16 run's
@@ -715,8 +726,9 @@ void check_forced_splits() {
   ++g_cases;
   if (n0 != 8 || c0 != 64) {
     ++g_failures;
-    std::printf("[FAIL] forced splits: force 0 gave %d splits of %d keys, want the model's 8 of 64\n",
-                n0, c0);
+    std::printf(
+        "[FAIL] forced splits: force 0 gave %d splits of %d keys, want the model's 8 of 64\n", n0,
+        c0);
   }
 }
 

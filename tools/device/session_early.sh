@@ -7,6 +7,7 @@
 # (PERFX_CUDA_W4_GEMV=v3 against the default ladder) and the per-step floor (PERFX_CUDA_SKIP: every
 # norm, RoPE, attention and linear left out, so embedding + sampling + host + graph launch remain).
 #   run: command "bash tools/device/session_early.sh", carry [".devpack", ".devshared"]
+#   (needs the code of commit 93c6e6c: PERFX_CUDA_ATTN_EARLY_KV is PERFX_CUDA_PDL_EARLY since)
 #   SKIP_TESTS=1 (only the benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -93,7 +93,7 @@ struct PagedAttentionArgs {
   /// < kv_len - q_len) before griddepcontrol.wait, so their latency overlaps the previous kernel
   /// (RoPE + KV store). Needs all of those written before the launch's kernel chain began (by
   /// host copies or earlier steps, never by the kernel launched just before). Off: every read
-  /// after the wait (PERFX_CUDA_ATTN_EARLY_KV=0 forces that; docs/cuda_attention_notes.md).
+  /// after the wait (PERFX_CUDA_PDL_EARLY=0 forces that; docs/cuda_attention_notes.md).
   bool early_kv = true;
 };
 

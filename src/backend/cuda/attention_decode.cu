@@ -90,17 +90,20 @@ int forced_splits() {
   return n;
 }
 
-/// PERFX_CUDA_ATTN_EARLY_KV=0 (read once): PagedAttentionArgs::early_kv off in every call (a
-/// measurement knob; docs/cuda_attention_notes.md).
-bool early_kv_allowed() {
-  static const bool on = [] {
-    const char* e = std::getenv("PERFX_CUDA_ATTN_EARLY_KV");
-    if (e == nullptr || *e == '\0') return true;
-    const std::string v = e;
-    require(v == "0" || v == "1", "PERFX_CUDA_ATTN_EARLY_KV must be 0 or 1, got '" + v + "'");
-    return v == "1";
+/// Where single-split split-KV CTAs let the next kernel launch (PDL): at their end by default, so
+/// the next GEMV's CTAs do not share the attention's SMs and memory path while it runs (TinyLlama
+/// tg128 +3 %, 7B unchanged; docs/cuda_attention_notes.md); PERFX_CUDA_ATTN_TRIGGER=entry (read
+/// once) at their entry, as before. With several splits the reduce kernel follows, launched at
+/// the split CTAs' entry as before.
+bool late_trigger() {
+  static const bool late = [] {
+    const char* e = std::getenv("PERFX_CUDA_ATTN_TRIGGER");
+    const std::string v = e != nullptr ? e : "";
+    require(v.empty() || v == "entry" || v == "late",
+            "PERFX_CUDA_ATTN_TRIGGER must be entry or late, got '" + v + "'");
+    return v != "entry";
   }();
-  return on;
+  return late;
 }
 
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
@@ -155,7 +158,11 @@ struct CudaLauncher {
     launch_prefill(dtype, head_dim, t, static_cast<int>(g.x), static_cast<int>(g.y),
                    static_cast<int>(g.z), stream);
   }
-  void split(const TileArgs& t, Grid g) const { launch(false, t, g); }
+  void split(const TileArgs& t, Grid g) const {
+    TileArgs u = t;
+    u.late_trigger = late_trigger() && t.n_splits == 1 ? 1 : 0;  // (else the reduce comes next)
+    launch(false, u, g);
+  }
   void reduce(const TileArgs& t, Grid g) const { launch(true, t, g); }
   void launch(bool reduce, const TileArgs& t, Grid g) const {
     if (dtype == AttnDtype::kF16)
@@ -183,7 +190,7 @@ void paged_attention_init() {
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   using namespace attn_detail;
   const PagedAttentionPlan p = plan_for(a);
-  if (a.early_kv && !early_kv_allowed()) {
+  if (a.early_kv && !pdl_early_reads()) {
     PagedAttentionArgs late = a;
     late.early_kv = false;
     return execute_plan(late, p, CudaLauncher{a.dtype, a.head_dim, stream});

@@ -208,8 +208,10 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   float* sL = sM + WN * C::kRows;
   // PDL: the split-KV kernel with early_kv reads the batch layout and stages the keys written by
   // earlier steps before griddepcontrol.wait (TileArgs::early_kv); everything else waits first.
+  // The next kernel may launch at entry, or with late_trigger once this CTA has written its rows.
   const bool early = kSplit && a.early_kv != 0;
-  pdl_trigger();
+  const bool late_trigger = kSplit && a.late_trigger != 0;
+  if (!late_trigger) pdl_trigger();
   if (!early) pdl_wait();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -226,11 +228,16 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   // CTA-uniform ranges: rows [row0, row0 + kRows) ∩ [0, rows_total), keys [k_begin, k_end).
   int row0, k_begin, k_end, split = 0;
   if constexpr (kSplit) {
-    if (q_len <= 0 || rows_total > kSplitRows) return;  // not a split-KV sequence
+    // Not a split-KV sequence, or an empty split (the reduce skips it): nothing to do, but the
+    // CTA still waits (pdl.cuh: a grid whose CTAs all exit unwaited would let the next kernel
+    // start before this one's predecessor has finished).
     split = blockIdx.x;
     row0 = 0;
     k_begin = split * a.chunk;
-    if (split > 0 && k_begin >= kv_len) return;  // empty split: the reduce skips it
+    if (q_len <= 0 || rows_total > kSplitRows || (split > 0 && k_begin >= kv_len)) {
+      if (early) pdl_wait();
+      return;
+    }
     k_end = (split == a.n_splits - 1) ? kv_len : min(k_begin + a.chunk, kv_len);
     k_end = max(k_end, k_begin);
   } else {
@@ -573,6 +580,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       *reinterpret_cast<uint4*>(dst) = u;
     }
   }
+  if (late_trigger) pdl_trigger();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -111,12 +111,26 @@ template <typename T, int VPT>
 __global__ void rms_norm_vec_kernel(const T* __restrict__ x, int64_t ldx, const T* res_in,
                                     int64_t ldr_in, T* res_out, int64_t ldr,
                                     const float* __restrict__ w, float eps, int n,
-                                    T* __restrict__ out, int64_t ldo) {
-  pdl_enter();
+                                    T* __restrict__ out, int64_t ldo, bool early) {
+  // γ is a weight: loaded before the PDL wait (early: pdl_early_reads()), so its latency overlaps
+  // the previous kernel.
+  pdl_trigger();
+  if (!early) pdl_wait();
+  const int n8 = n / 8;
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  float4 wv[VPT][2];
+#pragma unroll
+  for (int c = 0; c < VPT; ++c) {
+    const int i = c * blockDim.x + threadIdx.x;
+    if (i < n8) {
+      wv[c][0] = w4[2 * i];
+      wv[c][1] = w4[2 * i + 1];
+    }
+  }
+  if (early) pdl_wait();
   const int64_t row = blockIdx.x;
   const uint4* xr = reinterpret_cast<const uint4*>(x + row * ldx);
   const uint4* rr = res_in ? reinterpret_cast<const uint4*>(res_in + row * ldr_in) : nullptr;
-  const int n8 = n / 8;
   float v[VPT][8];
   uint4 raw[VPT], raw2[VPT];
 #pragma unroll
@@ -147,12 +161,11 @@ __global__ void rms_norm_vec_kernel(const T* __restrict__ x, int64_t ldx, const 
   }
   const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
   uint4* o = reinterpret_cast<uint4*>(out + row * ldo);
-  const float4* w4 = reinterpret_cast<const float4*>(w);
 #pragma unroll
   for (int c = 0; c < VPT; ++c) {
     const int i = c * blockDim.x + threadIdx.x;
     if (i >= n8) continue;
-    const float4 a = w4[2 * i], b = w4[2 * i + 1];
+    const float4 a = wv[c][0], b = wv[c][1];
     const float ww[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     float r[8];
 #pragma unroll
@@ -176,7 +189,7 @@ bool launch_norm_vec(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in, T
   const int vpt = (n8 + threads - 1) / threads;
 #define PERFX_NORM_VEC(V)                                                                     \
   launch_pdl(rms_norm_vec_kernel<T, V>, dim3(rows), dim3(threads), 0, stream, x, ldx, res_in, \
-             ldr_in, res_out, ldr, w, eps, (int)n, out, ldo)
+             ldr_in, res_out, ldr, w, eps, (int)n, out, ldo, pdl_early_reads())
   if (vpt <= 1)
     PERFX_NORM_VEC(1);
   else if (vpt <= 2)

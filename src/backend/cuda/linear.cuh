@@ -358,7 +358,8 @@ struct Workspace {
 /// 65. Measured on the H200 (tools/device/batch_sweep.sh, 7B AWQ batched decode, tok/s): from
 /// M = 96 to 256 dequantize + cuBLAS beats the fused L128 GEMM by 35–46 % (x96 6,413 vs 4,722,
 /// x128 8,321 vs 6,167, x192 11,201 vs 7,619, x256 14,009 vs 9,625); M <= 64 keeps the S32 / S64
-/// GEMMs (x64 8,047). Read once per process.
+/// GEMMs (x64 8,047). Read once per process; a value that is not a whole number from 1 to 2^20
+/// throws (std::runtime_error naming the variable).
 int w4_dense_min_m();
 
 /// The W4 ladder ("use me?" predicates in order): M <= 8 → Gemv; M <= 32 → GemmS32; M <= 64 →

@@ -35,6 +35,20 @@ bool env_flag(const char* name) {
   return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
 }
 
+/// Environment variable `name` as a whole number in [lo, hi]; `fallback` when unset or empty.
+/// Throws (PERFX_CHECK, naming the variable and the range) on anything else. Callers read it once.
+int env_int(const char* name, int lo, int hi, int fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return fallback;
+  const std::string v = e;
+  const bool digits = v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
+  const long n = digits ? std::stol(v) : -1;
+  PERFX_CHECK(digits && n >= lo && n <= hi, std::string(name) + " must be a whole number from " +
+                                                std::to_string(lo) + " to " + std::to_string(hi) +
+                                                ", got '" + v + "'");
+  return static_cast<int>(n);
+}
+
 /// Prints the plan once per (kind, N, K, group, M, dtypes) when PERFX_CUDA_LINEAR_LOG is set.
 void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt, DType yt,
               const LinearPlan& p) {
@@ -78,11 +92,13 @@ int gemv2_mode() {
 /// matrices of >= 16M weights (M = 1: 7B qkv 11.3 vs 14.7 us, o 5.7 vs 6.5, gate_up 16.4 vs 22.9,
 /// down 10.9 vs 13.3; TinyLlama gate_up 7.7 vs 8.6; M = 4 and 8 alike); the smaller TinyLlama
 /// matrices stay on v1 (3.6 / 3.1 / 5.4 us against v3's 4.3 / 4.2 / 6.2: too few row blocks for
-/// its 8-warp tasks).
+/// its 8-warp tasks). PERFX_CUDA_GEMV3_MIN_MW=N (millions of weights, read once) moves that
+/// threshold (a measurement knob, docs/cuda_linear_notes.md §18).
 bool gemv3_should_use(const W4View& w, int M) {
   if (!w4_gemv3_supported(w, M)) return false;
+  static const double min_weights = 1e6 * env_int("PERFX_CUDA_GEMV3_MIN_MW", 0, 1000000, 16);
   const int m = gemv_env_mode();
-  return m == 3 || (m == -2 && (double)w.d.N * (double)w.d.K >= 16e6);
+  return m == 3 || (m == -2 && (double)w.d.N * (double)w.d.K >= min_weights);
 }
 
 /// The decode-GEMV choice measured on an H200 (tools/device/cuda_check.sh,
@@ -168,14 +184,7 @@ const char* linear_kernel_name(LinearKernel k) {
 }
 
 int w4_dense_min_m() {
-  static const int v = [] {
-    const char* e = std::getenv("PERFX_CUDA_W4_DENSE_MIN_M");
-    if (e != nullptr && *e != '\0') {
-      const int n = std::atoi(e);
-      if (n > 0) return n;
-    }
-    return 65;
-  }();
+  static const int v = env_int("PERFX_CUDA_W4_DENSE_MIN_M", 1, 1 << 20, 65);
   return v;
 }
 

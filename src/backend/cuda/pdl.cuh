@@ -4,13 +4,16 @@
 // overlap that kernel's tail.
 //
 // The contract of every kernel launched through launch_pdl: each CTA calls pdl_wait() before it
-// touches memory that an earlier kernel of the stream writes or reads (activations, the KV cache,
-// batch tables, its own outputs), and before it exits; only immutable data (weights) may be read
-// before the wait. pdl_trigger() lets the next grid start launching: the small kernels issue it at
-// entry, w4_gemv3 and the W4 GEMM after their main loop (measured, docs/cuda_linear_notes.md §10);
-// the next kernel still waits for this one's completion before it reads anything. A
-// kernel launched without the attribute waits for its predecessor as usual, so cuBLAS and
-// unconverted kernels mix in safely.
+// touches memory that an earlier kernel of the stream writes or reads (activations, the KV cache
+// rows of this step, its own outputs), and before it exits (a grid whose CTAs all exit unwaited
+// completes before its predecessor, and the next kernel's wait no longer covers that one). Before
+// the wait a kernel may read only what no kernel of the chain writes: weights, the batch layout
+// the host uploads before the step (positions, slots, block tables, lengths), and the KV rows of
+// earlier steps (the split-KV attention's early_kv). pdl_trigger() lets the next grid start
+// launching: the small kernels issue it at entry, w4_gemv3 and the W4 GEMM after their main loop
+// (measured, docs/cuda_linear_notes.md §10); the next kernel still waits for this one's completion
+// before it reads anything. A kernel launched without the attribute waits for its predecessor as
+// usual, so cuBLAS and unconverted kernels mix in safely.
 //
 // Self-contained (CUDA runtime only): the attention kernels' standalone test builds include it.
 #pragma once
@@ -49,6 +52,18 @@ __device__ __forceinline__ void pdl_trigger() {
 __device__ __forceinline__ void pdl_enter() {
   pdl_trigger();
   pdl_wait();
+}
+
+/// Whether kernels make the early reads the contract above allows beyond weights: the batch
+/// layout and the KV rows of earlier steps (RoPE's cos/sin table, the split-KV attention's
+/// early_kv) and the norms' γ. PERFX_CUDA_PDL_EARLY=0 (read once) moves those reads after the wait
+/// (a measurement knob; docs/cuda_attention_notes.md); unset or any other value: on.
+inline bool pdl_early_reads() {
+  static const bool on = [] {
+    const char* e = std::getenv("PERFX_CUDA_PDL_EARLY");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 /// Whether launch_pdl adds the attribute: the current device is sm_90 (the architecture the sm_90a

@@ -71,16 +71,21 @@ __device__ __forceinline__ void store_q8(const float (&x)[kPerLane], int hd, int
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvArgs a) {
+__global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvArgs a, bool early) {
   __shared__ float s_cos[kMaxHeadDim / 2], s_sin[kMaxHeadDim / 2];
   __shared__ float s_x[kWarps][kMaxHeadDim];
-  pdl_enter();
+  // Before the PDL wait (early: pdl_early_reads()): the token's position (the host-uploaded batch
+  // layout, pdl.cuh) and its cos/sin table; q, k, v (the QKV projection's output) and the cache
+  // after it.
+  pdl_trigger();
+  if (!early) pdl_wait();
   const int t = blockIdx.x;
   const int half = a.rot_dim / 2;
   const int pos = a.positions[t];
   for (int i = threadIdx.x; i < half; i += blockDim.x)
     rope_cos_sin(pos, a.inv_freq[i], a.attention_factor, &s_cos[i], &s_sin[i]);
   __syncthreads();
+  if (early) pdl_wait();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nq = a.n_q_heads, nkv = a.n_kv_heads, hd = a.head_dim;
@@ -213,9 +218,11 @@ void rope_norm_kv_store(const RopeKvArgs& a, cudaStream_t stream) {
                   static_cast<unsigned>((n_heads + kWarps - 1) / kWarps));
   require(grid.y <= 65535u, f + "too many heads");
   if (a.dtype == AttnDtype::kF16)
-    launch_pdl(rope_norm_kv_kernel<__half>, grid, dim3(kWarps * 32), 0, stream, a);
+    launch_pdl(rope_norm_kv_kernel<__half>, grid, dim3(kWarps * 32), 0, stream, a,
+               pdl_early_reads());
   else
-    launch_pdl(rope_norm_kv_kernel<__nv_bfloat16>, grid, dim3(kWarps * 32), 0, stream, a);
+    launch_pdl(rope_norm_kv_kernel<__nv_bfloat16>, grid, dim3(kWarps * 32), 0, stream, a,
+               pdl_early_reads());
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 

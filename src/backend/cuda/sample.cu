@@ -86,7 +86,9 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 
 // expf as the host computes it (glibc's is correctly rounded or nearly; CUDA's expf may be 2 ulp
 // off): exp in double, rounded once to float.
-__device__ __forceinline__ float host_expf(float x) { return (float)exp((double)x); }
+__device__ __forceinline__ float host_expf(float x) {
+  return (float)exp((double)x);
+}
 
 // (key, id) pairs sorted by key descending, then id ascending (the reference sampler's order).
 __device__ __forceinline__ bool goes_first(uint32_t ka, int ia, uint32_t kb, int ib) {
