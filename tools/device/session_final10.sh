@@ -9,6 +9,7 @@
 #   old    both (the session's starting point)
 # and 7B batch 8 for new / old.
 #   run: command "bash tools/device/session_final10.sh", carry [".devpack", ".devshared"]
+#   (measured on the code of commit ef654e5; after it PERFX_CUDA_ATTN_TRIGGER is gone and "entry" is the rule)
 #   SKIP_TESTS=1 (only the benches), BUDGET=seconds (540)
 set -uo pipefail
 cd "$(dirname "$0")/../.."

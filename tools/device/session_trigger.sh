@@ -9,7 +9,9 @@
 #     gate|up only), 11 (+ down), 5 (+ qkv) million weights; tg128, interleaved, two rounds.
 # First the attention kernel tests with the late trigger.
 #   run: command "bash tools/device/session_trigger.sh", carry [".devpack", ".devshared"]
-#   (PERFX_CUDA_ATTN_EARLY_KV is PERFX_CUDA_PDL_EARLY since the next commit)
+#   (measured on a working tree between 93c6e6c and ef654e5: PERFX_CUDA_ATTN_TRIGGER exists only in
+#   ef654e5, reverted after it; there the early0 arm needs PERFX_CUDA_PDL_EARLY=0, which also moves
+#   the norms' γ and the RoPE table after the wait)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh

@@ -90,22 +90,6 @@ int forced_splits() {
   return n;
 }
 
-/// Where single-split split-KV CTAs let the next kernel launch (PDL): at their end by default, so
-/// the next GEMV's CTAs do not share the attention's SMs and memory path while it runs (TinyLlama
-/// tg128 +3 %, 7B unchanged; docs/cuda_attention_notes.md); PERFX_CUDA_ATTN_TRIGGER=entry (read
-/// once) at their entry, as before. With several splits the reduce kernel follows, launched at
-/// the split CTAs' entry as before.
-bool late_trigger() {
-  static const bool late = [] {
-    const char* e = std::getenv("PERFX_CUDA_ATTN_TRIGGER");
-    const std::string v = e != nullptr ? e : "";
-    require(v.empty() || v == "entry" || v == "late",
-            "PERFX_CUDA_ATTN_TRIGGER must be entry or late, got '" + v + "'");
-    return v != "entry";
-  }();
-  return late;
-}
-
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
@@ -158,11 +142,7 @@ struct CudaLauncher {
     launch_prefill(dtype, head_dim, t, static_cast<int>(g.x), static_cast<int>(g.y),
                    static_cast<int>(g.z), stream);
   }
-  void split(const TileArgs& t, Grid g) const {
-    TileArgs u = t;
-    u.late_trigger = late_trigger() && t.n_splits == 1 ? 1 : 0;  // (else the reduce comes next)
-    launch(false, u, g);
-  }
+  void split(const TileArgs& t, Grid g) const { launch(false, t, g); }
   void reduce(const TileArgs& t, Grid g) const { launch(true, t, g); }
   void launch(bool reduce, const TileArgs& t, Grid g) const {
     if (dtype == AttnDtype::kF16)

@@ -46,10 +46,9 @@ struct TileArgs {
   int skip_rows;     // prefill: sequences with q_len * group <= skip_rows are left to split-KV
   int n_splits;      // split-KV: split s covers [s*chunk, (s+1)*chunk), the last one up to kv_len
   int chunk;
-  float* ws_o;       // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
-  float* ws_ml;      // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
-  int early_kv;      // split-KV: stage the keys before the first new token before the PDL wait
-  int late_trigger;  // split-KV: let the next kernel launch at the CTA's end, not its entry
+  float* ws_o;   // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
+  float* ws_ml;  // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
+  int early_kv;  // split-KV: stage the keys before the first new token before the PDL wait
 };
 
 inline int head_dim_index(int d) {

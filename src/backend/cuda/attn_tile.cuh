@@ -208,10 +208,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   float* sL = sM + WN * C::kRows;
   // PDL: the split-KV kernel with early_kv reads the batch layout and stages the keys written by
   // earlier steps before griddepcontrol.wait (TileArgs::early_kv); everything else waits first.
-  // The next kernel may launch at entry, or with late_trigger once this CTA has written its rows.
   const bool early = kSplit && a.early_kv != 0;
-  const bool late_trigger = kSplit && a.late_trigger != 0;
-  if (!late_trigger) pdl_trigger();
+  pdl_trigger();
   if (!early) pdl_wait();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -580,7 +578,6 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       *reinterpret_cast<uint4*>(dst) = u;
     }
   }
-  if (late_trigger) pdl_trigger();
 }
 
 // ---------------------------------------------------------------------------------------------
