@@ -10,7 +10,9 @@
 # and 7B batch 8 for new / old.
 #   run: command "bash tools/device/session_final10.sh", carry [".devpack", ".devshared"]
 #   (measured on the code of commit ef654e5; after it PERFX_CUDA_ATTN_TRIGGER is gone and "entry" is the rule)
-#   SKIP_TESTS=1 (only the benches), BUDGET=seconds (540)
+#   SKIP_TESTS=1 (only the benches), BUDGET=seconds (540), ARMS="LABEL=ENV[,ENV] ..." and ROUNDS
+#   override the arms (the final binary's check: ARMS="new=PERFX_CUDA_PDL_EARLY=1
+#   old=PERFX_CUDA_PDL_EARLY=0" ROUNDS=2)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
@@ -50,9 +52,9 @@ run_variants() {
     done
   done
 }
-ARMS="new=PERFX_CUDA_PDL_EARLY=1 early0=PERFX_CUDA_PDL_EARLY=0 entry=PERFX_CUDA_ATTN_TRIGGER=entry old=PERFX_CUDA_PDL_EARLY=0,PERFX_CUDA_ATTN_TRIGGER=entry"
-run_variants tinyllama-1.1b "$ARMS" 2
-run_variants llama-2-7b "$ARMS" 2
+ARMS=${ARMS:-"new=PERFX_CUDA_PDL_EARLY=1 early0=PERFX_CUDA_PDL_EARLY=0 entry=PERFX_CUDA_ATTN_TRIGGER=entry old=PERFX_CUDA_PDL_EARLY=0,PERFX_CUDA_ATTN_TRIGGER=entry"}
+run_variants tinyllama-1.1b "$ARMS" "${ROUNDS:-2}"
+run_variants llama-2-7b "$ARMS" "${ROUNDS:-2}"
 for v in "new=PERFX_CUDA_PDL_EARLY=1" "old=PERFX_CUDA_PDL_EARLY=0,PERFX_CUDA_ATTN_TRIGGER=entry"; do
   over_budget && continue
   label=${v%%=*}
