@@ -118,6 +118,7 @@ struct DevBatch {
 PagedAttentionArgs make_args(const AttnCase& c, const HostBatch& b, const DevBatch& d,
                              AttnPath path, float scale) {
   PagedAttentionArgs a;
+  a.early_kv = true;  // the cache and layout are written by synchronous copies before each run
   a.dtype = c.bf16 ? AttnDtype::kBF16 : AttnDtype::kF16;
   a.q = d.qkv.p;
   a.ldq = b.ldq;
@@ -436,6 +437,7 @@ void bench_attention(const Shape& sh, int batch, int q_len, int ctx, bool decode
   d_qs.upload(qs);
   d_kvl.upload(kvl);
   PagedAttentionArgs a;
+  a.early_kv = true;
   a.dtype = AttnDtype::kBF16;
   a.q = q.p;
   a.ldq = ldq;

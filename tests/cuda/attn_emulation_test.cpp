@@ -256,6 +256,13 @@ float bits_to_float<__nv_bfloat16>(uint16_t h) {
 void perfx_emu_pdl_wait() {
   emu::g_waited[emu::tid()] = true;
 }
+void perfx_emu_check_read(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  if (!emu::g_waited[emu::tid()])
+    for (const emu::Range& r : emu::g_pdl_hidden)
+      if (c < r.lo + r.n && r.lo < c + n)
+        emu::die("load: reads what the previous kernel writes before pdl_wait()");
+}
 
 // ---- CUDA builtins used by the kernels
 inline void __syncthreads() {
@@ -498,6 +505,7 @@ struct Config {
   const char* name;
   int n_sms, occupancy;  // the plan's device model: many splits (132, 3) or few (1, 1)
   bool deferred;         // cp.async timing
+  bool early_kv;         // PagedAttentionArgs::early_kv
 };
 
 /// emu::g_pdl_hidden for batch b: what RoPE + KV store, the kernel before attention, writes — q
@@ -583,6 +591,7 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
       a.workspace = ws.data();
       a.workspace_bytes = ws.size() * sizeof(float);
       a.path = path;
+      a.early_kv = cfg.early_kv;
       emu::g_deferred = cfg.deferred;
       int launches = 0;
       PagedAttentionPlan plan;
@@ -604,7 +613,7 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
 }
 
 /// Runs rope_norm_kv_kernel over case c's grid, as rope_norm_kv_store launches it.
-void launch_rope(const RopeCase& c, const RopeKvArgs& a) {
+void launch_rope(const RopeCase& c, const RopeKvArgs& a, bool early) {
   const int n_heads = c.nq + 2 * c.nkv, threads = 256;  // as rope_norm_kv_store launches it
   gridDim = dim3(static_cast<unsigned>(c.n_tokens), static_cast<unsigned>((n_heads + 7) / 8));
   blockDim = dim3(threads);
@@ -620,9 +629,9 @@ void launch_rope(const RopeCase& c, const RopeKvArgs& a) {
       blockIdx = make_uint3(x, y, 0);
       emu::run_block(threads, [&] {
         if (c.bf16)
-          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a, true);
+          perfx::cuda::rope_norm_kv_kernel<__nv_bfloat16>(a, early);
         else
-          perfx::cuda::rope_norm_kv_kernel<__half>(a, true);
+          perfx::cuda::rope_norm_kv_kernel<__half>(a, early);
       });
     }
   emu::g_pdl_hidden.clear();
@@ -643,7 +652,7 @@ void run_rope_q8(const RopeCase& c, const RopeData& d, const std::vector<u16>& k
   a.kv_q8 = true;
   a.k_scale = ks.data();
   a.v_scale = vs.data();
-  launch_rope(c, a);
+  launch_rope(c, a, /*early=*/false);  // the table after the wait (PERFX_CUDA_PDL_EARLY=0)
   const double rel = c.bf16 ? 1.0 / 128 : 1.0 / 1024;
   int64_t bad = 0, stray = 0;
   std::string first;
@@ -696,7 +705,7 @@ void run_rope(const RopeCase& c, uint64_t seed) {
                    vc(static_cast<size_t>(d.n_slots * d.vec), kPoison);
   const RopeKvArgs a = rope_args(c, d, qkv.data(), kc.data(), vc.data(), d.pos.data(),
                                  d.slots.data(), d.inv_freq.data(), d.qw.data(), d.kw.data());
-  launch_rope(c, a);
+  launch_rope(c, a, /*early=*/true);
   check_rope("emu-rope", c, d, qkv, kc, vc);
   if (c.hd % 32 == 0) run_rope_q8(c, d, kc, vc);
 }
@@ -749,9 +758,10 @@ int main(int argc, char** argv) {
     }
   }
   // Each case: the H200 model (many splits) with immediate copies, and a 1-SM model (one split,
-  // the direct-write path) with deferred copies.
-  const std::vector<Config> configs = {{"h200/immediate", 132, 3, false},
-                                       {"1sm/deferred", 1, 1, true}};
+  // the direct-write path) with deferred copies, both with early_kv; and the H200 model without.
+  const std::vector<Config> configs = {{"h200/immediate", 132, 3, false, true},
+                                       {"1sm/deferred", 1, 1, true, true},
+                                       {"h200/deferred/late-kv", 132, 3, true, false}};
   if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
     check_forced_splits();
   uint64_t seed = 1000;

@@ -3,7 +3,7 @@
 # attention kernel tests, memcheck / racecheck over their --quick set, the CUDA conformance suite
 # (fp16 and bf16) and memcheck over it, the CUDA model tests, then tg128 on the 7B / TinyLlama
 # shapes in four arms, interleaved, two rounds:
-#   new    the defaults (early reads before the PDL wait, attention triggers at its end)
+#   new    the defaults of ef654e5 (early reads before the PDL wait, attention triggers at its end)
 #   early0 PERFX_CUDA_PDL_EARLY=0 (norm γ, RoPE table and older keys after the wait)
 #   entry  PERFX_CUDA_ATTN_TRIGGER=entry
 #   old    both (the session's starting point)

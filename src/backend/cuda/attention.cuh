@@ -91,10 +91,12 @@ struct PagedAttentionArgs {
   /// Split-KV kernel under programmatic dependent launch: read seq_q_start, seq_kv_len,
   /// block_tables and the cache rows of each sequence's keys before its first new token (keys
   /// < kv_len - q_len) before griddepcontrol.wait, so their latency overlaps the previous kernel
-  /// (RoPE + KV store). Needs all of those written before the launch's kernel chain began (by
-  /// host copies or earlier steps, never by the kernel launched just before). Off: every read
-  /// after the wait (PERFX_CUDA_PDL_EARLY=0 forces that; docs/cuda_attention_notes.md).
-  bool early_kv = true;
+  /// (RoPE + KV store). Only for callers that know all of those were written before the launch's
+  /// kernel chain began (by host copies or earlier steps, never by the kernel launched just
+  /// before): the CUDA backend's steps. Applied when n_seqs * n_kv_heads <= 32 (more CTAs measured
+  /// slower; PERFX_CUDA_ATTN_EARLY_PAIRS=N moves the limit) and not PERFX_CUDA_PDL_EARLY=0
+  /// (docs/cuda_attention_notes.md).
+  bool early_kv = false;
 };
 
 /// What paged_attention() will launch for these arguments (host-only; for logs and tests).

@@ -90,6 +90,22 @@ int forced_splits() {
   return n;
 }
 
+/// The largest n_seqs * n_kv_heads for which early_kv applies: 32 (TinyLlama's 4 and 7B's 32 at
+/// batch 1 measured +8 % / neutral, 7B batch 8's 256 −1 to −3 %), or PERFX_CUDA_ATTN_EARLY_PAIRS=N
+/// (0..1000000, read once; a measurement knob).
+int64_t early_kv_max_pairs() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("PERFX_CUDA_ATTN_EARLY_PAIRS");
+    if (e == nullptr || *e == '\0') return int64_t{32};
+    const std::string v = e;
+    const bool ok = v.size() <= 7 && v.find_first_not_of("0123456789") == std::string::npos;
+    require(ok, "PERFX_CUDA_ATTN_EARLY_PAIRS must be a whole number from 0 to 1000000, got '" + v +
+                    "'");
+    return static_cast<int64_t>(std::stol(v));
+  }();
+  return n;
+}
+
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
@@ -170,7 +186,8 @@ void paged_attention_init() {
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   using namespace attn_detail;
   const PagedAttentionPlan p = plan_for(a);
-  if (a.early_kv && !pdl_early_reads()) {
+  if (a.early_kv && (!pdl_early_reads() ||
+                     static_cast<int64_t>(a.n_seqs) * a.n_kv_heads > early_kv_max_pairs())) {
     PagedAttentionArgs late = a;
     late.early_kv = false;
     return execute_plan(late, p, CudaLauncher{a.dtype, a.head_dim, stream});

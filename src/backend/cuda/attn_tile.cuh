@@ -363,6 +363,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   // Keys [k_begin, early_end) of the first kStages tiles were written by earlier steps: with
   // `early` they are staged before the wait (one group), the rest of those tiles after it.
   constexpr int kAll = 0x7fffffff;
+  static_assert(kStages == 2, "tile t + 1 goes to stage (t + 1) & 1 below");
   const int early_end = early ? max(k_begin, min(ctx, k_end)) : k_begin;
   if (early_end > k_begin) {
 #pragma unroll

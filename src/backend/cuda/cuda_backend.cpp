@@ -719,6 +719,7 @@ class CudaBackend : public Backend {
       return;
     }
     PagedAttentionArgs a;
+    a.early_kv = true;  // the batch layout is uploaded before the step; older rows by earlier steps
     a.dtype = act_ == DType::BF16 ? AttnDtype::kBF16 : AttnDtype::kF16;
     a.q = q.data;
     a.ldq = q.stride;

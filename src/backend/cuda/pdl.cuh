@@ -29,6 +29,8 @@
 /// The CPU emulator's (tests/cuda/attn_emulation_test.cpp) record of a thread's wait: reads of
 /// the previous kernel's outputs before it fail the emulated run.
 void perfx_emu_pdl_wait();
+/// The emulator's check of a plain load of the previous kernel's output (fails before the wait).
+void perfx_emu_check_read(const void* p, size_t n);
 #endif
 
 namespace perfx::cuda {

@@ -70,6 +70,15 @@ __device__ __forceinline__ void store_q8(const float (&x)[kPerLane], int hd, int
   }
 }
 
+/// A load of the previous kernel's output (q, k, v): the CPU emulator checks it follows pdl_wait.
+template <typename U>
+__device__ __forceinline__ U ld_prev(const U* p) {
+#if defined(PERFX_ATTN_EMULATION)
+  perfx_emu_check_read(p, sizeof(U));
+#endif
+  return *p;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvArgs a, bool early) {
   __shared__ float s_cos[kMaxHeadDim / 2], s_sin[kMaxHeadDim / 2];
@@ -104,14 +113,14 @@ __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvA
 #pragma unroll
       for (int j = 0; j < kPerLane; ++j) {
         const int e = lane + 32 * j;
-        x[j] = e < hd ? to_f<T>(src[e]) : 0.f;
+        x[j] = e < hd ? to_f<T>(ld_prev(src + e)) : 0.f;
       }
       store_q8(x, hd, lane, static_cast<int8_t*>(a.v_cache) + at,
                static_cast<__half*>(a.v_scale) + (slot * nkv + vh) * q8_scale_stride(hd));
       return;
     }
     T* dst = static_cast<T*>(a.v_cache) + at;
-    for (int e = lane; e < hd; e += 32) dst[e] = src[e];
+    for (int e = lane; e < hd; e += 32) dst[e] = ld_prev(src + e);
     return;
   }
   const bool is_q = head < nq;
@@ -127,7 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvA
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const int e = lane + 32 * j;
-    x[j] = e < hd ? to_f<T>(src[e]) : 0.f;
+    x[j] = e < hd ? to_f<T>(ld_prev(src + e)) : 0.f;
   }
   if (w != nullptr) {
     float ss = 0.f;
