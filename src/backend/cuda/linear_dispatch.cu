@@ -95,8 +95,9 @@ int gemv2_mode() {
 /// its 8-warp tasks). PERFX_CUDA_GEMV3_MIN_MW=N (millions of weights, read once) moves that
 /// threshold (a measurement knob, docs/cuda_linear_notes.md §18).
 bool gemv3_should_use(const W4View& w, int M) {
-  if (!w4_gemv3_supported(w, M)) return false;
+  // read (and a bad value refused) at the first W4 plan, whatever the matrix
   static const double min_weights = 1e6 * env_int("PERFX_CUDA_GEMV3_MIN_MW", 0, 1000000, 16);
+  if (!w4_gemv3_supported(w, M)) return false;
   const int m = gemv_env_mode();
   return m == 3 || (m == -2 && (double)w.d.N * (double)w.d.K >= min_weights);
 }
