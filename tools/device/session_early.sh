@@ -12,20 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-A=$B/attn/attention_kernels_test
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  timeout 120 "$A" > "$OUT/attn_test.log" 2>&1
-  echo "attention kernels rc=$?: $(grep -m1 SUMMARY "$OUT/attn_test.log")"
-  grep -m4 '^\[FAIL\]' "$OUT/attn_test.log" | cut -c1-220
-  for tool in memcheck racecheck; do
-    timeout 120 "$SAN" --tool $tool --error-exitcode 7 "$A" --quick > "$OUT/attn_$tool.log" 2>&1
-    echo "attention $tool --quick rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
-  done
-  PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$OUT/conf.log" 2>&1
-  echo "conformance rc=$?: $(gtest_line "$OUT/conf.log")"
-  PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_model" --gtest_filter='*cuda*' > "$OUT/model.log" 2>&1
-  echo "model rc=$?: $(gtest_line "$OUT/model.log")"
-  grep -h -E "Failure|FAILED" "$OUT/conf.log" "$OUT/model.log" | head -6 | cut -c1-220
+  attn_checks  # (its call ran a subset: no bf16 conformance, no memcheck over conformance)
 fi
 echo "tests done at $(( $(date +%s) - T0 )) s"
 ab_tg PERFX_CUDA_ATTN_EARLY_KV "0 1"

@@ -16,42 +16,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-A=$B/attn/attention_kernels_test
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  timeout 120 "$A" > "$OUT/attn_test.log" 2>&1
-  echo "attention kernels rc=$?: $(grep -m1 SUMMARY "$OUT/attn_test.log")"
-  grep -m4 '^\[FAIL\]' "$OUT/attn_test.log" | cut -c1-220
-  for tool in memcheck racecheck; do
-    timeout 120 "$SAN" --tool $tool --error-exitcode 7 "$A" --quick > "$OUT/attn_$tool.log" 2>&1
-    echo "attention $tool --quick rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
-  done
-  for dt in f16 bf16; do
-    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" \
-      --gtest_filter='*cuda*' > "$OUT/conf_$dt.log" 2>&1
-    echo "conformance $dt rc=$?: $(gtest_line "$OUT/conf_$dt.log")"
-  done
-  PERFX_TEST_DEVICE=cuda:0 PERFX_CUDA_GRAPHS=0 timeout 200 "$SAN" --tool memcheck --error-exitcode 3 \
-    "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$OUT/conf_memcheck.log" 2>&1
-  echo "conformance memcheck rc=$?: $(grep -m1 'ERROR SUMMARY' "$OUT/conf_memcheck.log")"
-  PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_model" --gtest_filter='*cuda*' > "$OUT/model.log" 2>&1
-  echo "model rc=$?: $(gtest_line "$OUT/model.log")"
-  grep -h -E "Failure|FAILED" "$OUT"/conf_*.log "$OUT/model.log" | head -6 | cut -c1-220
+  attn_checks
 fi
 echo "tests done at $(( $(date +%s) - T0 )) s"
-# run_variants MODEL "LABEL=ENV[,ENV] ..." ROUNDS: tg128 once per variant per round, interleaved.
-run_variants() {
-  local m=$1 variants=$2 rounds=$3 r v label envs f
-  for r in $(seq 1 "$rounds"); do
-    for v in $variants; do
-      over_budget && continue
-      label=${v%%=*}
-      envs=${v#*=}
-      f="$OUT/bench_${m}_${label}_r$r.md"
-      env ${envs//,/ } timeout 90 "$B/perfx" bench -m "random:$m" --device cuda -p 0 -n 128 -r 3 > "$f" 2>&1
-      echo "$m $label round $r: $(grep tg128 "$f" | awk -F'|' '{print $(NF-1)}')"
-    done
-  done
-}
 ARMS=${ARMS:-"new=PERFX_CUDA_PDL_EARLY=1 early0=PERFX_CUDA_PDL_EARLY=0 entry=PERFX_CUDA_ATTN_TRIGGER=entry old=PERFX_CUDA_PDL_EARLY=0,PERFX_CUDA_ATTN_TRIGGER=entry"}
 run_variants tinyllama-1.1b "$ARMS" "${ROUNDS:-2}"
 run_variants llama-2-7b "$ARMS" "${ROUNDS:-2}"

@@ -9,15 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-A=$B/attn/attention_kernels_test
-timeout 120 "$A" > "$OUT/attn_test.log" 2>&1
-echo "attention kernels rc=$?: $(grep -m1 SUMMARY "$OUT/attn_test.log")"
-timeout 120 "$SAN" --tool memcheck --error-exitcode 7 "$A" --quick > "$OUT/attn_memcheck.log" 2>&1
-echo "attention memcheck --quick rc=$?: $(grep -m1 'ERROR SUMMARY' "$OUT/attn_memcheck.log")"
-PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" --gtest_filter='*cuda*' > "$OUT/conf.log" 2>&1
-echo "conformance rc=$?: $(gtest_line "$OUT/conf.log")"
-PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_model" --gtest_filter='*cuda*' > "$OUT/model.log" 2>&1
-echo "model rc=$?: $(gtest_line "$OUT/model.log")"
+attn_checks  # (its call ran a subset: no racecheck, fp16 conformance only, no memcheck over it)
 echo "tests done at $(( $(date +%s) - T0 )) s"
 for r in 1 2; do
   for v in "limit32=PERFX_CUDA_PDL_EARLY=1" "all=PERFX_CUDA_ATTN_EARLY_PAIRS=1000000" "off=PERFX_CUDA_PDL_EARLY=0"; do

@@ -17,20 +17,6 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 PERFX_CUDA_ATTN_TRIGGER=late timeout 120 "$B/attn/attention_kernels_test" > "$OUT/attn_test.log" 2>&1
 echo "attention kernels (late trigger) rc=$?: $(grep -m1 SUMMARY "$OUT/attn_test.log")"
-# run_variants MODEL "LABEL=ENV,... ..." ROUNDS: tg128 once per variant per round, interleaved.
-run_variants() {
-  local m=$1 variants=$2 rounds=$3 r v label envs f
-  for r in $(seq 1 "$rounds"); do
-    for v in $variants; do
-      over_budget && continue
-      label=${v%%=*}
-      envs=${v#*=}
-      f="$OUT/bench_${m}_${label}_r$r.md"
-      env ${envs//,/ } timeout 90 "$B/perfx" bench -m "random:$m" --device cuda -p 0 -n 128 -r 3 > "$f" 2>&1
-      echo "$m $label round $r: $(grep tg128 "$f" | awk -F'|' '{print $(NF-1)}')"
-    done
-  done
-}
 ARMS="default=PERFX_CUDA_ATTN_TRIGGER=entry late=PERFX_CUDA_ATTN_TRIGGER=late early0=PERFX_CUDA_ATTN_EARLY_KV=0"
 run_variants llama-2-7b "$ARMS" 2
 run_variants tinyllama-1.1b "$ARMS" 2
