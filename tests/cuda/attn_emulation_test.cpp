@@ -163,12 +163,18 @@ std::vector<Range> g_ranges;
 std::vector<Range> g_pdl_hidden;
 bool g_waited[kMaxThreads];
 
-void check_global(const void* p, size_t n, const char* what, bool reads = true) {
+/// Fails a read of [p, p + n) that overlaps g_pdl_hidden before this thread's pdl_wait().
+void check_after_wait(const void* p, size_t n, const char* what) {
   const char* c = static_cast<const char*>(p);
-  if (reads && !g_waited[tid()])
+  if (!g_waited[tid()])
     for (const Range& r : g_pdl_hidden)
       if (c < r.lo + r.n && r.lo < c + n)
         die(std::string(what) + ": reads what the previous kernel writes before pdl_wait()");
+}
+
+void check_global(const void* p, size_t n, const char* what, bool reads = true) {
+  const char* c = static_cast<const char*>(p);
+  if (reads) check_after_wait(p, n, what);
   for (const Range& r : g_ranges)
     if (c >= r.lo && c + n <= r.lo + r.n) return;
   char buf[200];
@@ -257,11 +263,7 @@ void perfx_emu_pdl_wait() {
   emu::g_waited[emu::tid()] = true;
 }
 void perfx_emu_check_read(const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  if (!emu::g_waited[emu::tid()])
-    for (const emu::Range& r : emu::g_pdl_hidden)
-      if (c < r.lo + r.n && r.lo < c + n)
-        emu::die("load: reads what the previous kernel writes before pdl_wait()");
+  emu::check_after_wait(p, n, "load");
 }
 
 // ---- CUDA builtins used by the kernels

@@ -74,19 +74,27 @@ DeviceState device_state() {
   return s;
 }
 
+/// Environment variable `name` as a whole number in [lo, hi] (`what` names it in the error), or
+/// `fallback` when unset or empty; anything else throws std::invalid_argument. Callers read once.
+int64_t env_count(const char* name, const char* what, int64_t lo, int64_t hi, int64_t fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return fallback;
+  const std::string v = e;
+  const bool digits = v.size() <= std::to_string(hi).size() &&
+                      v.find_first_not_of("0123456789") == std::string::npos;
+  const int64_t n = digits ? std::stoll(v) : -1;
+  require(digits && n >= lo && n <= hi, std::string(name) + " must be " + what + " from " +
+                                            std::to_string(lo) + " to " + std::to_string(hi) +
+                                            ", got '" + v + "'");
+  return n;
+}
+
 /// PERFX_CUDA_ATTN_SPLITS=N (1..128; read once): split-KV decode uses the largest split count
 /// <= N that leaves no split empty, instead of the cost model's (a measurement knob,
 /// docs/cuda_attention_notes.md).
 int forced_splits() {
-  static const int n = [] {
-    const char* e = std::getenv("PERFX_CUDA_ATTN_SPLITS");
-    if (e == nullptr || *e == '\0') return 0;
-    const std::string v = e;
-    const bool ok = v.size() <= 3 && v.find_first_not_of("0123456789") == std::string::npos &&
-                    std::stoi(v) >= 1 && std::stoi(v) <= kMaxSplits;
-    require(ok, "PERFX_CUDA_ATTN_SPLITS must be a split count from 1 to 128, got '" + v + "'");
-    return std::stoi(v);
-  }();
+  static const int n =
+      static_cast<int>(env_count("PERFX_CUDA_ATTN_SPLITS", "a split count", 1, kMaxSplits, 0));
   return n;
 }
 
@@ -94,15 +102,8 @@ int forced_splits() {
 /// batch 1 measured +8 % / neutral, 7B batch 8's 256 −1 to −3 %), or PERFX_CUDA_ATTN_EARLY_PAIRS=N
 /// (0..1000000, read once; a measurement knob).
 int64_t early_kv_max_pairs() {
-  static const int64_t n = [] {
-    const char* e = std::getenv("PERFX_CUDA_ATTN_EARLY_PAIRS");
-    if (e == nullptr || *e == '\0') return int64_t{32};
-    const std::string v = e;
-    const bool ok = v.size() <= 7 && v.find_first_not_of("0123456789") == std::string::npos;
-    require(ok, "PERFX_CUDA_ATTN_EARLY_PAIRS must be a whole number from 0 to 1000000, got '" + v +
-                    "'");
-    return static_cast<int64_t>(std::stol(v));
-  }();
+  static const int64_t n =
+      env_count("PERFX_CUDA_ATTN_EARLY_PAIRS", "a whole number", 0, 1000000, 32);
   return n;
 }
 
@@ -186,13 +187,10 @@ void paged_attention_init() {
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   using namespace attn_detail;
   const PagedAttentionPlan p = plan_for(a);
-  if (a.early_kv && (!pdl_early_reads() ||
-                     static_cast<int64_t>(a.n_seqs) * a.n_kv_heads > early_kv_max_pairs())) {
-    PagedAttentionArgs late = a;
-    late.early_kv = false;
-    return execute_plan(late, p, CudaLauncher{a.dtype, a.head_dim, stream});
-  }
-  execute_plan(a, p, CudaLauncher{a.dtype, a.head_dim, stream});
+  PagedAttentionArgs b = a;
+  b.early_kv = a.early_kv && pdl_early_reads() &&
+               static_cast<int64_t>(a.n_seqs) * a.n_kv_heads <= early_kv_max_pairs();
+  execute_plan(b, p, CudaLauncher{a.dtype, a.head_dim, stream});
 }
 
 }  // namespace perfx::cuda
