@@ -226,6 +226,16 @@ class Backend {
   /// out [n, cols] = x[rows[i], :] for the batch's logit_rows.
   virtual void gather_rows(Tensor x, const BatchLayout& b, Tensor out) = 0;
   // ---- fused pairs (a backend may override them with one kernel; the defaults run the two ops)
+  /// rope_kv_store(q, k, v, ...) then attention(q, kv, layer, n_q_heads, scale, b, out), with the
+  /// same results (CUDA rotates inside its split-KV decode kernel, bit for bit). Afterwards q's
+  /// contents are unspecified (rotated in place, or left as they were), as are k's.
+  virtual void rope_kv_attention(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
+                                 const Weight* k_norm, float eps, const RopeTable& rope,
+                                 KvStorage& kv, int layer, float scale, const BatchLayout& b,
+                                 Tensor out) {
+    rope_kv_store(q, k, v, n_q_heads, q_norm, k_norm, eps, rope, kv, layer, b);
+    attention(q, kv, layer, n_q_heads, scale, b, out);
+  }
   /// add_rms_norm(residual, x, norm_w, eps, h) then linear(h, w, bias, y): h [T, n] is written too.
   virtual void add_rms_norm_linear(Tensor residual, Tensor x, const Weight& norm_w, float eps, Tensor h,
                                    const Weight& w, const Weight* bias, Tensor y) {

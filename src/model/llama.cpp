@@ -204,8 +204,8 @@ Tensor LlamaModel::forward(const BatchLayout& b, KvStorage& kv) {
     if (observer) observer(l, "qkv", h);
     if (!qkv_ready) be_.linear(h, *L.qkv, L.qkv_bias.get(), qkv);
     qkv_ready = false;
-    be_.rope_kv_store(q, k, v, nh, L.q_norm.get(), L.k_norm.get(), eps, rope, kv, l, b);
-    be_.attention(q, kv, l, nh, scale, b, attn);
+    be_.rope_kv_attention(q, k, v, nh, L.q_norm.get(), L.k_norm.get(), eps, rope, kv, l, scale, b,
+                          attn);
     if (observer) observer(l, "o", attn);
     be_.linear(attn, *L.o, L.o_bias.get(), o);
     be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);

@@ -792,6 +792,71 @@ TEST_P(Conformance, RopeKvStore) {
   }
 }
 
+/// rope_kv_attention leaves what rope_kv_store followed by attention leaves, bit for bit: the
+/// output, and the cache (attention over each cache with one fresh q agrees too). CUDA runs the
+/// decode cases as one kernel (RoPE inside split-KV); the last case, with a prefill in the batch,
+/// takes the two ops there too.
+TEST_P(Conformance, RopeKvAttention) {
+  struct C {
+    int nq, nkv, hd, rot;
+    bool norm;
+    std::vector<std::pair<int, int>> seqs;  // (ctx, q_len)
+  };
+  const std::vector<C> cases = {{32, 4, 64, 64, false, {{40, 1}, {7, 1}, {200, 1}}},
+                                {8, 8, 128, 128, false, {{130, 1}, {0, 1}}},
+                                {8, 2, 128, 64, true, {{9, 2}, {70, 1}}},
+                                {6, 2, 80, 80, true, {{33, 1}, {64, 1}}},
+                                {8, 2, 64, 64, false, {{5, 1}, {0, 23}}}};
+  for (const C& c : cases) {
+    std::mt19937 rng((uint32_t)(c.nq * 31 + c.hd + c.seqs.size()));
+    const PagedBatch pb = make_paged(c.seqs, 16, rng);
+    const int qd = c.nq * c.hd, kvd = c.nkv * c.hd, W = qd + 2 * kvd, layer = 1;
+    const float scale = 1.0f / std::sqrt((float)c.hd);
+    auto rope = d().be().load_rope(rope_params(c.hd, c.rot, false, 10000.0f, 1.0f));
+    const auto qn = randn((size_t)c.hd, rng), kn = randn((size_t)c.hd, rng);
+    auto qnw = d().be().load_vector(vector_view("q_norm", qn)),
+         knw = d().be().load_vector(vector_view("k_norm", kn));
+    const Weight* qw = c.norm ? qnw.get() : nullptr;
+    const Weight* kw = c.norm ? knw.get() : nullptr;
+    std::unique_ptr<KvStorage> kv[2];
+    const auto hist = rounded(randn((size_t)(pb.history.n_tokens * W), rng));
+    const int T = pb.step.n_tokens;
+    const auto qkv = rounded(randn((size_t)(T * W), rng));
+    const auto q2 = rounded(randn((size_t)(T * qd), rng));
+    std::vector<float> out[2], again[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      kv[fused] = d().be().create_kv(2, pb.n_blocks, 16, c.nkv, c.hd);
+      if (pb.history.n_tokens > 0) {
+        Tensor h = d().upload(hist, pb.history.n_tokens, W);
+        d().be().prepare_batch(pb.history);
+        d().be().rope_kv_store(h.cols_view(0, qd), h.cols_view(qd, kvd), h.cols_view(qd + kvd, kvd),
+                               c.nq, qw, kw, 1e-6f, *rope, *kv[fused], layer, pb.history);
+      }
+      Tensor t = d().upload(qkv, T, W), o = d().poisoned(T, qd);
+      d().be().prepare_batch(pb.step);
+      const Tensor q = t.cols_view(0, qd), k = t.cols_view(qd, kvd), v = t.cols_view(qd + kvd, kvd);
+      if (fused) {
+        d().be().rope_kv_attention(q, k, v, c.nq, qw, kw, 1e-6f, *rope, *kv[1], layer, scale,
+                                   pb.step, o);
+      } else {
+        d().be().rope_kv_store(q, k, v, c.nq, qw, kw, 1e-6f, *rope, *kv[0], layer, pb.step);
+        d().be().attention(q, *kv[0], layer, c.nq, scale, pb.step, o);
+      }
+      out[fused] = d().download(o);
+      Tensor qt = d().upload(q2, T, qd), o2 = d().poisoned(T, qd);
+      d().be().attention(qt, *kv[fused], layer, c.nq, scale, pb.step, o2);
+      again[fused] = d().download(o2);
+    }
+    const std::string what = "rope_kv_attention nq=" + std::to_string(c.nq) +
+                             " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(c.hd);
+    int64_t nan = 0;
+    for (float x : out[0]) nan += std::isnan(x);
+    EXPECT_EQ(nan, 0) << what;
+    EXPECT_TRUE(out[0] == out[1]) << what << ": the output differs from rope_kv_store + attention";
+    EXPECT_TRUE(again[0] == again[1]) << what << ": the cache differs from rope_kv_store's";
+  }
+}
+
 /// Attention case: fills the cache with the history batch and the step batch through rope_kv_store
 /// (identity RoPE when rot = 0) and compares attention on the step with a double reference.
 void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int hd, int block_size,

@@ -5,7 +5,8 @@
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc
 //     tests/cuda/attention_kernels_test.cu src/backend/cuda/attention_decode.cu
 //     src/backend/cuda/attention_prefill.cu src/backend/cuda/rope_kv.cu -o attention_kernels_test
-// Run: ./attention_kernels_test            all correctness tests (exit 1 if any fails)
+// Run: ./attention_kernels_test            all correctness tests (exit 1 if any fails); "fused"
+//                                          cases: RoPE fused into split-KV against the two kernels
 //      ./attention_kernels_test --quick    a few small cases (for compute-sanitizer)
 //      ./attention_kernels_test --bench    timings (decode GB/s, prefill TFLOP/s, rope GB/s)
 //      --filter SUBSTR runs only cases whose name contains SUBSTR.
@@ -255,6 +256,66 @@ void run_graph_case(const AttnCase& c, const std::vector<SeqSpec>& second, uint6
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+/// RoPE + KV store fused into the split-KV kernel (PagedAttentionArgs::rope) against the two
+/// kernels it replaces on the same batch (new tokens' cache rows poisoned): out and every byte of
+/// the cache must agree bit for bit.
+void run_fused_case(const AttnCase& c, uint64_t seed, cudaStream_t st) {
+  HostBatch b = make_batch(c, seed);
+  if (!fused_rope_applies(c, b)) return;
+  poison_new_rows(c, b);
+  const FusedRope f = make_fused_rope(c, b, seed + 77);
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
+  DevBatch d(c, b);
+  DevBuf raw(f.d.qkv.size() * 2), pos(f.d.pos.size() * 4), slots(f.d.slots.size() * 4),
+      inv(std::max<size_t>(f.d.inv_freq.size(), 1) * 4), qw(f.d.qw.size() * 4),
+      kw(f.d.kw.size() * 4);
+  pos.upload(f.d.pos);
+  slots.upload(f.d.slots);
+  inv.upload(f.d.inv_freq);
+  qw.upload(f.d.qw);
+  kw.upload(f.d.kw);
+  FusedOutcome res[2];
+  try {
+    for (int fused = 0; fused < 2; ++fused) {
+      d.upload(b);
+      raw.upload(f.d.qkv);
+      PagedAttentionArgs a = make_args(c, b, d, AttnPath::kAuto, scale);
+      a.q = raw.p;
+      a.ldq = f.d.ld;
+      const AttnRopeArgs rr =
+          fused_rope_args(f, raw.p, inv.as<float>(), qw.as<float>(), kw.as<float>());
+      if (fused) {
+        a.rope = &rr;
+      } else {
+        RopeKvArgs ra = rope_args(f.rc, f.d, raw.p, c.q8 ? d.k8.p : d.kpool.p,
+                                  c.q8 ? d.v8.p : d.vpool.p, pos.as<int32_t>(), slots.as<int32_t>(),
+                                  inv.as<float>(), qw.as<float>(), kw.as<float>());
+        if (c.q8) {
+          ra.kv_q8 = true;
+          ra.k_scale = d.kscale.p;
+          ra.v_scale = d.vscale.p;
+        }
+        rope_norm_kv_store(ra, st);
+      }
+      FusedOutcome& r = res[fused];
+      r.out = run_once(a, d, b.n_tokens, st);
+      r.kpool = d.kpool.download<u16>(b.kpool.size());
+      r.vpool = d.vpool.download<u16>(b.vpool.size());
+      r.k8 = d.k8.download<int8_t>(b.k8.size());
+      r.v8 = d.v8.download<int8_t>(b.v8.size());
+      r.kscale = d.kscale.download<u16>(b.kscale.size());
+      r.vscale = d.vscale.download<u16>(b.vscale.size());
+    }
+  } catch (const std::exception& e) {
+    ++g_cases;
+    ++g_failures;
+    std::printf("[FAIL] fused %s: exception: %s\n", c.name.c_str(), e.what());
+    CK(cudaDeviceSynchronize());
+    return;
+  }
+  check_fused("fused", c, f, res[0], res[1]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -614,6 +675,13 @@ int main(int argc, char** argv) {
       if (quick && !c.quick) continue;
       if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
       run_attention_case(c, seed, st);
+    }
+    seed = 1000;
+    for (const AttnCase& c : attention_cases()) {
+      ++seed;
+      if (quick && !c.quick) continue;
+      if (!filter.empty() && ("fused " + c.name).find(filter) == std::string::npos) continue;
+      run_fused_case(c, seed, st);
     }
     if (filter.empty() || std::string("graph").find(filter) != std::string::npos) {
       AttnCase g;

@@ -139,15 +139,20 @@ void collective(const Slot& mine, F&& compute) {
 struct Copy {
   void* dst;
   const void* src;
-  int bytes;      // 0 (zero-fill) or size
-  int size = 16;  // the cp.async's cp-size: 16 or 8
+  int bytes;           // 0 (zero-fill) or size
+  int size = 16;       // the cp.async's cp-size: 16 or 8
+  bool taken = false;  // g_snapshot: the source bytes were read at issue, into data
+  unsigned char data[16] = {};
 };
+// Deferred copies read their source at issue and land at the wait (g_snapshot), or do both at the
+// wait: the two orders a source written by the CTA itself after the issue can expose.
+bool g_snapshot = false;
 std::vector<std::vector<Copy>> g_groups[kMaxThreads];  // committed, oldest first
 std::vector<Copy> g_open[kMaxThreads];                 // issued, not yet committed
 
 inline void do_copy(const Copy& c) {
   if (c.bytes != 0)
-    std::memcpy(c.dst, c.src, (size_t)c.size);
+    std::memcpy(c.dst, c.taken ? c.data : c.src, (size_t)c.size);
   else
     std::memset(c.dst, 0, (size_t)c.size);
 }
@@ -374,7 +379,11 @@ inline void cp_async_n(void* smem, const void* gmem, int src_bytes, int size) {
   emu::check_global(gmem, src_bytes ? (size_t)size : 1, "cp.async source", src_bytes != 0);
   if (src_bytes && reinterpret_cast<uintptr_t>(gmem) % (uintptr_t)size)
     emu::die("cp.async source misaligned");
-  const emu::Copy c{smem, gmem, src_bytes, size};
+  emu::Copy c{smem, gmem, src_bytes, size};
+  if (emu::g_deferred && emu::g_snapshot && src_bytes != 0) {
+    c.taken = true;
+    std::memcpy(c.data, gmem, (size_t)size);
+  }
   if (emu::g_deferred)
     emu::g_open[emu::tid()].push_back(c);
   else
@@ -422,7 +431,8 @@ namespace {
 
 template <typename T, int D, int WM, int WN, bool kSplit>
 void run_tile_grid(const TileArgs& t, Grid g) {
-  emu::g_smem_limit = TileCfg<D, WM, WN>::kSmemBytes;
+  emu::g_smem_limit =
+      TileCfg<D, WM, WN>::kSmemBytes + (kSplit ? rope_smem_bytes(t.rope_tokens, D) : 0);
   if (emu::g_smem_limit > emu::kSmemBytes) emu::die("smem larger than the emulator's");
   gridDim = dim3(g.x, g.y, g.z);
   blockDim = dim3(kThreads);
@@ -505,19 +515,21 @@ void add_range(const std::vector<V>& v) {
 
 struct Config {
   const char* name;
-  int n_sms, occupancy;  // the plan's device model: many splits (132, 3) or few (1, 1)
-  bool deferred;         // cp.async timing
-  bool early_kv;         // PagedAttentionArgs::early_kv
+  int n_sms, occupancy;   // the plan's device model: many splits (132, 3) or few (1, 1)
+  bool deferred;          // cp.async timing
+  bool early_kv;          // PagedAttentionArgs::early_kv
+  bool snapshot = false;  // deferred copies read their source at issue (emu::g_snapshot)
 };
 
 /// emu::g_pdl_hidden for batch b: what RoPE + KV store, the kernel before attention, writes — q
-/// (rotated in place) and each new token's K / V cache rows (q8: and their scale records).
-void set_pdl_hidden(const AttnCase& c, const HostBatch& b) {
+/// (rotated in place; or, fused, the raw QKV output `qkv` of `qkv_bytes`) and each new token's
+/// K / V cache rows (q8: and their scale records).
+void set_pdl_hidden(const AttnCase& c, const HostBatch& b, const void* qkv, size_t qkv_bytes) {
   emu::g_pdl_hidden.clear();
   auto hide = [](const void* p, size_t n) {
     emu::g_pdl_hidden.push_back(emu::Range{static_cast<const char*>(p), n});
   };
-  hide(b.qkv.data(), b.qkv.size() * sizeof(u16));
+  hide(qkv, qkv_bytes);
   const size_t row = static_cast<size_t>(c.nkv) * c.D;  // cache elements per slot
   const size_t srow = static_cast<size_t>(c.nkv) * q8_scale_stride(c.D);
   for (int s = 0; s < b.n_seqs; ++s) {
@@ -540,6 +552,63 @@ void set_pdl_hidden(const AttnCase& c, const HostBatch& b) {
   }
 }
 
+/// Registers batch b's buffers (and `extra`) as the only memory the kernels may touch.
+void register_batch(const HostBatch& b,
+                    std::initializer_list<std::pair<const void*, size_t>> extra) {
+  emu::g_ranges.clear();
+  add_range(b.qkv);
+  add_range(b.kpool);
+  add_range(b.vpool);
+  add_range(b.k8);
+  add_range(b.v8);
+  add_range(b.kscale);
+  add_range(b.vscale);
+  add_range(b.table);
+  add_range(b.q_start);
+  add_range(b.kv_len);
+  for (const auto& [p, n] : extra) emu::g_ranges.push_back({static_cast<const char*>(p), n});
+}
+
+/// paged_attention's arguments for batch b (q = b.qkv, caches = b's pools) under `cfg`.
+PagedAttentionArgs emu_args(const AttnCase& c, const HostBatch& b, std::vector<u16>& out,
+                            int64_t ldo, std::vector<float>& ws, AttnPath path, const Config& cfg) {
+  PagedAttentionArgs a;
+  a.dtype = c.bf16 ? AttnDtype::kBF16 : AttnDtype::kF16;
+  a.q = b.qkv.data();
+  a.ldq = b.ldq;
+  a.out = out.data();
+  a.ldo = ldo;
+  a.k_cache = b.kpool.data();
+  a.v_cache = b.vpool.data();
+  if (c.q8) {  // the int8 pools; kpool / vpool hold their dequantized values for the reference
+    a.kv_q8 = true;
+    a.k_cache = b.k8.data();
+    a.v_cache = b.v8.data();
+    a.k_scale = b.kscale.data();
+    a.v_scale = b.vscale.data();
+  }
+  a.n_q_heads = c.nq;
+  a.n_kv_heads = c.nkv;
+  a.head_dim = c.D;
+  a.block_size = c.bs;
+  a.block_tables = b.table.data();
+  a.max_blocks = b.max_blocks;
+  a.seq_q_start = b.q_start.data();
+  a.seq_kv_len = b.kv_len.data();
+  a.n_seqs = b.n_seqs;
+  a.n_tokens = b.n_tokens;
+  a.max_q_len = c.q_bound ? c.q_bound : b.max_q;
+  a.max_kv_len = c.kv_bound ? c.kv_bound : b.max_kv;
+  a.scale = 1.f / std::sqrt(static_cast<float>(c.D));
+  a.workspace = ws.data();
+  a.workspace_bytes = ws.size() * sizeof(float);
+  a.path = path;
+  a.early_kv = cfg.early_kv;
+  emu::g_deferred = cfg.deferred;
+  emu::g_snapshot = cfg.snapshot;
+  return a;
+}
+
 void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& configs) {
   const HostBatch b = make_batch(c, seed);
   const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
@@ -550,51 +619,9 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
     for (AttnPath path : {AttnPath::kAuto, AttnPath::kPrefillOnly}) {
       std::vector<u16> out(static_cast<size_t>(n_out_rows) * ldo, kPoison);
       std::vector<float> ws(workspace_bytes(c.D) / sizeof(float), NAN);
-      emu::g_ranges.clear();
-      add_range(b.qkv);
-      add_range(b.kpool);
-      add_range(b.vpool);
-      add_range(b.k8);
-      add_range(b.v8);
-      add_range(b.kscale);
-      add_range(b.vscale);
-      add_range(b.table);
-      add_range(b.q_start);
-      add_range(b.kv_len);
-      set_pdl_hidden(c, b);
-      PagedAttentionArgs a;
-      a.dtype = c.bf16 ? AttnDtype::kBF16 : AttnDtype::kF16;
-      a.q = b.qkv.data();
-      a.ldq = b.ldq;
-      a.out = out.data();
-      a.ldo = ldo;
-      a.k_cache = b.kpool.data();
-      a.v_cache = b.vpool.data();
-      if (c.q8) {  // the int8 pools; kpool / vpool hold their dequantized values for the reference
-        a.kv_q8 = true;
-        a.k_cache = b.k8.data();
-        a.v_cache = b.v8.data();
-        a.k_scale = b.kscale.data();
-        a.v_scale = b.vscale.data();
-      }
-      a.n_q_heads = c.nq;
-      a.n_kv_heads = c.nkv;
-      a.head_dim = c.D;
-      a.block_size = c.bs;
-      a.block_tables = b.table.data();
-      a.max_blocks = b.max_blocks;
-      a.seq_q_start = b.q_start.data();
-      a.seq_kv_len = b.kv_len.data();
-      a.n_seqs = b.n_seqs;
-      a.n_tokens = b.n_tokens;
-      a.max_q_len = c.q_bound ? c.q_bound : b.max_q;
-      a.max_kv_len = c.kv_bound ? c.kv_bound : b.max_kv;
-      a.scale = scale;
-      a.workspace = ws.data();
-      a.workspace_bytes = ws.size() * sizeof(float);
-      a.path = path;
-      a.early_kv = cfg.early_kv;
-      emu::g_deferred = cfg.deferred;
+      register_batch(b, {});
+      set_pdl_hidden(c, b, b.qkv.data(), b.qkv.size() * sizeof(u16));
+      const PagedAttentionArgs a = emu_args(c, b, out, ldo, ws, path, cfg);
       int launches = 0;
       PagedAttentionPlan plan;
       try {
@@ -712,6 +739,69 @@ void run_rope(const RopeCase& c, uint64_t seed) {
   if (c.hd % 32 == 0) run_rope_q8(c, d, kc, vc);
 }
 
+/// RoPE + KV store fused into the split-KV kernel against the two kernels it replaces: the same
+/// batch with its new tokens' cache rows poisoned, run (a) rope_norm_kv_kernel then the plan and
+/// (b) the plan with PagedAttentionArgs::rope, under each configuration; out and the whole cache
+/// must agree bit for bit.
+void run_fused(const AttnCase& c, uint64_t seed, const std::vector<Config>& configs) {
+  HostBatch b = make_batch(c, seed);
+  if (!fused_rope_applies(c, b)) return;
+  poison_new_rows(c, b);
+  const FusedRope f = make_fused_rope(c, b, seed + 77);
+  const int64_t ldo = c.nq * c.D + c.out_pad;
+  const size_t n_out = static_cast<size_t>(b.n_tokens) * ldo;
+  for (const Config& cfg : configs) {
+    FusedOutcome res[2];
+    bool failed = false;
+    for (int fused = 0; fused < 2 && !failed; ++fused) {
+      HostBatch u = b;  // this run's cache
+      std::vector<u16> qkv = f.d.qkv, out(n_out, kPoison);
+      std::vector<float> ws(workspace_bytes(c.D) / sizeof(float), NAN);
+      u.qkv = qkv;  // q: the first nq * D columns of the raw QKV output
+      u.ldq = f.d.ld;
+      register_batch(u, {{f.d.inv_freq.data(), f.d.inv_freq.size() * 4},
+                         {f.d.qw.data(), f.d.qw.size() * 4},
+                         {f.d.kw.data(), f.d.kw.size() * 4}});
+      try {
+        if (!fused) {  // the unfused pair: RoPE + KV store (into u's cache, q in place), then
+                       // attention
+          RopeKvArgs ra =
+              rope_args(f.rc, f.d, u.qkv.data(), c.q8 ? (void*)u.k8.data() : u.kpool.data(),
+                        c.q8 ? (void*)u.v8.data() : u.vpool.data(), f.d.pos.data(),
+                        f.d.slots.data(), f.d.inv_freq.data(), f.d.qw.data(), f.d.kw.data());
+          if (c.q8) {
+            ra.kv_q8 = true;
+            ra.k_scale = u.kscale.data();
+            ra.v_scale = u.vscale.data();
+          }
+          launch_rope(f.rc, ra, cfg.early_kv);
+        }
+        const AttnRopeArgs rr =
+            fused_rope_args(f, u.qkv.data(), f.d.inv_freq.data(), f.d.qw.data(), f.d.kw.data());
+        PagedAttentionArgs a = emu_args(c, u, out, ldo, ws, AttnPath::kAuto, cfg);
+        if (fused) a.rope = &rr;
+        set_pdl_hidden(c, u, u.qkv.data(), u.qkv.size() * sizeof(u16));
+        validate(a);
+        const PagedAttentionPlan plan = make_plan(a, cfg.n_sms, cfg.occupancy);
+        int launches = 0;
+        execute_plan(a, plan, EmuLauncher{c.bf16, c.D, &launches});
+      } catch (const std::exception& e) {
+        ++g_cases;
+        ++g_failures;
+        std::printf("[FAIL] emu-fused %s (%s): exception: %s\n", c.name.c_str(),
+                    fused ? "fused" : "unfused", e.what());
+        failed = true;
+        break;
+      }
+      res[fused] = FusedOutcome{out, u.kpool, u.vpool, u.kscale, u.vscale, u.k8, u.v8};
+    }
+    emu::g_pdl_hidden.clear();
+    if (failed) continue;
+    const std::string tag = std::string("emu-fused/") + cfg.name;
+    check_fused(tag.c_str(), c, f, res[0], res[1]);
+  }
+}
+
 /// choose_splits with a forced count (PERFX_CUDA_ATTN_SPLITS): the largest count <= force that
 /// leaves no split empty, capped by the tiles; force 0 keeps the cost model's choice.
 void check_forced_splits() {
@@ -760,10 +850,11 @@ int main(int argc, char** argv) {
     }
   }
   // Each case: the H200 model (many splits) with immediate copies, and a 1-SM model (one split,
-  // the direct-write path) with deferred copies, both with early_kv; and the H200 model without.
+  // the direct-write path) with deferred copies, both with early_kv; and the H200 model without,
+  // its deferred copies reading their sources at issue.
   const std::vector<Config> configs = {{"h200/immediate", 132, 3, false, true},
                                        {"1sm/deferred", 1, 1, true, true},
-                                       {"h200/deferred/late-kv", 132, 3, true, false}};
+                                       {"h200/snapshot/late-kv", 132, 3, true, false, true}};
   if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
     check_forced_splits();
   uint64_t seed = 1000;
@@ -772,6 +863,19 @@ int main(int argc, char** argv) {
     if (quick && !c.quick) continue;
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
     run_case(c, seed, configs);
+  }
+  // Fused RoPE: copies that read their sources at issue and land at the wait (the order in which
+  // a load of a new key's cache row, issued before the prologue writes it, would land stale), on
+  // both device models; and read-late copies without early_kv.
+  const std::vector<Config> fused_configs = {{"h200/snapshot", 132, 3, true, true, true},
+                                             {"1sm/snapshot", 1, 1, true, true, true},
+                                             {"1sm/deferred/late-kv", 1, 1, true, false}};
+  seed = 1000;
+  for (const AttnCase& c : attention_cases()) {
+    ++seed;
+    if (quick && !c.quick) continue;
+    if (!filter.empty() && ("fused " + c.name).find(filter) == std::string::npos) continue;
+    run_fused(c, seed, fused_configs);
   }
   uint64_t rseed = 5000;
   for (const RopeCase& c : rope_cases()) {

@@ -792,4 +792,146 @@ inline bool check_rope(const char* tag, const RopeCase& c, const RopeData& d,
   return pass;
 }
 
+// ---------------------------------------------------------------------------------------------
+// RoPE + KV store fused into the split-KV kernel (PagedAttentionArgs::rope)
+
+/// Whether an attention case's batch can run fused: every sequence on the split-KV kernel.
+inline bool fused_rope_applies(const AttnCase& c, const HostBatch& b) {
+  return b.n_tokens > 0 && (c.q_bound ? c.q_bound : b.max_q) * (c.nq / c.nkv) <= 16;
+}
+
+/// A fused-RoPE run over an attention case's batch: the QKV projection's raw output (q | k | v,
+/// row stride d.ld) and RoPE parameters as a RopeCase (a variant chosen by `seed`: half-split or
+/// interleaved, full or partial rotation, Qwen3 norms, yarn's attention factor), with what
+/// rope_norm_kv_store needs to do the same unfused: each token's position ctx + i and the cache
+/// slot its block table gives.
+struct FusedRope {
+  RopeCase rc;
+  RopeData d;
+};
+
+inline FusedRope make_fused_rope(const AttnCase& c, const HostBatch& b, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uni(-2.f, 2.f), wdist(0.5f, 1.5f);
+  FusedRope f;
+  RopeCase& r = f.rc;
+  r.name = c.name;
+  r.bf16 = c.bf16;
+  r.nq = c.nq, r.nkv = c.nkv, r.hd = c.D, r.rot = c.D;
+  r.interleaved = false, r.qnorm = false, r.knorm = false;
+  r.af = 1.f, r.theta = 10000.0;
+  switch (seed % 4) {
+    case 1:  // GGUF interleaved, partial rotation, both norms
+      r.rot = (c.D / 2) & ~1, r.interleaved = true, r.qnorm = r.knorm = true;
+      break;
+    case 2:  // Qwen3
+      r.qnorm = r.knorm = true, r.theta = 1000000.0;
+      break;
+    case 3:  // yarn-style factor, interleaved, k norm only
+      r.interleaved = true, r.knorm = true, r.af = 1.2f;
+      break;
+    default:
+      break;
+  }
+  r.n_tokens = b.n_tokens;
+  r.pos_max = b.max_kv;
+  RopeData& d = f.d;
+  d.ld = static_cast<int64_t>(c.nq + 2 * c.nkv) * c.D + 8;
+  d.n_slots = static_cast<int64_t>(b.n_blocks) * c.bs;
+  d.vec = static_cast<int64_t>(c.nkv) * c.D;
+  d.qkv.resize(static_cast<size_t>(b.n_tokens * d.ld));
+  for (auto& x : d.qkv) x = f2t(uni(rng), c.bf16);
+  for (int s = 0; s < b.n_seqs; ++s) {
+    const int q_len = b.q_start[s + 1] - b.q_start[s], ctx = b.kv_len[s] - q_len;
+    for (int i = 0; i < q_len; ++i) {
+      d.pos.push_back(ctx + i);
+      d.slots.push_back(static_cast<int32_t>(slot_of(b, c.bs, s, ctx + i)));
+    }
+  }
+  d.inv_freq.resize(r.rot / 2);
+  for (int i = 0; i < r.rot / 2; ++i)
+    d.inv_freq[i] = static_cast<float>(std::pow(r.theta, -2.0 * i / r.rot));
+  d.qw.resize(c.D);
+  d.kw.resize(c.D);
+  for (auto& x : d.qw) x = wdist(rng);
+  for (auto& x : d.kw) x = wdist(rng);
+  return f;
+}
+
+/// The fused kernel's RoPE arguments over buffers holding FusedRope's arrays (k, v: column views
+/// of qkv).
+inline AttnRopeArgs fused_rope_args(const FusedRope& f, void* qkv, const float* inv_freq,
+                                    const float* qw, const float* kw) {
+  const RopeCase& r = f.rc;
+  AttnRopeArgs a;
+  a.k = static_cast<u16*>(qkv) + static_cast<int64_t>(r.nq) * r.hd;
+  a.ldk = f.d.ld;
+  a.v = static_cast<u16*>(qkv) + static_cast<int64_t>(r.nq + r.nkv) * r.hd;
+  a.ldv = f.d.ld;
+  a.rot_dim = r.rot;
+  a.interleaved = r.interleaved;
+  a.inv_freq = r.rot ? inv_freq : nullptr;
+  a.attention_factor = r.af;
+  a.q_norm = r.qnorm ? qw : nullptr;
+  a.k_norm = r.knorm ? kw : nullptr;
+  a.norm_eps = f.d.eps;
+  return a;
+}
+
+/// Sets the new tokens' cache rows (q8: int8 rows and scale records) back to poison: the values
+/// the RoPE step must write before attention reads them.
+inline void poison_new_rows(const AttnCase& c, HostBatch& b) {
+  const int64_t vec = static_cast<int64_t>(c.nkv) * c.D;
+  for (int s = 0; s < b.n_seqs; ++s)
+    for (int j = b.kv_len[s] - (b.q_start[s + 1] - b.q_start[s]); j < b.kv_len[s]; ++j) {
+      const int64_t slot = slot_of(b, c.bs, s, j);
+      for (int64_t e = 0; e < vec; ++e) {
+        b.kpool[static_cast<size_t>(slot * vec + e)] = kPoison;
+        b.vpool[static_cast<size_t>(slot * vec + e)] = kPoison;
+        if (c.q8)
+          b.k8[static_cast<size_t>(slot * vec + e)] = b.v8[static_cast<size_t>(slot * vec + e)] =
+              -128;
+      }
+      for (int64_t e = 0; c.q8 && e < c.nkv * 4; ++e)
+        b.kscale[static_cast<size_t>(slot * c.nkv * 4 + e)] =
+            b.vscale[static_cast<size_t>(slot * c.nkv * 4 + e)] = kPoison;
+    }
+}
+
+/// What one run leaves behind: attention's output and the whole cache.
+struct FusedOutcome {
+  std::vector<u16> out, kpool, vpool, kscale, vscale;
+  std::vector<int8_t> k8, v8;
+};
+
+/// The fused run must equal RoPE + KV store followed by attention bit for bit: out (every row and
+/// padding gap) and every byte of the cache. Prints one line; counts the case.
+inline bool check_fused(const char* tag, const AttnCase& c, const FusedRope& f,
+                        const FusedOutcome& unfused, const FusedOutcome& fused) {
+  auto diff = [](const auto& x, const auto& y) -> int64_t {
+    if (x.size() != y.size()) return -1;
+    int64_t n = 0;
+    for (size_t i = 0; i < x.size(); ++i) n += std::memcmp(&x[i], &y[i], sizeof(x[i])) != 0;
+    return n;
+  };
+  int64_t nan = 0;
+  for (u16 v : unfused.out) nan += v != kPoison && std::isnan(t2f(v, c.bf16));
+  const int64_t d_out = diff(unfused.out, fused.out);
+  const int64_t d_cache =
+      c.q8 ? diff(unfused.k8, fused.k8) + diff(unfused.v8, fused.v8) +
+                 diff(unfused.kscale, fused.kscale) + diff(unfused.vscale, fused.vscale)
+           : diff(unfused.kpool, fused.kpool) + diff(unfused.vpool, fused.vpool);
+  const bool pass = d_out == 0 && d_cache == 0 && nan == 0;
+  ++g_cases;
+  if (!pass) ++g_failures;
+  std::printf(
+      "[%s] %s %s | rot%d %s qnorm%d knorm%d af %.2f | out differs %lld, cache differs "
+      "%lld, NaN in the unfused out %lld\n",
+      pass ? "PASS" : "FAIL", tag, c.name.c_str(), f.rc.rot,
+      f.rc.interleaved ? "interleaved" : "half-split", f.rc.qnorm, f.rc.knorm, f.rc.af,
+      (long long)d_out, (long long)d_cache, (long long)nan);
+  std::fflush(stdout);
+  return pass;
+}
+
 }  // namespace attn_test

@@ -28,6 +28,22 @@ enum class AttnPath : int {
   kSplitKvOnly = 2,  // the split-KV kernel for every sequence (needs max_q_len * group <= 16)
 };
 
+/// RoPE + KV store fused into the split-KV kernel (PagedAttentionArgs::rope): the new tokens'
+/// unrotated K and V and the RoPE / norm parameters, with rope_kv.cuh's RopeKvArgs meanings.
+struct AttnRopeArgs {
+  const void* k = nullptr;  // [n_tokens, n_kv_heads * head_dim], row stride ldk (16-byte aligned)
+  int64_t ldk = 0;          // a multiple of 8
+  const void* v = nullptr;  // the same layout for V
+  int64_t ldv = 0;
+  int rot_dim = 0;  // even, <= head_dim; 0: no rotation
+  bool interleaved = false;
+  const float* inv_freq = nullptr;  // [rot_dim / 2]
+  float attention_factor = 1.f;
+  const float* q_norm = nullptr;  // [head_dim] fp32 or null (Qwen3)
+  const float* k_norm = nullptr;
+  float norm_eps = 1e-6f;
+};
+
 /// Arguments of one paged_attention() call (one layer, one step). Sizes are in elements unless
 /// named *_bytes. All pointers are device pointers.
 ///
@@ -97,6 +113,15 @@ struct PagedAttentionArgs {
   /// slower; PERFX_CUDA_ATTN_EARLY_PAIRS=N moves the limit) and not PERFX_CUDA_PDL_EARLY=0
   /// (docs/cuda_attention_notes.md).
   bool early_kv = false;
+  /// Non-null: RoPE + KV store happen inside the split-KV kernel (decode), as rope_norm_kv_store
+  /// followed by paged_attention would do them, bit for bit. q and rope->k / rope->v are then the
+  /// QKV projection's unrotated output; token i of sequence s is at position seq_kv_len[s] - q_len
+  /// + i; the kernel normalizes (q_norm / k_norm) and rotates q and each new token's K, writes K
+  /// and V (q8: quantized) into the cache slot that the block table gives, and attends with them. q
+  /// is not written (nothing else sees the rotated q). Needs every sequence on the split-KV kernel
+  /// (max_q_len * group <= 16, path kAuto or kSplitKvOnly) and max_q_len >= every q_len (a
+  /// sequence with more new tokens than max_q_len is skipped: its rows of out stay unwritten).
+  const AttnRopeArgs* rope = nullptr;
 };
 
 /// What paged_attention() will launch for these arguments (host-only; for logs and tests).

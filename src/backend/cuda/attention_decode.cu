@@ -7,6 +7,8 @@
 // exactly once per (sequence, group), in 16-byte cp.async loads. With n_splits > 1 each CTA writes
 // fp32 partials (O unnormalized, running max m in log2 units, sum l) and split_reduce_kernel
 // merges them: m* = max m_s, O = sum_s 2^(m_s - m*) O_s / sum_s 2^(m_s - m*) l_s.
+// With PagedAttentionArgs::rope the CTA also does RoPE + KV store for the query rows and the new
+// keys it covers (rope_prologue in attn_tile.cuh): one kernel fewer per decode layer.
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -29,11 +31,14 @@ template <typename T, int D>
 void split_init_one(int* occupancy) {
   auto* k = attn_tile_kernel<T, D, kSplitWM, kSplitWN, true>;
   const int smem = static_cast<int>(SplitCfg<D>::kSmemBytes);
-  ATTN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  // The limit covers the fused-RoPE prologue's largest addition; occupancy is the plain kernel's.
+  const int smem_max = smem + static_cast<int>(rope_smem_bytes(kSplitRows, D));
+  ATTN_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   ATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, k, kThreads, smem));
   if constexpr (D % 32 == 0) {  // the q8_0-cache variant: same smem; the plan takes the lower
     auto* k8 = attn_tile_kernel<T, D, kSplitWM, kSplitWN, true, true>;
-    ATTN_CUDA_CHECK(cudaFuncSetAttribute(k8, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    ATTN_CUDA_CHECK(
+        cudaFuncSetAttribute(k8, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
     int occ8 = 0;
     ATTN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ8, k8, kThreads, smem));
     *occupancy = std::min(*occupancy, occ8);
@@ -124,7 +129,8 @@ void launch_split_one(const TileArgs& t, Grid g, cudaStream_t stream) {
   } else {
     require(!t.k_scale, "paged_attention: a q8_0 KV cache needs head_dim 64, 96 or 128");
   }
-  launch_pdl(k, dim3(g.x, g.y, g.z), dim3(kThreads), SplitCfg<D>::kSmemBytes, stream, t);
+  launch_pdl(k, dim3(g.x, g.y, g.z), dim3(kThreads),
+             SplitCfg<D>::kSmemBytes + rope_smem_bytes(t.rope_tokens, D), stream, t);
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 

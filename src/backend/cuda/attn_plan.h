@@ -49,7 +49,26 @@ struct TileArgs {
   float* ws_o;   // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
   float* ws_ml;  // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
   int early_kv;  // split-KV: stage the keys before the first new token before the PDL wait
+  // Fused RoPE + KV store (split-KV only; PagedAttentionArgs::rope): rope_tokens > 0 turns it on
+  // and sizes the dynamic shared memory after the tile's (rope_smem_bytes).
+  int rope_tokens;
+  const void* k_new;
+  int64_t ldk_new;
+  const void* v_new;
+  int64_t ldv_new;
+  const float* inv_freq;
+  const float* q_norm;
+  const float* k_norm;
+  float rope_af, norm_eps;
+  int rot_dim, rope_interleaved;
 };
+
+/// Dynamic shared memory the fused RoPE prologue adds after the tile kernel's: per new token, its
+/// cos / sin table (head_dim fp32: cos in the first half, sin in the second) and its raw K and V
+/// rows (2 * head_dim of T).
+inline size_t rope_smem_bytes(int rope_tokens, int head_dim) {
+  return static_cast<size_t>(rope_tokens) * head_dim * (sizeof(float) + 2 * 2);
+}
 
 inline int head_dim_index(int d) {
   switch (d) {
@@ -109,6 +128,20 @@ inline void validate(const PagedAttentionArgs& a) {
   const int64_t rows = static_cast<int64_t>(a.max_q_len) * (a.n_q_heads / a.n_kv_heads);
   require((rows + kPrefillRows - 1) / kPrefillRows <= std::numeric_limits<int>::max(),
           f + "max_q_len too large");
+  if (a.rope != nullptr) {
+    const AttnRopeArgs& r = *a.rope;
+    const int64_t kv_width = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
+    require(rows <= kSplitRows && a.path != AttnPath::kPrefillOnly,
+            f + "fused RoPE needs every sequence on the split-KV kernel (max_q_len * group <= " +
+                std::to_string(kSplitRows) + ")");
+    require(r.k && r.v && aligned16(r.k) && aligned16(r.v),
+            f + "fused RoPE: k, v must be non-null and 16-byte aligned");
+    require(r.ldk % 8 == 0 && r.ldk >= kv_width && r.ldv % 8 == 0 && r.ldv >= kv_width,
+            f + "fused RoPE: ldk, ldv must be multiples of 8 and >= n_kv_heads * head_dim");
+    require(r.rot_dim >= 0 && r.rot_dim % 2 == 0 && r.rot_dim <= a.head_dim,
+            f + "fused RoPE: rot_dim must be even and <= head_dim");
+    require(r.rot_dim == 0 || r.inv_freq, f + "fused RoPE: null inv_freq");
+  }
 }
 
 /// Picks the split count minimizing rounds(s) * (tiles per split + overhead) (+ reduce), where
@@ -213,6 +246,22 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
   t.ws_o = nullptr;
   t.ws_ml = nullptr;
   t.early_kv = a.early_kv ? 1 : 0;
+  t.rope_tokens = 0;
+  if (a.rope != nullptr) {  // validate() has checked that only the split-KV kernel runs
+    const AttnRopeArgs& r = *a.rope;
+    t.rope_tokens = std::max(a.max_q_len, 1);
+    t.k_new = r.k;
+    t.ldk_new = r.ldk;
+    t.v_new = r.v;
+    t.ldv_new = r.ldv;
+    t.inv_freq = r.inv_freq;
+    t.q_norm = r.q_norm;
+    t.k_norm = r.k_norm;
+    t.rope_af = r.attention_factor;
+    t.norm_eps = r.norm_eps;
+    t.rot_dim = r.rot_dim;
+    t.rope_interleaved = r.interleaved ? 1 : 0;
+  }
   if (p.split_kv && p.n_splits > 1) {  // checked before anything is launched
     require(
         a.workspace != nullptr && aligned16(a.workspace) && a.workspace_bytes >= p.workspace_needed,

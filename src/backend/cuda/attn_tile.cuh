@@ -33,6 +33,7 @@
 
 #include "backend/cuda/attn_plan.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/rope_head.cuh"
 
 namespace perfx::cuda::attn_detail {
 
@@ -189,6 +190,90 @@ __device__ __forceinline__ uint4 dequant_q8x8(uint2 q, float d) {
   return u;
 }
 
+/// The fused RoPE + KV store of a split-KV CTA (TileArgs::rope_tokens), after its Q group (raw q
+/// rows in sQ, raw new K / V rows in s_new) has landed: a warp per item rotates (and normalizes)
+/// the G * q_len query rows in place, and rotates each new key's K row, writing K and V to the
+/// cache slot slot_of(j) gives and, for keys in the ring's first kStages tiles, into the stage row
+/// the key loop would have loaded (q8: int8 + scale, the bytes stored). Keys without a slot get
+/// the zeros a load would have filled. rope_kv.cu's formulas through rope_head.cuh, bit for bit.
+template <typename T, int D, int WM, int WN, bool kQ8, typename SlotOf>
+__device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T* sV,
+                                              unsigned char* sRaw, const float* s_cs,
+                                              const T* s_new, int rows_total, int new_lo,
+                                              int new_hi, int k_begin, int ctx, int kvh,
+                                              SlotOf&& slot_of) {
+  using C = TileCfg<D, WM, WN>;
+  using rope_detail::from_f;
+  using rope_detail::HeadRope;
+  using rope_detail::norm_rope_head;
+  using rope_detail::to_f;
+  constexpr int kPL = (D + 31) / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, G = a.group;
+  const int n_new = max(0, new_hi - new_lo);
+  const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
+  for (int it = warp; it < rows_total + 2 * n_new; it += kThreads / 32) {
+    float x[kPL];
+    if (it < rows_total) {  // query row it = (token i, head g of the group), in place
+      const int i = it / G;
+      const HeadRope r{
+          D,        a.rot_dim, a.rope_interleaved != 0, s_cs + i * D, s_cs + i * D + D / 2,
+          a.q_norm, a.norm_eps};
+      T* row = sQ + it * C::kStride;
+      norm_rope_head<T>(row, r, lane, x);
+      __syncwarp();  // every lane has read its partners before any lane overwrites the row
+#pragma unroll
+      for (int j = 0; j < kPL; ++j)
+        if (lane + 32 * j < D) row[lane + 32 * j] = from_f<T>(x[j]);
+      continue;
+    }
+    const int kv = it - rows_total, is_v = kv & 1, key = new_lo + (kv >> 1), i = key - ctx;
+    const T* src = s_new + (2 * i + is_v) * D;
+    if (is_v) {
+#pragma unroll
+      for (int j = 0; j < kPL; ++j) x[j] = lane + 32 * j < D ? to_f<T>(src[lane + 32 * j]) : 0.f;
+    } else {
+      const HeadRope r{
+          D,        a.rot_dim, a.rope_interleaved != 0, s_cs + i * D, s_cs + i * D + D / 2,
+          a.k_norm, a.norm_eps};
+      norm_rope_head<T>(src, r, lane, x);
+    }
+    const int64_t slot = slot_of(key);
+    if (slot < 0) {
+#pragma unroll
+      for (int j = 0; j < kPL; ++j) x[j] = 0.f;
+    }
+    const int tile = (key - k_begin) / kTileKeys, row = key - k_begin - tile * kTileKeys;
+    const bool staged = tile < kStages;
+    const int64_t at = slot * slot_stride + static_cast<int64_t>(kvh) * D;
+    if constexpr (kQ8) {
+      int8_t* gq =
+          slot < 0
+              ? nullptr
+              : const_cast<int8_t*>(static_cast<const int8_t*>(is_v ? a.v_cache : a.k_cache)) + at;
+      __half* gd =
+          slot < 0 ? nullptr
+                   : const_cast<__half*>(static_cast<const __half*>(is_v ? a.v_scale : a.k_scale)) +
+                         (slot * a.n_kv_heads + kvh) * q8_scale_stride(D);
+      unsigned char* rs = sRaw + tile * C::kRawStage + (is_v ? C::kRawHalf : 0);
+      rope_detail::store_q8(
+          x, D, lane, gq, gd, staged ? reinterpret_cast<int8_t*>(rs + row * D) : nullptr,
+          staged ? reinterpret_cast<__half*>(rs + kTileKeys * D + row * 8) : nullptr);
+    } else {
+      T* g = slot < 0 ? nullptr
+                      : const_cast<T*>(static_cast<const T*>(is_v ? a.v_cache : a.k_cache)) + at;
+      T* sm = staged ? (is_v ? sV : sK) + tile * C::kKvElems + row * C::kStride : nullptr;
+#pragma unroll
+      for (int j = 0; j < kPL; ++j) {
+        const int e = lane + 32 * j;
+        if (e >= D) continue;
+        const T y = from_f<T>(x[j]);
+        if (g) g[e] = y;
+        if (sm) sm[e] = y;
+      }
+    }
+  }
+}
+
 // kQ8: the cache holds int8 with an fp16 scale per 32 elements (TileArgs::k_scale / v_scale).
 // The raw int8 rows and scale records go through the same cp.async double buffer; once a tile
 // has landed, the CTA dequantizes it into one T stage of K and V, so everything after that is the
@@ -209,6 +294,11 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   // PDL: the split-KV kernel with early_kv reads the batch layout and stages the keys written by
   // earlier steps before griddepcontrol.wait (TileArgs::early_kv); everything else waits first.
   const bool early = kSplit && a.early_kv != 0;
+  // Fused RoPE + KV store (TileArgs::rope_tokens): the table and the new tokens' raw K/V rows
+  // live after the tile's shared memory.
+  const bool rope = kSplit && a.rope_tokens > 0;
+  float* s_cs = reinterpret_cast<float*>(smem_raw + C::kSmemBytes);        // [rope_tokens][D]
+  T* s_new = reinterpret_cast<T*>(s_cs + (rope ? a.rope_tokens * D : 0));  // [rope_tokens][2][D]
   pdl_trigger();
   if (!early) pdl_wait();
 
@@ -232,7 +322,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     split = blockIdx.x;
     row0 = 0;
     k_begin = split * a.chunk;
-    if (q_len <= 0 || rows_total > kSplitRows || (split > 0 && k_begin >= kv_len)) {
+    if (q_len <= 0 || rows_total > kSplitRows || (split > 0 && k_begin >= kv_len) ||
+        (rope && q_len > a.rope_tokens)) {
       if (early) pdl_wait();
       return;
     }
@@ -301,8 +392,10 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     return blk >= 0 ? static_cast<int64_t>(blk) * bs + (j - bi * bs) : -1;
   };
 
-  // Keys [kt, kt + 64) ∩ [from, to) -> stage st (kQ8: raw stage st); other rows untouched.
-  auto load_kv = [&](int kt, int st, int from, int to) {
+  // Keys [kt, kt + 64) ∩ [from, to) minus [skip_lo, skip_hi) -> stage st (kQ8: raw stage st);
+  // other rows untouched.
+  auto load_kv = [&](int kt, int st, int from, int to, int skip_lo = 0, int skip_hi = 0) {
+    auto take = [&](int j) { return j >= from && j < to && (j < skip_lo || j >= skip_hi); };
     if constexpr (kQ8) {
       static_assert(C::kRawIters * kThreads == kTileKeys * (D / 16), "raw chunks per thread");
       static_assert(q8_scale_stride(D) == 4, "8-byte scale records (the raw stage's layout)");
@@ -312,13 +405,13 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       for (int it = 0; it < C::kRawIters; ++it) {
         const int c = tid + it * kThreads;
         const int r = c / (D / 16), ch = c - r * (D / 16);
-        if (kt + r < from || kt + r >= to) continue;
+        if (!take(kt + r)) continue;
         const int64_t slot = slot_of(kt + r);
         const int64_t off = slot >= 0 ? slot * slot_stride + head_off + ch * 16 : 0;
         cp_async_16(rk + r * D + ch * 16, kc8 + off, slot >= 0 ? 16 : 0);
         cp_async_16(rv + r * D + ch * 16, vc8 + off, slot >= 0 ? 16 : 0);
       }
-      if (tid < kTileKeys && kt + tid >= from && kt + tid < to) {
+      if (tid < kTileKeys && take(kt + tid)) {
         const int64_t slot = slot_of(kt + tid);
         const int64_t so = slot >= 0 ? (slot * a.n_kv_heads + kvh) * q8_scale_stride(D) : 0;
         cp_async_8(rk + kTileKeys * D + tid * 8, kscale + so, slot >= 0 ? 8 : 0);
@@ -331,7 +424,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       for (int it = 0; it < C::kKvIters; ++it) {
         const int c = tid + it * kThreads;
         const int r = c / C::kChunks, ch = c - r * C::kChunks;
-        if (kt + r < from || kt + r >= to) continue;
+        if (!take(kt + r)) continue;
         const int64_t slot = slot_of(kt + r);
         const int64_t off = slot >= 0 ? slot * slot_stride + head_off + ch * 8 : 0;
         cp_async_16(dk + r * C::kStride + ch * 8, kc + off, slot >= 0 ? 16 : 0);
@@ -371,15 +464,44 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       if (st < n_tiles) load_kv(k_begin + st * kTileKeys, st, k_begin, early_end);
     cp_async_commit();
   }
+  // Fused RoPE: this split's new keys [new_lo, new_hi) (tokens new_lo - ctx ..) are rotated and
+  // written by the prologue below; in the ring's first kStages tiles they go straight into shared
+  // memory, so the loads of those tiles skip them (skip_hi = 0 when not fused).
+  const int new_lo = max(k_begin, ctx), new_hi = rope ? k_end : 0;
+  if (rope) {  // the cos / sin table of the sequence's new tokens (positions ctx, ctx + 1, ...)
+    const int half = a.rot_dim / 2;
+    for (int c = tid; c < q_len * half; c += kThreads) {
+      const int i = c / half, p = c - i * half;
+      rope_detail::rope_cos_sin(ctx + i, a.inv_freq[p], a.rope_af, &s_cs[i * D + p],
+                                &s_cs[i * D + D / 2 + p]);
+    }
+  }
   if (early) pdl_wait();
   load_q();
+  if (rope) {  // the new keys' raw K and V rows (the QKV projection's output)
+    const int n_new = max(0, new_hi - new_lo);
+    for (int c = tid; c < n_new * 2 * C::kChunks; c += kThreads) {
+      const int r = c / C::kChunks, ch = c - r * C::kChunks;  // r = 2 * (key - new_lo) + is_v
+      const int i = new_lo - ctx + (r >> 1);
+      const T* src = (r & 1) ? static_cast<const T*>(a.v_new) + (q0 + i) * a.ldv_new
+                             : static_cast<const T*>(a.k_new) + (q0 + i) * a.ldk_new;
+      cp_async_16(s_new + (2 * i + (r & 1)) * D + ch * 8, src + head_off + ch * 8, 16);
+    }
+  }
   cp_async_commit();
-  if (n_tiles > 0) load_kv(k_begin, 0, early_end, kAll);
+  if (n_tiles > 0) load_kv(k_begin, 0, early_end, kAll, new_lo, new_hi);
   cp_async_commit();
 
   // Q fragments stay in registers for the whole key loop.
   cp_async_wait<1>();  // the Q group has landed (for this thread) ...
   __syncthreads();     // ... and for every thread
+  if constexpr (kSplit) {
+    if (rope) {
+      rope_prologue<T, D, WM, WN, kQ8>(a, sQ, sK, sV, sRaw, s_cs, s_new, rows_total, new_lo, new_hi,
+                                       k_begin, ctx, kvh, slot_of);
+      __syncthreads();
+    }
+  }
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks)
@@ -395,7 +517,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   for (int t = 0; t < n_tiles; ++t) {
     if (t + 1 < n_tiles)
       load_kv(k_begin + (t + 1) * kTileKeys, (t + 1) & 1, t + 1 < kStages ? early_end : k_begin,
-              kAll);
+              kAll, new_lo, t + 1 < kStages ? new_hi : 0);
     cp_async_commit();   // possibly empty: keeps one group per iteration
     cp_async_wait<1>();  // everything but the newest group: tile t is here
     __syncthreads();

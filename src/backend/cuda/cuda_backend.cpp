@@ -253,6 +253,10 @@ class CudaBackend : public Backend {
       }
       std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n", sk);
     }
+    const char* rf = std::getenv("PERFX_CUDA_ROPE_FUSED");
+    check(!rf || !*rf || std::string(rf) == "0" || std::string(rf) == "1",
+          "PERFX_CUDA_ROPE_FUSED must be 0 or 1, got '" + std::string(rf ? rf : "") + "'");
+    rope_fused_ = !(rf && std::string(rf) == "0");
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
     if (profile_) graphs_enabled_ = false;  // per-op events need eager launches
@@ -718,6 +722,68 @@ class CudaBackend : public Backend {
       launched("attention (generic)");
       return;
     }
+    const PagedAttentionArgs a = paged_args(q, kv, layer, n_q_heads, scale, out);
+    guarded("attention", [&] { paged_attention(a, stream_); });
+    launched("attention");
+  }
+
+  /// The split-KV kernel with RoPE + KV store in its prologue (PagedAttentionArgs::rope) where
+  /// every sequence is on it (q_len * group <= 16: decode) and the shapes take the tensor-core
+  /// kernels; otherwise the two ops. PERFX_CUDA_ROPE_FUSED=0 always runs the two ops.
+  void rope_kv_attention(Tensor q, Tensor k, Tensor v, int n_q_heads, const Weight* q_norm,
+                         const Weight* k_norm, float eps, const RopeTable& rope, KvStorage& kvs,
+                         int layer, float scale, const BatchLayout& b, Tensor out) override {
+    auto& kv = static_cast<CudaKv&>(kvs);
+    const int hd = kv.head_dim;
+    const bool fits =
+        rope_fused_ && !(skip_ & (kSkipRope | kSkipAttn)) && n_q_heads > 0 &&
+        n_q_heads % kv.n_kv_heads == 0 && (int64_t)max_q_ * (n_q_heads / kv.n_kv_heads) <= 16 &&
+        (hd == 64 || hd == 80 || hd == 96 || hd == 128) && aligned16(q.data) && aligned16(k.data) &&
+        aligned16(v.data) && aligned16(out.data) && q.stride % 8 == 0 && k.stride % 8 == 0 &&
+        v.stride % 8 == 0 && out.stride % 8 == 0;
+    if (!fits)
+      return Backend::rope_kv_attention(q, k, v, n_q_heads, q_norm, k_norm, eps, rope, kvs, layer,
+                                        scale, b, out);
+    if (replaying()) return;
+    OpTimer timer(*this, profile_ ? "rope_kv_attention" : "");
+    const RopeParams& rp = rope.params;
+    PERFX_CHECK(q.dtype == act_ && k.dtype == act_ && v.dtype == act_ && out.dtype == act_ &&
+                    rp.head_dim == hd && q.rows == b.n_tokens && k.rows == q.rows &&
+                    v.rows == q.rows && out.rows == q.rows && q.cols == (int64_t)n_q_heads * hd &&
+                    out.cols == q.cols && k.cols == (int64_t)kv.n_kv_heads * hd &&
+                    v.cols == k.cols && layer >= 0 && layer < kv.n_layers,
+                "rope_kv_attention: shape or dtype mismatch");
+    // The kernel writes each new token where its block table points; rope_kv_store would write
+    // it to b.slots. They must agree (the engine's layouts always do).
+    for (int t = 0; t < b.n_tokens; ++t) {
+      const int s = b.token_seq[t], p = b.positions[t], bs = kv.block_size;
+      const int blk =
+          p / bs < b.max_blocks ? b.block_tables[(size_t)s * b.max_blocks + p / bs] : -1;
+      PERFX_CHECK(blk >= 0 && b.slots[t] == (int64_t)blk * bs + p % bs,
+                  "rope_kv_attention: token " + std::to_string(t) + "'s KV slot " +
+                      std::to_string(b.slots[t]) + " is not where its block table points");
+    }
+    PagedAttentionArgs a = paged_args(q, kv, layer, n_q_heads, scale, out);
+    AttnRopeArgs r;
+    r.k = k.data;
+    r.ldk = k.stride;
+    r.v = v.data;
+    r.ldv = v.stride;
+    r.rot_dim = rp.rot_dim;
+    r.interleaved = rp.interleaved;
+    r.inv_freq = static_cast<const float*>(static_cast<const CudaRope&>(rope).inv_freq.get());
+    r.attention_factor = rp.attention_factor;
+    r.q_norm = q_norm ? cw(*q_norm).vec() : nullptr;
+    r.k_norm = k_norm ? cw(*k_norm).vec() : nullptr;
+    r.norm_eps = eps;
+    a.rope = &r;
+    guarded("rope_kv_attention", [&] { paged_attention(a, stream_); });
+    launched("rope_kv_attention");
+  }
+
+  /// paged_attention's arguments for this step's layout (the tensor-core kernels' path).
+  PagedAttentionArgs paged_args(Tensor q, const CudaKv& kv, int layer, int n_q_heads, float scale,
+                                Tensor out) const {
     PagedAttentionArgs a;
     a.early_kv = true;  // the batch layout is uploaded before the step; older rows by earlier steps
     a.dtype = act_ == DType::BF16 ? AttnDtype::kBF16 : AttnDtype::kF16;
@@ -748,8 +814,7 @@ class CudaBackend : public Backend {
     a.workspace = attn_ws_.get();
     a.workspace_bytes = attn_ws_.size();
     a.maybe_short_seqs = !decode_only_;
-    guarded("attention", [&] { paged_attention(a, stream_); });
-    launched("attention");
+    return a;
   }
 
   void silu_mul(Tensor gate_up, Tensor out) override {
@@ -1287,7 +1352,8 @@ class CudaBackend : public Backend {
   cublasHandle_t cublas_ = nullptr;
   DevMem cublas_ws_, attn_ws_, linear_ws_, batch_dev_, sample_dev_;
   enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
-  int skip_ = 0;  // PERFX_CUDA_SKIP (timing only)
+  int skip_ = 0;            // PERFX_CUDA_SKIP (timing only)
+  bool rope_fused_ = true;  // PERFX_CUDA_ROPE_FUSED: RoPE + KV store inside split-KV attention
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();

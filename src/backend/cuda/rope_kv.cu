@@ -3,8 +3,9 @@
 // Grid (n_tokens, ceil(n_heads_total / 8)), 8 warps per CTA, a warp per head of the token, where
 // heads are numbered q (0..nq-1), k (nq..nq+nkv-1), v (nq+nkv..nq+2nkv-1). The CTA first computes
 // the token's cos/sin table (rot_dim/2 sincosf) in shared memory. A warp holds its head in
-// registers (element e = lane + 32 j), reduces sum(x^2) with shuffles for the norm, and stages the
-// normed head in shared memory so that each lane can read the partner element of its rotation pair.
+// registers (element e = lane + 32 j), reduces sum(x^2) with shuffles for the norm, and each lane
+// reads the partner element of its rotation pairs itself (rope_head.cuh, shared with the split-KV
+// attention kernel's fused prologue).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -12,77 +13,28 @@
 #include <string>
 
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/rope_head.cuh"
 #include "backend/cuda/rope_kv.cuh"
 
 namespace perfx::cuda {
 namespace {
 
 using attn_detail::require;
+using rope_detail::from_f;
+using rope_detail::HeadRope;
+using rope_detail::ld_prev;
+using rope_detail::norm_rope_head;
+using rope_detail::rope_cos_sin;
+using rope_detail::store_q8;
+using rope_detail::to_f;
 
 constexpr int kWarps = 8;
 constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
 
 template <typename T>
-__device__ __forceinline__ float to_f(T x);
-template <>
-__device__ __forceinline__ float to_f<__half>(__half x) {
-  return __half2float(x);
-}
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
-/// angle = float(pos) * inv_freq (fp32 product), then accurate sincosf (full range reduction).
-__device__ __forceinline__ void rope_cos_sin(int pos, float inv_freq, float af, float* c,
-                                             float* s) {
-  const float ang = static_cast<float>(pos) * inv_freq;
-  float sv, cv;
-  sincosf(ang, &sv, &cv);
-  *c = cv * af;
-  *s = sv * af;
-}
-
-/// Stores a warp's head (element e = lane + 32 j in x[j]) as Q8_0 blocks: block j is x[j] over
-/// the 32 lanes, so its max|x| is a warp reduction.
-__device__ __forceinline__ void store_q8(const float (&x)[kPerLane], int hd, int lane, int8_t* q,
-                                         __half* d) {
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    if (32 * j >= hd) break;
-    float amax = fabsf(x[j]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float id = amax > 0.f ? 127.f / amax : 0.f;
-    q[lane + 32 * j] = static_cast<int8_t>(fminf(fmaxf(rintf(x[j] * id), -127.f), 127.f));
-    if (lane == 0) d[j] = __float2half_rn(amax / 127.f);
-  }
-}
-
-/// A load of the previous kernel's output (q, k, v): the CPU emulator checks it follows pdl_wait.
-template <typename U>
-__device__ __forceinline__ U ld_prev(const U* p) {
-#if defined(PERFX_ATTN_EMULATION)
-  perfx_emu_check_read(p, sizeof(U));
-#endif
-  return *p;
-}
-
-template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvArgs a, bool early) {
   __shared__ float s_cos[kMaxHeadDim / 2], s_sin[kMaxHeadDim / 2];
-  __shared__ float s_x[kWarps][kMaxHeadDim];
   // Before the PDL wait (early: pdl_early_reads()): the token's position (the host-uploaded batch
   // layout, pdl.cuh) and its cos/sin table; q, k, v (the QKV projection's output) and the cache
   // after it.
@@ -130,52 +82,13 @@ __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvA
                       : static_cast<const T*>(a.k) + t * a.ldk + static_cast<int64_t>(kh) * hd;
   T* dst = is_q ? static_cast<T*>(a.q) + t * a.ldq + static_cast<int64_t>(head) * hd
                 : static_cast<T*>(a.k_cache) + (slot * nkv + kh) * hd;
-  const float* w = is_q ? a.q_norm : a.k_norm;
-
+  const HeadRope r{hd,        a.rot_dim, a.interleaved, s_cos, s_sin, is_q ? a.q_norm : a.k_norm,
+                   a.norm_eps};
   float x[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int e = lane + 32 * j;
-    x[j] = e < hd ? to_f<T>(ld_prev(src + e)) : 0.f;
-  }
-  if (w != nullptr) {
-    float ss = 0.f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) ss += x[j] * x[j];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = 1.f / sqrtf(ss / static_cast<float>(hd) + a.norm_eps);
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < hd) x[j] = w[e] * (x[j] * inv);
-    }
-  }
-  if (half > 0) {
-    float* sx = s_x[warp];
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < hd) sx[e] = x[j];
-    }
-    __syncwarp();
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < a.rot_dim) {
-        if (a.interleaved) {  // pairs (2i, 2i+1)
-          const int i = e >> 1;
-          x[j] = (e & 1) ? x[j] * s_cos[i] + sx[e - 1] * s_sin[i]
-                         : x[j] * s_cos[i] - sx[e + 1] * s_sin[i];
-        } else if (e < half) {  // pairs (i, i + half): first element
-          x[j] = x[j] * s_cos[e] - sx[e + half] * s_sin[e];
-        } else {  // second element
-          const int i = e - half;
-          x[j] = x[j] * s_cos[i] + sx[i] * s_sin[i];
-        }
-      }
-    }
-  }
+  norm_rope_head<T>(src, r, lane, x);
+  // Every lane has read its whole head (partners included) before any lane of the warp writes q
+  // back in place.
+  __syncwarp();
   if (!is_q && a.kv_q8) {
     const int64_t at = (slot * nkv + kh) * hd;
     store_q8(x, hd, lane, static_cast<int8_t*>(a.k_cache) + at,

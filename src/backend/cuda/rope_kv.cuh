@@ -2,7 +2,9 @@
 // q_norm/k_norm), rotary position embedding of q (in place) and k (RoFormer, Su et al. 2021,
 // arXiv 2104.09864; HF modeling_rope_utils.py for the frequency table and yarn's attention_factor),
 // and the store of rotated k and of v into the paged KV cache (PagedAttention, arXiv 2309.06180).
-// Host plain C++ API: includable from .cpp files built by the host compiler.
+// For decode the same work runs inside the split-KV attention kernel instead (attention.cuh,
+// PagedAttentionArgs::rope; the formulas shared through rope_head.cuh). Host plain C++ API:
+// includable from .cpp files built by the host compiler.
 #pragma once
 
 #include <cuda_runtime_api.h>
