@@ -84,7 +84,7 @@ struct DevBuf {
 // Attention cases
 
 struct DevBatch {
-  DevBuf qkv, out, kpool, vpool, k8, v8, kscale, vscale, table, q_start, kv_len, ws;
+  DevBuf qkv, out, kpool, vpool, k8, v8, kscale, vscale, table, q_start, kv_len, ws, counters;
   int64_t ldo = 0;
   DevBatch(const AttnCase& c, const HostBatch& b)
       : qkv(b.qkv.size() * 2),
@@ -99,8 +99,22 @@ struct DevBatch {
         q_start(b.q_start.size() * 4),
         kv_len(b.kv_len.size() * 4 + 4),
         ws(paged_attention_workspace_bytes(c.D)),
+        counters(paged_attention_counters_bytes()),
         ldo(c.nq * c.D + c.out_pad) {
     upload(b);
+    CK(cudaMemset(counters.p, 0, counters.bytes));
+    CK(cudaDeviceSynchronize());
+  }
+  /// Every split counter back at zero (paged_attention's contract); zeroes them for the next case.
+  int64_t counters_left() {
+    const std::vector<int> v = counters.download<int>(counters.bytes / sizeof(int));
+    int64_t n = 0;
+    for (int x : v) n += x != 0;
+    if (n) {
+      CK(cudaMemset(counters.p, 0, counters.bytes));
+      CK(cudaDeviceSynchronize());
+    }
+    return n;
   }
   void upload(const HostBatch& b) {
     qkv.upload(b.qkv);
@@ -163,13 +177,25 @@ std::vector<u16> run_once(const PagedAttentionArgs& a, const DevBatch& d, int n_
   return d.out.download<u16>(n_out);
 }
 
+/// Counts a failure if a call left a split counter non-zero.
+void check_counters(DevBatch& d, const std::string& what) {
+  const int64_t n = d.counters_left();
+  if (n == 0) return;
+  ++g_cases;
+  ++g_failures;
+  std::printf("[FAIL] %s: %lld split counters left non-zero\n", what.c_str(), (long long)n);
+}
+
 void run_attention_case(const AttnCase& c, uint64_t seed, cudaStream_t st) {
   const HostBatch b = make_batch(c, seed);
   const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
   const std::vector<double> ref = ref_attention(c, b, scale);
   DevBatch d(c, b);
-  for (AttnPath path : {AttnPath::kAuto, AttnPath::kPrefillOnly}) {
-    const PagedAttentionArgs a = make_args(c, b, d, path, scale);
+  // kAuto with split counters (the last CTA merges) and with the reduce kernel; prefill-only.
+  for (int run = 0; run < 3; ++run) {
+    const AttnPath path = run < 2 ? AttnPath::kAuto : AttnPath::kPrefillOnly;
+    PagedAttentionArgs a = make_args(c, b, d, path, scale);
+    if (run == 0) a.split_counters = d.counters.as<int>();
     PagedAttentionPlan plan;
     std::vector<u16> o1, o2;
     try {
@@ -183,7 +209,8 @@ void run_attention_case(const AttnCase& c, uint64_t seed, cudaStream_t st) {
       CK(cudaDeviceSynchronize());
       continue;
     }
-    check_and_report("attn", c, b, path, plan, o1, o2, d.ldo, ref);
+    check_counters(d, "attn " + c.name);
+    check_and_report(run == 0 ? "attn/merge" : "attn", c, b, path, plan, o1, o2, d.ldo, ref);
   }
 }
 
@@ -214,7 +241,8 @@ void run_graph_case(const AttnCase& c, const std::vector<SeqSpec>& second, uint6
   const float scale = 1.f / std::sqrt(static_cast<float>(c.D));
   DevBatch d(c, batches[0]);
   PagedAttentionArgs a = make_args(c, batches[0], d, AttnPath::kAuto, scale);
-  a.max_kv_len = c.kv_bound;  // the bucket, >= both batches' lengths
+  a.split_counters = d.counters.as<int>();  // as the engine's steps: the last CTA merges
+  a.max_kv_len = c.kv_bound;                // the bucket, >= both batches' lengths
   a.max_q_len = c.q_bound ? c.q_bound : std::max(batches[0].max_q, batches[1].max_q);
   PagedAttentionPlan plan;
   cudaGraphExec_t exec = nullptr;
@@ -254,6 +282,7 @@ void run_graph_case(const AttnCase& c, const std::vector<SeqSpec>& second, uint6
     shown.name = c.name + (k == 0 ? " [replay batch A]" : " [replay batch B]");
     check_and_report("graph", shown, b, AttnPath::kAuto, plan, outs[0], outs[1], d.ldo, ref);
   }
+  check_counters(d, "graph " + c.name);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
 }
@@ -286,8 +315,11 @@ void run_fused_case(const AttnCase& c, uint64_t seed, cudaStream_t st) {
       a.ldq = f.d.ld;
       const AttnRopeArgs rr =
           fused_rope_args(f, raw.p, inv.as<float>(), qw.as<float>(), kw.as<float>());
+      // The fused run with split counters (last-CTA merge), the unfused pair with the reduce
+      // kernel: the bitwise comparison covers the merge too.
       if (fused) {
         a.rope = &rr;
+        a.split_counters = d.counters.as<int>();
       } else {
         RopeKvArgs ra = rope_args(f.rc, f.d, raw.p, c.q8 ? d.k8.p : d.kpool.p,
                                   c.q8 ? d.v8.p : d.vpool.p, pos.as<int32_t>(), slots.as<int32_t>(),
@@ -301,6 +333,7 @@ void run_fused_case(const AttnCase& c, uint64_t seed, cudaStream_t st) {
       }
       FusedOutcome& r = res[fused];
       r.out = run_once(a, d, b.n_tokens, st);
+      check_counters(d, "fused " + c.name);
       r.kpool = d.kpool.download<u16>(b.kpool.size());
       r.vpool = d.vpool.download<u16>(b.vpool.size());
       r.k8 = d.k8.download<int8_t>(b.k8.size());

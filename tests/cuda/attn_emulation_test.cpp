@@ -291,6 +291,20 @@ inline T __ldg(const T* p) {
   return *p;
 }
 
+// The kernels' split counters: CTAs run one at a time, so an atomic is a plain read-modify-write
+// and a fence orders nothing more. __ldcg reads the split partials, which start NaN in every case
+// and are never NaN once written: a NaN read is a merge that ran before every split had written.
+inline float __ldcg(const float* p) {
+  if (std::isnan(*p)) emu::die("__ldcg: a split partial read before its CTA wrote it");
+  return *p;
+}
+inline int atomicAdd(int* p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+inline void __threadfence() {}
+
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   if (mask != 0xffffffffu) emu::die("__syncwarp with a partial mask");
   emu::g_warp_bar[emu::warp()].wait();
@@ -519,7 +533,21 @@ struct Config {
   bool deferred;          // cp.async timing
   bool early_kv;          // PagedAttentionArgs::early_kv
   bool snapshot = false;  // deferred copies read their source at issue (emu::g_snapshot)
+  bool counters = false;  // PagedAttentionArgs::split_counters (the last CTA merges the splits)
 };
+
+// The split counters (zeroed once; every call must leave them zeroed).
+std::vector<int> g_counters(counters_bytes() / sizeof(int), 0);
+
+/// Counts a case that left a split counter non-zero (the next call would merge too early).
+void check_counters(const std::string& what) {
+  int64_t bad = 0;
+  for (int& c : g_counters) bad += c != 0, c = 0;
+  if (bad == 0) return;
+  ++g_cases;
+  ++g_failures;
+  std::printf("[FAIL] %s: %lld split counters left non-zero\n", what.c_str(), (long long)bad);
+}
 
 /// emu::g_pdl_hidden for batch b: what RoPE + KV store, the kernel before attention, writes — q
 /// (rotated in place; or, fused, the raw QKV output `qkv` of `qkv_bytes`) and each new token's
@@ -606,6 +634,7 @@ PagedAttentionArgs emu_args(const AttnCase& c, const HostBatch& b, std::vector<u
   a.early_kv = cfg.early_kv;
   emu::g_deferred = cfg.deferred;
   emu::g_snapshot = cfg.snapshot;
+  a.split_counters = cfg.counters ? g_counters.data() : nullptr;
   return a;
 }
 
@@ -635,6 +664,7 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
         continue;
       }
       const std::string tag = std::string("emu/") + cfg.name;
+      check_counters(tag + " " + c.name);
       check_and_report(tag.c_str(), c, b, path, plan, out, out, ldo, ref);
     }
   }
@@ -780,11 +810,15 @@ void run_fused(const AttnCase& c, uint64_t seed, const std::vector<Config>& conf
             fused_rope_args(f, u.qkv.data(), f.d.inv_freq.data(), f.d.qw.data(), f.d.kw.data());
         PagedAttentionArgs a = emu_args(c, u, out, ldo, ws, AttnPath::kAuto, cfg);
         if (fused) a.rope = &rr;
+        // The unfused pair with the reduce kernel; the fused run with split counters (so the
+        // bitwise comparison covers the last-CTA merge too).
+        a.split_counters = fused ? g_counters.data() : nullptr;
         set_pdl_hidden(c, u, u.qkv.data(), u.qkv.size() * sizeof(u16));
         validate(a);
         const PagedAttentionPlan plan = make_plan(a, cfg.n_sms, cfg.occupancy);
         int launches = 0;
         execute_plan(a, plan, EmuLauncher{c.bf16, c.D, &launches});
+        check_counters("emu-fused " + c.name);
       } catch (const std::exception& e) {
         ++g_cases;
         ++g_failures;
@@ -849,10 +883,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // Each case: the H200 model (many splits) with immediate copies, and a 1-SM model (one split,
-  // the direct-write path) with deferred copies, both with early_kv; and the H200 model without,
-  // its deferred copies reading their sources at issue.
-  const std::vector<Config> configs = {{"h200/immediate", 132, 3, false, true},
+  // Each case: the H200 model (many splits) with immediate copies and the last-CTA merge, and a
+  // 1-SM model (one split, the direct-write path) with deferred copies, both with early_kv; and the
+  // H200 model without, its deferred copies reading their sources at issue, with the reduce kernel.
+  const std::vector<Config> configs = {{"h200/immediate/merge", 132, 3, false, true, false, true},
                                        {"1sm/deferred", 1, 1, true, true},
                                        {"h200/snapshot/late-kv", 132, 3, true, false, true}};
   if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)

@@ -122,6 +122,12 @@ struct PagedAttentionArgs {
   /// (max_q_len * group <= 16, path kAuto or kSplitKvOnly) and max_q_len >= every q_len (a
   /// sequence with more new tokens than max_q_len is skipped: its rows of out stay unwritten).
   const AttnRopeArgs* rope = nullptr;
+  /// int32 counters, paged_attention_counters_bytes() of them, zeroed before first use and left
+  /// zeroed by every call; or null. Given, the split-KV CTA that finishes last for its (sequence,
+  /// KV head) merges the splits itself — the reduce kernel's arithmetic in split order, so the
+  /// same bits — and no reduce kernel is launched (one kernel fewer per decode layer). Calls that
+  /// share the counters must be stream-ordered (the CUDA backend's are).
+  int* split_counters = nullptr;
 };
 
 /// What paged_attention() will launch for these arguments (host-only; for logs and tests).
@@ -138,6 +144,10 @@ struct PagedAttentionPlan {
 /// batch: the split count is capped so that n_seqs * n_kv_heads * n_splits <= 2048). About 17 MB
 /// for head_dim 128. Throws std::invalid_argument for an unsupported head_dim.
 size_t paged_attention_workspace_bytes(int head_dim);
+
+/// Bytes of PagedAttentionArgs::split_counters (a count per (sequence, KV head) pair that can have
+/// two or more splits; 8 KB).
+size_t paged_attention_counters_bytes();
 
 /// The launch plan for `a` (validates `a` like paged_attention(); throws std::invalid_argument).
 PagedAttentionPlan paged_attention_plan(const PagedAttentionArgs& a);

@@ -182,6 +182,10 @@ size_t paged_attention_workspace_bytes(int head_dim) {
   return attn_detail::workspace_bytes(head_dim);
 }
 
+size_t paged_attention_counters_bytes() {
+  return attn_detail::counters_bytes();
+}
+
 PagedAttentionPlan paged_attention_plan(const PagedAttentionArgs& a) {
   return attn_detail::plan_for(a);
 }

@@ -61,6 +61,9 @@ struct TileArgs {
   const float* k_norm;
   float rope_af, norm_eps;
   int rot_dim, rope_interleaved;
+  // Split-KV with n_splits > 1: the last CTA of each (sequence, KV head) merges the splits
+  // (PagedAttentionArgs::split_counters); null: the reduce kernel does.
+  int* counters;
 };
 
 /// Dynamic shared memory the fused RoPE prologue adds after the tile kernel's: per new token, its
@@ -96,6 +99,11 @@ inline bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
+/// paged_attention_counters_bytes(): a counter per pair with two or more splits.
+inline size_t counters_bytes() {
+  return static_cast<size_t>(kMaxSplitCtas / 2) * sizeof(int);
+}
+
 /// Throws std::invalid_argument unless `a` satisfies PagedAttentionArgs' contract (as far as the
 /// host can tell without reading device memory).
 inline void validate(const PagedAttentionArgs& a) {
@@ -119,6 +127,8 @@ inline void validate(const PagedAttentionArgs& a) {
   require(a.ldq % 8 == 0 && a.ldq >= width, f + "ldq must be a multiple of 8 and >= width");
   require(a.ldo % 8 == 0 && a.ldo >= width, f + "ldo must be a multiple of 8 and >= width");
   require(std::isfinite(a.scale), f + "scale must be finite");
+  require((reinterpret_cast<uintptr_t>(a.split_counters) & 3u) == 0,
+          f + "split_counters must be 4-byte aligned");
   require(!a.kv_q8 || (a.head_dim % 32 == 0 && a.k_scale && a.v_scale),
           f + "a q8_0 KV cache needs head_dim 64, 96 or 128 and both scale arrays");
   require(!a.kv_q8 ||
@@ -277,8 +287,9 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
     L.prefill(t, Grid{static_cast<unsigned>((rows + kPrefillRows - 1) / kPrefillRows), kvh, seqs});
   }
   if (p.split_kv) {
+    t.counters = p.n_splits > 1 ? a.split_counters : nullptr;
     L.split(t, Grid{static_cast<unsigned>(p.n_splits), kvh, seqs});
-    if (p.n_splits > 1) L.reduce(t, Grid{kvh, seqs, 1u});
+    if (p.n_splits > 1 && t.counters == nullptr) L.reduce(t, Grid{kvh, seqs, 1u});
   }
 }
 

@@ -274,6 +274,11 @@ __device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T
   }
 }
 
+template <typename T, int D>
+__device__ __forceinline__ void merge_splits(const TileArgs& a, int seq, int kvh, int q0,
+                                             int rows_total, int n_valid);
+__device__ __forceinline__ int valid_splits(const TileArgs& a, int kv_len);
+
 // kQ8: the cache holds int8 with an fp16 scale per 32 elements (TileArgs::k_scale / v_scale).
 // The raw int8 rows and scale records go through the same cp.async double buffer; once a tile
 // has landed, the CTA dequantizes it into one T stage of K and V, so everything after that is the
@@ -650,8 +655,14 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   __syncthreads();
 
   // Merge the WN key slices per row; write 8 consecutive dims per item (16-byte stores).
+  // Split-KV with n_splits > 1 writes fp32 partials; with split counters a sequence whose keys
+  // fit one split writes out directly (merging one split changes no bit: f = 1).
   bool to_ws = false;
-  if constexpr (kSplit) to_ws = a.n_splits > 1;
+  int n_valid = 1;
+  if constexpr (kSplit) {
+    n_valid = valid_splits(a, kv_len);
+    to_ws = a.n_splits > 1 && !(a.counters != nullptr && n_valid == 1);
+  }
   for (int c = tid; c < C::kRows * C::kChunks; c += kThreads) {
     const int r = c / C::kChunks, ch = c - r * C::kChunks;
     const int rr = row0 + r;
@@ -701,44 +712,60 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       *reinterpret_cast<uint4*>(dst) = u;
     }
   }
+  // Split counters: the CTA that finishes last for its (sequence, KV head) merges the splits
+  // (threadFenceReduction's pattern: partials visible device-wide before the count, the count's
+  // winner reads them after its own fence).
+  if constexpr (kSplit) {
+    if (to_ws && a.counters != nullptr) {
+      int* last = reinterpret_cast<int*>(smem_raw);  // the Q tile is free after the key loop
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) {
+        int* c = a.counters + static_cast<int64_t>(seq) * a.n_kv_heads + kvh;
+        const bool is_last = atomicAdd(c, 1) == n_valid - 1;
+        if (is_last) *c = 0;  // ready for the next call
+        *last = is_last ? 1 : 0;
+      }
+      __syncthreads();
+      if (*last) {
+        __threadfence();
+        merge_splits<T, D>(a, seq, kvh, q0, rows_total, n_valid);
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Split-KV reduce: grid (n_kv_heads, n_seqs), kThreads threads.
+// Split-KV reduce: grid (n_kv_heads, n_seqs), kThreads threads (without split counters).
 
-/// Merges the splits of one (sequence, KV head): a warp per query row, lanes over head dims.
+/// Merges the n_valid splits of one (sequence, KV head) from the workspace into out: a warp per
+/// query row, lanes over head dims; split order fixed, so whichever CTA runs it writes the same
+/// bits. Partials are read through L2 (__ldcg): other CTAs of the same kernel may have written
+/// them (the last-CTA merge).
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) split_reduce_kernel(const TileArgs a) {
-  pdl_enter();
-  const int kvh = blockIdx.x, seq = blockIdx.y;
+__device__ __forceinline__ void merge_splits(const TileArgs& a, int seq, int kvh, int q0,
+                                             int rows_total, int n_valid) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int G = a.group;
-  const int q0 = a.seq_q_start[seq];
-  const int q_len = a.seq_q_start[seq + 1] - q0;
-  const int kv_len = a.seq_kv_len[seq];
-  const int rows_total = q_len * G;
-  if (q_len <= 0 || rows_total > kSplitRows) return;
-  // Splits the main kernel ran: split s is non-empty iff s * chunk < kv_len (same rule there).
-  const int n_valid = kv_len <= 0 ? 0 : min(a.n_splits, (kv_len + a.chunk - 1) / a.chunk);
   constexpr int kPerLane = (D + 31) / 32;
   for (int r = warp; r < rows_total; r += kThreads / 32) {
     const int64_t idx0 =
         ((static_cast<int64_t>(seq) * a.n_kv_heads + kvh) * kSplitRows + r) * a.n_splits;
     float mmax = -INFINITY;
-    for (int s = 0; s < n_valid; ++s) mmax = fmaxf(mmax, a.ws_ml[(idx0 + s) * 2]);
+    for (int s = 0; s < n_valid; ++s) mmax = fmaxf(mmax, __ldcg(a.ws_ml + (idx0 + s) * 2));
     float L = 0.f;
     float acc[kPerLane];
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
     for (int s = 0; s < n_valid; ++s) {
-      const float m = a.ws_ml[(idx0 + s) * 2];
+      const float m = __ldcg(a.ws_ml + (idx0 + s) * 2);
       const float f = m == -INFINITY ? 0.f : exp2f(m - mmax);
-      L += f * a.ws_ml[(idx0 + s) * 2 + 1];
+      L += f * __ldcg(a.ws_ml + (idx0 + s) * 2 + 1);
       const float* po = a.ws_o + (idx0 + s) * D;
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k) {
         const int d = lane + 32 * k;
-        if (d < D) acc[k] += f * po[d];
+        if (d < D) acc[k] += f * __ldcg(po + d);
       }
     }
     const float inv = L > 0.f ? 1.f / L : 0.f;
@@ -751,6 +778,25 @@ __global__ void __launch_bounds__(kThreads) split_reduce_kernel(const TileArgs a
       if (d < D) dst[d] = TypeOps<T>::from_float(acc[k] * inv);
     }
   }
+}
+
+/// Splits the split-KV kernel ran for a sequence of kv_len keys: split s is non-empty iff
+/// s * chunk < kv_len (the same rule there).
+__device__ __forceinline__ int valid_splits(const TileArgs& a, int kv_len) {
+  return kv_len <= 0 ? 0 : min(a.n_splits, (kv_len + a.chunk - 1) / a.chunk);
+}
+
+/// Merges the splits of one (sequence, KV head) (merge_splits).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) split_reduce_kernel(const TileArgs a) {
+  pdl_enter();
+  const int kvh = blockIdx.x, seq = blockIdx.y;
+  const int q0 = a.seq_q_start[seq];
+  const int q_len = a.seq_q_start[seq + 1] - q0;
+  const int kv_len = a.seq_kv_len[seq];
+  const int rows_total = q_len * a.group;
+  if (q_len <= 0 || rows_total > kSplitRows) return;
+  merge_splits<T, D>(a, seq, kvh, q0, rows_total, valid_splits(a, kv_len));
 }
 
 // ---------------------------------------------------------------------------------------------

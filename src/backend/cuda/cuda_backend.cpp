@@ -66,6 +66,15 @@ struct Generation {
 
 /// A device allocation (cudaMalloc) freed on destruction; the error message on failure names what
 /// it was for, the bytes needed and the bytes free.
+/// An on/off environment switch: unset or empty = on, "1" = on, "0" = off; anything else throws
+/// perfx::Error naming the variable.
+bool env_switch(const char* name) {
+  const char* e = std::getenv(name);
+  const std::string v = e ? e : "";
+  check(v.empty() || v == "0" || v == "1", std::string(name) + " must be 0 or 1, got '" + v + "'");
+  return v != "0";
+}
+
 class DevMem {
  public:
   DevMem() = default;
@@ -253,10 +262,8 @@ class CudaBackend : public Backend {
       }
       std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n", sk);
     }
-    const char* rf = std::getenv("PERFX_CUDA_ROPE_FUSED");
-    check(!rf || !*rf || std::string(rf) == "0" || std::string(rf) == "1",
-          "PERFX_CUDA_ROPE_FUSED must be 0 or 1, got '" + std::string(rf ? rf : "") + "'");
-    rope_fused_ = !(rf && std::string(rf) == "0");
+    rope_fused_ = env_switch("PERFX_CUDA_ROPE_FUSED");
+    attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
     if (profile_) graphs_enabled_ = false;  // per-op events need eager launches
@@ -499,6 +506,11 @@ class CudaBackend : public Backend {
     if (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128)
       guarded("attention workspace", [&] { need = paged_attention_workspace_bytes(head_dim); });
     if (attn_ws_.size() < need) attn_ws_.alloc(need, "the attention workspace", dev_);
+    if (need > 0 && attn_counters_.get() == nullptr) {  // zeroed once; every call leaves them so
+      attn_counters_.alloc(paged_attention_counters_bytes(), "the attention split counters", dev_);
+      cuda_ok(cudaMemsetAsync(attn_counters_.get(), 0, attn_counters_.size(), stream_),
+              "cudaMemsetAsync");
+    }
     return kv;
   }
 
@@ -814,6 +826,7 @@ class CudaBackend : public Backend {
     a.workspace = attn_ws_.get();
     a.workspace_bytes = attn_ws_.size();
     a.maybe_short_seqs = !decode_only_;
+    if (attn_merge_) a.split_counters = static_cast<int*>(attn_counters_.get());
     return a;
   }
 
@@ -1350,10 +1363,11 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  DevMem cublas_ws_, attn_ws_, linear_ws_, batch_dev_, sample_dev_;
+  DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_, sample_dev_;
   enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
   int skip_ = 0;            // PERFX_CUDA_SKIP (timing only)
   bool rope_fused_ = true;  // PERFX_CUDA_ROPE_FUSED: RoPE + KV store inside split-KV attention
+  bool attn_merge_ = true;  // PERFX_CUDA_ATTN_MERGE: split-KV's last CTA merges (no reduce kernel)
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();
