@@ -857,6 +857,20 @@ TEST_P(Conformance, RopeKvAttention) {
   }
 }
 
+/// A negative position is refused by prepare_batch (CUDA took it before: kv_len 0 for a sequence
+/// with a new token, and its split-KV counters then stayed off by one for every later call).
+TEST_P(Conformance, PrepareBatchRejectsNegativePosition) {
+  std::mt19937 rng(5);
+  PagedBatch pb = make_paged({{3, 1}, {0, 1}}, 16, rng);
+  pb.step.positions[1] = -1;
+  try {
+    d().be().prepare_batch(pb.step);
+    ADD_FAILURE() << "prepare_batch took position -1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("negative position"), std::string::npos) << e.what();
+  }
+}
+
 /// Attention case: fills the cache with the history batch and the step batch through rope_kv_store
 /// (identity RoPE when rot = 0) and compares attention on the step with a double reference.
 void attention_case(Conformance* self, Dev& dv, double tol, int nq, int nkv, int hd, int block_size,

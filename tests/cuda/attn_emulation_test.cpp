@@ -295,7 +295,10 @@ inline T __ldg(const T* p) {
 // and a fence orders nothing more. __ldcg reads the split partials, which start NaN in every case
 // and are never NaN once written: a NaN read is a merge that ran before every split had written.
 inline float __ldcg(const float* p) {
-  if (std::isnan(*p)) emu::die("__ldcg: a split partial read before its CTA wrote it");
+  if (std::isnan(*p))
+    emu::die(
+        "__ldcg: a split partial is NaN: read before its CTA wrote it (or computed from a "
+        "poisoned K/V row)");
   return *p;
 }
 inline int atomicAdd(int* p, int v) {
@@ -450,9 +453,12 @@ void run_tile_grid(const TileArgs& t, Grid g) {
   if (emu::g_smem_limit > emu::kSmemBytes) emu::die("smem larger than the emulator's");
   gridDim = dim3(g.x, g.y, g.z);
   blockDim = dim3(kThreads);
+  // Split-KV grids run their splits last to first: the CTA that finishes the count is then split
+  // 0, so a merge that assumed the last split finishes last reads partials not yet written.
   for (unsigned z = 0; z < g.z; ++z)
     for (unsigned y = 0; y < g.y; ++y)
-      for (unsigned x = 0; x < g.x; ++x) {
+      for (unsigned xx = 0; xx < g.x; ++xx) {
+        const unsigned x = kSplit ? g.x - 1 - xx : xx;
         blockIdx = make_uint3(x, y, z);
         emu::run_block(kThreads, [&] {
           if constexpr (D % 32 == 0) {

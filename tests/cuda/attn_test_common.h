@@ -475,6 +475,37 @@ inline std::vector<AttnCase> attention_cases() {
     c.kv_bound = 512;
     add(c);
   }
+  // ---- several new tokens on the split-KV kernel: new keys spanning a split boundary or a later
+  // tile, q_len * G = 16 with G = 1, a bucketed max_q (fused RoPE's table rows)
+  {
+    AttnCase c;
+    c.name = "multi-token new keys across splits G2 hd96 q8";
+    c.q8 = true, c.bf16 = false, c.D = 96, c.nq = 8, c.nkv = 4, c.bs = 16;
+    c.seqs = {{8, 124}, {8, 60}, {3, 1}};
+    add(c);
+  }
+  {
+    AttnCase c;
+    c.name = "multi-token new keys across splits G2 hd80";
+    c.bf16 = false, c.D = 80, c.nq = 8, c.nkv = 4, c.bs = 16;
+    c.seqs = {{8, 124}, {6, 250}};
+    add(c);
+  }
+  {
+    AttnCase c;
+    c.name = "multi-token G1 q_len 16 hd128";
+    c.bf16 = true, c.D = 128, c.nq = 2, c.nkv = 2, c.bs = 32;
+    c.seqs = {{16, 120}, {16, 1000}};
+    add(c);
+  }
+  {
+    AttnCase c;
+    c.name = "multi-token G4 bucketed 2048";
+    c.bf16 = true, c.D = 64, c.nq = 8, c.nkv = 2, c.bs = 16;
+    c.seqs = {{2, 126}, {2, 3}};
+    c.kv_bound = 2048;
+    add(c);
+  }
   // ---- prefill / chunked prefill / mixed (kAuto: prefill kernel + split-KV for short seqs)
   {
     AttnCase c;
@@ -636,11 +667,24 @@ struct RopeData {
   float eps = 1e-6f;
 };
 
+/// d's RoPE frequencies (inv_freq[i] = theta^(-2i / rot), HF's formula) and per-head norm weights
+/// (q and k, head_dim each, uniform in [0.5, 1.5)).
+inline void fill_rope_params(RopeData& d, int rot, double theta, int hd, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> wdist(0.5f, 1.5f);
+  d.inv_freq.resize(rot / 2);
+  for (int i = 0; i < rot / 2; ++i)
+    d.inv_freq[i] = static_cast<float>(std::pow(theta, -2.0 * i / rot));
+  d.qw.resize(hd);
+  d.kw.resize(hd);
+  for (auto& x : d.qw) x = wdist(rng);
+  for (auto& x : d.kw) x = wdist(rng);
+}
+
 inline RopeData make_rope_data(const RopeCase& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uni(-2.f, 2.f), wdist(0.5f, 1.5f);
+  std::uniform_real_distribution<float> uni(-2.f, 2.f);
   RopeData d;
-  const int T = c.n_tokens, half = c.rot / 2;
+  const int T = c.n_tokens;
   d.ld = static_cast<int64_t>(c.nq + 2 * c.nkv) * c.hd;
   d.n_slots = static_cast<int64_t>(T) * 2 + 5;
   d.vec = static_cast<int64_t>(c.nkv) * c.hd;
@@ -657,13 +701,7 @@ inline RopeData make_rope_data(const RopeCase& c, uint64_t seed) {
   }
   if (T > 3) d.slots[1] = -1, d.slots[T - 1] = -1;  // padding tokens: not stored
   d.pos[0] = c.pos_max;
-  d.inv_freq.resize(half);
-  for (int i = 0; i < half; ++i)
-    d.inv_freq[i] = static_cast<float>(std::pow(c.theta, -2.0 * i / c.rot));
-  d.qw.resize(c.hd);
-  d.kw.resize(c.hd);
-  for (auto& x : d.qw) x = wdist(rng);
-  for (auto& x : d.kw) x = wdist(rng);
+  fill_rope_params(d, c.rot, c.theta, c.hd, rng);
   return d;
 }
 
@@ -812,7 +850,7 @@ struct FusedRope {
 
 inline FusedRope make_fused_rope(const AttnCase& c, const HostBatch& b, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uni(-2.f, 2.f), wdist(0.5f, 1.5f);
+  std::uniform_real_distribution<float> uni(-2.f, 2.f);
   FusedRope f;
   RopeCase& r = f.rc;
   r.name = c.name;
@@ -848,13 +886,7 @@ inline FusedRope make_fused_rope(const AttnCase& c, const HostBatch& b, uint64_t
       d.slots.push_back(static_cast<int32_t>(slot_of(b, c.bs, s, ctx + i)));
     }
   }
-  d.inv_freq.resize(r.rot / 2);
-  for (int i = 0; i < r.rot / 2; ++i)
-    d.inv_freq[i] = static_cast<float>(std::pow(r.theta, -2.0 * i / r.rot));
-  d.qw.resize(c.D);
-  d.kw.resize(c.D);
-  for (auto& x : d.qw) x = wdist(rng);
-  for (auto& x : d.kw) x = wdist(rng);
+  fill_rope_params(d, r.rot, r.theta, c.D, rng);
   return f;
 }
 

@@ -148,7 +148,9 @@ class F16RefBackend : public Backend {
     return kv;
   }
 
-  void prepare_batch(const BatchLayout&) override {}
+  void prepare_batch(const BatchLayout& b) override {
+    for (int32_t p : b.positions) check(p >= 0, "prepare_batch: negative position");
+  }
 
   void embedding(const Weight& table, const BatchLayout& b, Tensor out) override {
     const auto& w = vec(table);

@@ -7,9 +7,9 @@
 #endif
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -178,7 +178,8 @@ Int8Matrix int8_requantized(const TensorView& t) {
   m.q.resize((size_t)(m.out * m.in));
   m.scales.resize((size_t)(m.out * m.in / 32));
   const size_t rb = dtype_row_bytes(t.dtype, m.in);
-  check(t.data != nullptr && t.nbytes >= rb * (size_t)m.out, "tensor '" + t.name + "' is truncated");
+  check(t.data != nullptr && t.nbytes >= rb * (size_t)m.out,
+        "tensor '" + t.name + "' is truncated");
   std::vector<float> row((size_t)m.in);
   for (int64_t r = 0; r < m.out; ++r) {
     dequantize_row(t.dtype, static_cast<const uint8_t*>(t.data) + (size_t)r * rb, row.data(), m.in);
@@ -316,7 +317,8 @@ class CpuBackend : public Backend {
       canon.push_back(c);
     }
     // Consecutive parts of one kind (int4 with the same group size and zero kind, or int8) share
-    // one QMatrix; a fused linear of mixed kinds (Q4_K_M's Q4_K q/k with a Q6_K v) gets one per run.
+    // one QMatrix; a fused linear of mixed kinds (Q4_K_M's Q4_K q/k with a Q6_K v) gets one per
+    // run.
     auto same = [&](const Canon& a, const Canon& b) {
       if (a.i8 || b.i8) return a.i8 && b.i8;
       return a.i4->group_size == b.i4->group_size && a.i4->has_mins() == b.i4->has_mins();
@@ -405,7 +407,8 @@ class CpuBackend : public Backend {
     return kv;
   }
 
-  void prepare_batch(const BatchLayout&) override {
+  void prepare_batch(const BatchLayout& b) override {
+    for (int32_t p : b.positions) PERFX_CHECK(p >= 0, "prepare_batch: negative position");
 #ifdef __GLIBC__
     // Loading is over by the first step: return what the loader's freed decode buffers left in
     // glibc's heap (~25 MB of a Llama-2-7B AWQ load) before the resident set peaks.

@@ -122,8 +122,8 @@ struct PagedAttentionArgs {
   /// (max_q_len * group <= 16, path kAuto or kSplitKvOnly) and max_q_len >= every q_len (a
   /// sequence with more new tokens than max_q_len is skipped: its rows of out stay unwritten).
   const AttnRopeArgs* rope = nullptr;
-  /// int32 counters, paged_attention_counters_bytes() of them, zeroed before first use and left
-  /// zeroed by every call; or null. Given, the split-KV CTA that finishes last for its (sequence,
+  /// paged_attention_counters_bytes() of int32 counters, zeroed before first use and left zeroed
+  /// by every call; or null. Given, the split-KV CTA that finishes last for its (sequence,
   /// KV head) merges the splits itself — the reduce kernel's arithmetic in split order, so the
   /// same bits — and no reduce kernel is launched (one kernel fewer per decode layer). Calls that
   /// share the counters must be stream-ordered (the CUDA backend's are).
@@ -146,7 +146,7 @@ struct PagedAttentionPlan {
 size_t paged_attention_workspace_bytes(int head_dim);
 
 /// Bytes of PagedAttentionArgs::split_counters (a count per (sequence, KV head) pair that can have
-/// two or more splits; 8 KB).
+/// two or more splits; 4 KB).
 size_t paged_attention_counters_bytes();
 
 /// The launch plan for `a` (validates `a` like paged_attention(); throws std::invalid_argument).

@@ -5,10 +5,11 @@
 // sequence's q_len * group (<= 16) query rows form one m16 tile that every warp holds, and the 4
 // warps take 16-key quarters of each 64-key K/V tile. The KV head is therefore read from memory
 // exactly once per (sequence, group), in 16-byte cp.async loads. With n_splits > 1 each CTA writes
-// fp32 partials (O unnormalized, running max m in log2 units, sum l) and split_reduce_kernel
-// merges them: m* = max m_s, O = sum_s 2^(m_s - m*) O_s / sum_s 2^(m_s - m*) l_s.
-// With PagedAttentionArgs::rope the CTA also does RoPE + KV store for the query rows and the new
-// keys it covers (rope_prologue in attn_tile.cuh): one kernel fewer per decode layer.
+// fp32 partials (O unnormalized, running max m in log2 units, sum l) and split_reduce_kernel (or,
+// with PagedAttentionArgs::split_counters, the CTA that finishes last) merges them: m* = max m_s, O
+// = sum_s 2^(m_s - m*) O_s / sum_s 2^(m_s - m*) l_s. With PagedAttentionArgs::rope the CTA also
+// does RoPE + KV store for the query rows and the new keys it covers (rope_prologue in
+// attn_tile.cuh): one kernel fewer per decode layer.
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>

@@ -12,8 +12,8 @@
 // with 16-byte cp.async into a 2-stage ring; keys past the CTA's range are zero-filled (never
 // read). At the end each warp's (O, m, l) goes to shared memory; the WN slices are merged by
 // log-sum-exp and written either normalized to `out` (T) or, for split-KV with n_splits > 1, as
-// fp32 partials (unnormalized O, m, l) that split_reduce_kernel merges across splits
-// (flash-decoding).
+// fp32 partials (unnormalized O, m, l) that split_reduce_kernel — or, with split counters, the
+// split that finishes last — merges across splits (flash-decoding).
 //
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", f16/bf16): lane = 4 * g + t
 //   A 16x16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1],
@@ -203,10 +203,8 @@ __device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T
                                               int new_hi, int k_begin, int ctx, int kvh,
                                               SlotOf&& slot_of) {
   using C = TileCfg<D, WM, WN>;
-  using rope_detail::from_f;
   using rope_detail::HeadRope;
   using rope_detail::norm_rope_head;
-  using rope_detail::to_f;
   constexpr int kPL = (D + 31) / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, G = a.group;
   const int n_new = max(0, new_hi - new_lo);
@@ -228,6 +226,20 @@ __device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T
     }
     const int kv = it - rows_total, is_v = kv & 1, key = new_lo + (kv >> 1), i = key - ctx;
     const T* src = s_new + (2 * i + is_v) * D;
+    const int64_t slot = slot_of(key);
+    const int tile = (key - k_begin) / kTileKeys, row = key - k_begin - tile * kTileKeys;
+    const bool staged = tile < kStages;
+    const int64_t at = slot * slot_stride + static_cast<int64_t>(kvh) * D;
+    if (!kQ8 && is_v) {  // V into a T cache: the raw bits, as rope_kv.cu copies them
+      T* g = slot < 0 ? nullptr : const_cast<T*>(static_cast<const T*>(a.v_cache)) + at;
+      T* sm = staged ? sV + tile * C::kKvElems + row * C::kStride : nullptr;
+      for (int e = lane; e < D; e += 32) {
+        const T y = slot < 0 ? from_f<T>(0.f) : src[e];
+        if (g) g[e] = y;
+        if (sm) sm[e] = y;
+      }
+      continue;
+    }
     if (is_v) {
 #pragma unroll
       for (int j = 0; j < kPL; ++j) x[j] = lane + 32 * j < D ? to_f<T>(src[lane + 32 * j]) : 0.f;
@@ -237,14 +249,10 @@ __device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T
           a.k_norm, a.norm_eps};
       norm_rope_head<T>(src, r, lane, x);
     }
-    const int64_t slot = slot_of(key);
     if (slot < 0) {
 #pragma unroll
       for (int j = 0; j < kPL; ++j) x[j] = 0.f;
     }
-    const int tile = (key - k_begin) / kTileKeys, row = key - k_begin - tile * kTileKeys;
-    const bool staged = tile < kStages;
-    const int64_t at = slot * slot_stride + static_cast<int64_t>(kvh) * D;
     if constexpr (kQ8) {
       int8_t* gq =
           slot < 0
@@ -780,10 +788,11 @@ __device__ __forceinline__ void merge_splits(const TileArgs& a, int seq, int kvh
   }
 }
 
-/// Splits the split-KV kernel ran for a sequence of kv_len keys: split s is non-empty iff
-/// s * chunk < kv_len (the same rule there).
+/// Splits the split-KV kernel ran for a sequence of kv_len keys: split 0 always (it writes zeros
+/// when there is no key: bad input), split s > 0 iff s * chunk < kv_len (the same rule there). The
+/// split counters count exactly these CTAs, so bad input cannot leave a counter behind.
 __device__ __forceinline__ int valid_splits(const TileArgs& a, int kv_len) {
-  return kv_len <= 0 ? 0 : min(a.n_splits, (kv_len + a.chunk - 1) / a.chunk);
+  return kv_len <= 0 ? 1 : min(a.n_splits, (kv_len + a.chunk - 1) / a.chunk);
 }
 
 /// Merges the splits of one (sequence, KV head) (merge_splits).

@@ -64,8 +64,6 @@ struct Generation {
   std::atomic<uint64_t> value{1};
 };
 
-/// A device allocation (cudaMalloc) freed on destruction; the error message on failure names what
-/// it was for, the bytes needed and the bytes free.
 /// An on/off environment switch: unset or empty = on, "1" = on, "0" = off; anything else throws
 /// perfx::Error naming the variable.
 bool env_switch(const char* name) {
@@ -75,6 +73,8 @@ bool env_switch(const char* name) {
   return v != "0";
 }
 
+/// A device allocation (cudaMalloc) freed on destruction; the error message on failure names what
+/// it was for, the bytes needed and the bytes free.
 class DevMem {
  public:
   DevMem() = default;
@@ -524,10 +524,12 @@ class CudaBackend : public Backend {
                     (int)b.slots.size() == T && (int)b.token_seq.size() == T &&
                     (int)b.block_tables.size() == S * b.max_blocks,
                 "prepare_batch: inconsistent batch layout");
-    for (int t = 0; t < T; ++t)
+    for (int t = 0; t < T; ++t) {
       PERFX_CHECK(b.token_ids[t] >= 0 && (vocab_ == 0 || b.token_ids[t] < vocab_),
                   "token id " + std::to_string(b.token_ids[t]) + " is outside the vocabulary of " +
                       std::to_string(vocab_));
+      PERFX_CHECK(b.positions[t] >= 0, "prepare_batch: negative position");
+    }
     // Per-sequence rows and key counts; tokens of a sequence must be contiguous and consecutive.
     q_start_.assign((size_t)S + 1, 0);
     kv_len_.assign((size_t)S, 0);
@@ -771,7 +773,7 @@ class CudaBackend : public Backend {
       const int s = b.token_seq[t], p = b.positions[t], bs = kv.block_size;
       const int blk =
           p / bs < b.max_blocks ? b.block_tables[(size_t)s * b.max_blocks + p / bs] : -1;
-      PERFX_CHECK(blk >= 0 && b.slots[t] == (int64_t)blk * bs + p % bs,
+      PERFX_CHECK(blk >= 0 && blk < kv.n_blocks && b.slots[t] == (int64_t)blk * bs + p % bs,
                   "rope_kv_attention: token " + std::to_string(t) + "'s KV slot " +
                       std::to_string(b.slots[t]) + " is not where its block table points");
     }

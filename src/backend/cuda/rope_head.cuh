@@ -12,28 +12,9 @@
 #include <cmath>
 #include <cstdint>
 
-namespace perfx::cuda::rope_detail {
+#include "backend/cuda/cvt.cuh"
 
-template <typename T>
-__device__ __forceinline__ float to_f(T x);
-template <>
-__device__ __forceinline__ float to_f<__half>(__half x) {
-  return __half2float(x);
-}
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
+namespace perfx::cuda::rope_detail {
 
 /// a * b and a * b + c, each rounded once (fp32), the same on the device and in the CPU emulator.
 __device__ __forceinline__ float mul_rn(float a, float b) {

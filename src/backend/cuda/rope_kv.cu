@@ -20,13 +20,11 @@ namespace perfx::cuda {
 namespace {
 
 using attn_detail::require;
-using rope_detail::from_f;
 using rope_detail::HeadRope;
 using rope_detail::ld_prev;
 using rope_detail::norm_rope_head;
 using rope_detail::rope_cos_sin;
 using rope_detail::store_q8;
-using rope_detail::to_f;
 
 constexpr int kWarps = 8;
 constexpr int kMaxHeadDim = 256;
