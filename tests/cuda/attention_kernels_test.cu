@@ -702,20 +702,11 @@ int main(int argc, char** argv) {
       CK(cudaStreamDestroy(st));
       return 0;
     }
-    uint64_t seed = 1000;
-    for (const AttnCase& c : attention_cases()) {
-      ++seed;
-      if (quick && !c.quick) continue;
-      if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
-      run_attention_case(c, seed, st);
-    }
-    seed = 1000;
-    for (const AttnCase& c : attention_cases()) {
-      ++seed;
-      if (quick && !c.quick) continue;
-      if (!filter.empty() && ("fused " + c.name).find(filter) == std::string::npos) continue;
-      run_fused_case(c, seed, st);
-    }
+    const std::vector<AttnCase> cases = attention_cases();
+    for_selected(cases, quick, filter, "", 1000,
+                 [&](const AttnCase& c, uint64_t seed) { run_attention_case(c, seed, st); });
+    for_selected(cases, quick, filter, "fused ", 1000,
+                 [&](const AttnCase& c, uint64_t seed) { run_fused_case(c, seed, st); });
     if (filter.empty() || std::string("graph").find(filter) != std::string::npos) {
       AttnCase g;
       g.name = "graph decode G4 bucket 2048";
@@ -738,13 +729,8 @@ int main(int argc, char** argv) {
                      78, st);
     }
     run_cos_sin_check(st);
-    uint64_t rseed = 5000;
-    for (const RopeCase& c : rope_cases()) {
-      ++rseed;
-      if (quick && !c.quick) continue;
-      if (!filter.empty() && ("rope " + c.name).find(filter) == std::string::npos) continue;
-      run_rope_case(c, rseed, st);
-    }
+    for_selected(rope_cases(), quick, filter, "rope ", 5000,
+                 [&](const RopeCase& c, uint64_t seed) { run_rope_case(c, seed, st); });
     CK(cudaStreamDestroy(st));
   } catch (const std::exception& e) {
     std::printf("[FAIL] fatal: %s\n", e.what());

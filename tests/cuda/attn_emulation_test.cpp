@@ -897,33 +897,19 @@ int main(int argc, char** argv) {
                                        {"h200/snapshot/late-kv", 132, 3, true, false, true}};
   if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
     check_forced_splits();
-  uint64_t seed = 1000;
-  for (const AttnCase& c : attention_cases()) {
-    ++seed;
-    if (quick && !c.quick) continue;
-    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
-    run_case(c, seed, configs);
-  }
+  const std::vector<AttnCase> cases = attention_cases();
+  for_selected(cases, quick, filter, "", 1000,
+               [&](const AttnCase& c, uint64_t seed) { run_case(c, seed, configs); });
   // Fused RoPE: copies that read their sources at issue and land at the wait (the order in which
   // a load of a new key's cache row, issued before the prologue writes it, would land stale), on
   // both device models; and read-late copies without early_kv.
   const std::vector<Config> fused_configs = {{"h200/snapshot", 132, 3, true, true, true},
                                              {"1sm/snapshot", 1, 1, true, true, true},
                                              {"1sm/deferred/late-kv", 1, 1, true, false}};
-  seed = 1000;
-  for (const AttnCase& c : attention_cases()) {
-    ++seed;
-    if (quick && !c.quick) continue;
-    if (!filter.empty() && ("fused " + c.name).find(filter) == std::string::npos) continue;
-    run_fused(c, seed, fused_configs);
-  }
-  uint64_t rseed = 5000;
-  for (const RopeCase& c : rope_cases()) {
-    ++rseed;
-    if (quick && !c.quick) continue;
-    if (!filter.empty() && ("rope " + c.name).find(filter) == std::string::npos) continue;
-    run_rope(c, rseed);
-  }
+  for_selected(cases, quick, filter, "fused ", 1000,
+               [&](const AttnCase& c, uint64_t seed) { run_fused(c, seed, fused_configs); });
+  for_selected(rope_cases(), quick, filter, "rope ", 5000,
+               [](const RopeCase& c, uint64_t seed) { run_rope(c, seed); });
   std::printf("SUMMARY: %d cases, %d failed\n", g_cases, g_failures);
   if (g_cases == 0) std::printf("no case matched the filter '%s'\n", filter.c_str());
   return g_failures || g_cases == 0 ? 1 : 0;

@@ -376,6 +376,21 @@ inline std::vector<SeqSpec> decode_seqs(std::initializer_list<int> ctx) {
   return v;
 }
 
+/// Calls f(case, seed) for each case that --quick (`quick`: only cases marked quick) and --filter
+/// (`filter` a substring of prefix + name; empty: all) select. Seeds run seed0 + 1, seed0 + 2, ...
+/// over the whole list, so a case keeps its data whatever the filter.
+template <typename Case, typename F>
+void for_selected(const std::vector<Case>& cases, bool quick, const std::string& filter,
+                  const std::string& prefix, uint64_t seed0, F&& f) {
+  uint64_t seed = seed0;
+  for (const Case& c : cases) {
+    ++seed;
+    if (quick && !c.quick) continue;
+    if (!filter.empty() && (prefix + c.name).find(filter) == std::string::npos) continue;
+    f(c, seed);
+  }
+}
+
 inline std::vector<AttnCase> attention_cases() {
   std::vector<AttnCase> v;
   auto add = [&](AttnCase c) { v.push_back(std::move(c)); };
@@ -479,14 +494,14 @@ inline std::vector<AttnCase> attention_cases() {
   // tile, q_len * G = 16 with G = 1, a bucketed max_q (fused RoPE's table rows)
   {
     AttnCase c;
-    c.name = "multi-token new keys across splits G2 hd96 q8";
+    c.name = "multi-token new keys across a split boundary G2 hd96 q8";
     c.q8 = true, c.bf16 = false, c.D = 96, c.nq = 8, c.nkv = 4, c.bs = 16;
     c.seqs = {{8, 124}, {8, 60}, {3, 1}};
     add(c);
   }
   {
     AttnCase c;
-    c.name = "multi-token new keys across splits G2 hd80";
+    c.name = "multi-token new keys across a split boundary G2 hd80";
     c.bf16 = false, c.D = 80, c.nq = 8, c.nkv = 4, c.bs = 16;
     c.seqs = {{8, 124}, {6, 250}};
     add(c);

@@ -32,6 +32,7 @@
 #include <cstring>
 
 #include "backend/cuda/attn_plan.h"
+#include "backend/cuda/cvt.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rope_head.cuh"
 
@@ -80,8 +81,6 @@ struct TypeOps<__half> {
     memcpy(&u, &h, 4);
     return u;
   }
-  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
 };
 
 template <>
@@ -91,10 +90,6 @@ struct TypeOps<__nv_bfloat16> {
     uint32_t u;
     memcpy(&u, &h, 4);
     return u;
-  }
-  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) {
-    return __float2bfloat16_rn(x);
   }
 };
 
@@ -209,15 +204,16 @@ __device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, G = a.group;
   const int n_new = max(0, new_hi - new_lo);
   const int64_t slot_stride = static_cast<int64_t>(a.n_kv_heads) * D;
+  // New token i's RoPE (its cos / sin rows of the table) with norm weight w.
+  auto head_rope = [&](int i, const float* w) {
+    return HeadRope{D, a.rot_dim, a.rope_interleaved != 0, s_cs + i * D, s_cs + i * D + D / 2,
+                    w, a.norm_eps};
+  };
   for (int it = warp; it < rows_total + 2 * n_new; it += kThreads / 32) {
     float x[kPL];
     if (it < rows_total) {  // query row it = (token i, head g of the group), in place
-      const int i = it / G;
-      const HeadRope r{
-          D,        a.rot_dim, a.rope_interleaved != 0, s_cs + i * D, s_cs + i * D + D / 2,
-          a.q_norm, a.norm_eps};
       T* row = sQ + it * C::kStride;
-      norm_rope_head<T>(row, r, lane, x);
+      norm_rope_head<T>(row, head_rope(it / G, a.q_norm), lane, x);
       __syncwarp();  // every lane has read its partners before any lane overwrites the row
 #pragma unroll
       for (int j = 0; j < kPL; ++j)
@@ -244,10 +240,7 @@ __device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T
 #pragma unroll
       for (int j = 0; j < kPL; ++j) x[j] = lane + 32 * j < D ? to_f<T>(src[lane + 32 * j]) : 0.f;
     } else {
-      const HeadRope r{
-          D,        a.rot_dim, a.rope_interleaved != 0, s_cs + i * D, s_cs + i * D + D / 2,
-          a.k_norm, a.norm_eps};
-      norm_rope_head<T>(src, r, lane, x);
+      norm_rope_head<T>(src, head_rope(i, a.k_norm), lane, x);
     }
     if (slot < 0) {
 #pragma unroll
@@ -282,10 +275,54 @@ __device__ __forceinline__ void rope_prologue(const TileArgs& a, T* sQ, T* sK, T
   }
 }
 
+/// Splits the split-KV kernel ran for a sequence of kv_len keys: split 0 always (it writes zeros
+/// when there is no key: bad input), split s > 0 iff s * chunk < kv_len (the same rule there). The
+/// split counters count exactly these CTAs, so bad input cannot leave a counter behind.
+__device__ __forceinline__ int valid_splits(const TileArgs& a, int kv_len) {
+  return kv_len <= 0 ? 1 : min(a.n_splits, (kv_len + a.chunk - 1) / a.chunk);
+}
+
+/// Merges the n_valid splits of one (sequence, KV head) from the workspace into out: a warp per
+/// query row, lanes over head dims; split order fixed, so whichever CTA runs it writes the same
+/// bits. Partials are read through L2 (__ldcg): other CTAs of the same kernel may have written
+/// them (the last-CTA merge).
 template <typename T, int D>
 __device__ __forceinline__ void merge_splits(const TileArgs& a, int seq, int kvh, int q0,
-                                             int rows_total, int n_valid);
-__device__ __forceinline__ int valid_splits(const TileArgs& a, int kv_len);
+                                             int rows_total, int n_valid) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int G = a.group;
+  constexpr int kPerLane = (D + 31) / 32;
+  for (int r = warp; r < rows_total; r += kThreads / 32) {
+    const int64_t idx0 =
+        ((static_cast<int64_t>(seq) * a.n_kv_heads + kvh) * kSplitRows + r) * a.n_splits;
+    float mmax = -INFINITY;
+    for (int s = 0; s < n_valid; ++s) mmax = fmaxf(mmax, __ldcg(a.ws_ml + (idx0 + s) * 2));
+    float L = 0.f;
+    float acc[kPerLane];
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
+    for (int s = 0; s < n_valid; ++s) {
+      const float m = __ldcg(a.ws_ml + (idx0 + s) * 2);
+      const float f = m == -INFINITY ? 0.f : exp2f(m - mmax);
+      L += f * __ldcg(a.ws_ml + (idx0 + s) * 2 + 1);
+      const float* po = a.ws_o + (idx0 + s) * D;
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) {
+        const int d = lane + 32 * k;
+        if (d < D) acc[k] += f * __ldcg(po + d);
+      }
+    }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    const int i = r / G, g = r - i * G;
+    T* dst = static_cast<T*>(a.out) + static_cast<int64_t>(q0 + i) * a.ldo +
+             static_cast<int64_t>(kvh * G + g) * D;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int d = lane + 32 * k;
+      if (d < D) dst[d] = from_f<T>(acc[k] * inv);
+    }
+  }
+}
 
 // kQ8: the cache holds int8 with an fp16 scale per 32 elements (TileArgs::k_scale / v_scale).
 // The raw int8 rows and scale records go through the same cp.async double buffer; once a tile
@@ -745,55 +782,6 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
 
 // ---------------------------------------------------------------------------------------------
 // Split-KV reduce: grid (n_kv_heads, n_seqs), kThreads threads (without split counters).
-
-/// Merges the n_valid splits of one (sequence, KV head) from the workspace into out: a warp per
-/// query row, lanes over head dims; split order fixed, so whichever CTA runs it writes the same
-/// bits. Partials are read through L2 (__ldcg): other CTAs of the same kernel may have written
-/// them (the last-CTA merge).
-template <typename T, int D>
-__device__ __forceinline__ void merge_splits(const TileArgs& a, int seq, int kvh, int q0,
-                                             int rows_total, int n_valid) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int G = a.group;
-  constexpr int kPerLane = (D + 31) / 32;
-  for (int r = warp; r < rows_total; r += kThreads / 32) {
-    const int64_t idx0 =
-        ((static_cast<int64_t>(seq) * a.n_kv_heads + kvh) * kSplitRows + r) * a.n_splits;
-    float mmax = -INFINITY;
-    for (int s = 0; s < n_valid; ++s) mmax = fmaxf(mmax, __ldcg(a.ws_ml + (idx0 + s) * 2));
-    float L = 0.f;
-    float acc[kPerLane];
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
-    for (int s = 0; s < n_valid; ++s) {
-      const float m = __ldcg(a.ws_ml + (idx0 + s) * 2);
-      const float f = m == -INFINITY ? 0.f : exp2f(m - mmax);
-      L += f * __ldcg(a.ws_ml + (idx0 + s) * 2 + 1);
-      const float* po = a.ws_o + (idx0 + s) * D;
-#pragma unroll
-      for (int k = 0; k < kPerLane; ++k) {
-        const int d = lane + 32 * k;
-        if (d < D) acc[k] += f * __ldcg(po + d);
-      }
-    }
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    const int i = r / G, g = r - i * G;
-    T* dst = static_cast<T*>(a.out) + static_cast<int64_t>(q0 + i) * a.ldo +
-             static_cast<int64_t>(kvh * G + g) * D;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int d = lane + 32 * k;
-      if (d < D) dst[d] = TypeOps<T>::from_float(acc[k] * inv);
-    }
-  }
-}
-
-/// Splits the split-KV kernel ran for a sequence of kv_len keys: split 0 always (it writes zeros
-/// when there is no key: bad input), split s > 0 iff s * chunk < kv_len (the same rule there). The
-/// split counters count exactly these CTAs, so bad input cannot leave a counter behind.
-__device__ __forceinline__ int valid_splits(const TileArgs& a, int kv_len) {
-  return kv_len <= 0 ? 1 : min(a.n_splits, (kv_len + a.chunk - 1) / a.chunk);
-}
 
 /// Merges the splits of one (sequence, KV head) (merge_splits).
 template <typename T, int D>

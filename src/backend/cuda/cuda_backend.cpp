@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <list>
 #include <map>
 #include <string>
@@ -192,6 +193,15 @@ uint16_t to_act_bits(float v, DType act) {
 
 bool aligned16(const void* p) {
   return ((uintptr_t)p & 15) == 0;
+}
+
+/// Whether paged_attention's tensor-core kernels take this head size and these tensors (16-byte
+/// aligned rows, strides a multiple of 8 elements); otherwise the plain attention kernel runs.
+bool paged_attention_takes(int head_dim, std::initializer_list<Tensor> ts) {
+  if (head_dim != 64 && head_dim != 80 && head_dim != 96 && head_dim != 128) return false;
+  for (const Tensor& t : ts)
+    if (!aligned16(t.data) || t.stride % 8 != 0) return false;
+  return true;
 }
 
 /// Activations the W4 / W8 kernels take as they are: 16-byte aligned rows (others go through
@@ -503,7 +513,7 @@ class CudaBackend : public Backend {
                 "create_kv: head_dim " + std::to_string(head_dim) +
                     " (the CUDA backend takes even sizes up to 256)");
     size_t need = 0;
-    if (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128)
+    if (paged_attention_takes(head_dim, {}))
       guarded("attention workspace", [&] { need = paged_attention_workspace_bytes(head_dim); });
     if (attn_ws_.size() < need) attn_ws_.alloc(need, "the attention workspace", dev_);
     if (need > 0 && attn_counters_.get() == nullptr) {  // zeroed once; every call leaves them so
@@ -726,9 +736,7 @@ class CudaBackend : public Backend {
                     n_q_heads % kv.n_kv_heads == 0,
                 "attention: shape or dtype mismatch");
     const int hd = kv.head_dim;
-    const bool fast = (hd == 64 || hd == 80 || hd == 96 || hd == 128) && aligned16(q.data) &&
-                      aligned16(out.data) && q.stride % 8 == 0 && out.stride % 8 == 0;
-    if (!fast) {  // the tensor-core kernels do not take this shape: the plain kernel
+    if (!paged_attention_takes(hd, {q, out})) {  // the plain kernel
       launch_attention_generic(q.data, q.stride, kv.k(layer), kv.v(layer), kv.k_scale(layer),
                                kv.v_scale(layer), n_q_heads, kv.n_kv_heads, hd, kv.block_size,
                                tables_d_, width_, seq_d_, pos_d_, n_tokens_, scale, out.data,
@@ -749,12 +757,10 @@ class CudaBackend : public Backend {
                          int layer, float scale, const BatchLayout& b, Tensor out) override {
     auto& kv = static_cast<CudaKv&>(kvs);
     const int hd = kv.head_dim;
-    const bool fits =
-        rope_fused_ && !(skip_ & (kSkipRope | kSkipAttn)) && n_q_heads > 0 &&
-        n_q_heads % kv.n_kv_heads == 0 && (int64_t)max_q_ * (n_q_heads / kv.n_kv_heads) <= 16 &&
-        (hd == 64 || hd == 80 || hd == 96 || hd == 128) && aligned16(q.data) && aligned16(k.data) &&
-        aligned16(v.data) && aligned16(out.data) && q.stride % 8 == 0 && k.stride % 8 == 0 &&
-        v.stride % 8 == 0 && out.stride % 8 == 0;
+    const bool fits = rope_fused_ && !(skip_ & (kSkipRope | kSkipAttn)) && n_q_heads > 0 &&
+                      n_q_heads % kv.n_kv_heads == 0 &&
+                      (int64_t)max_q_ * (n_q_heads / kv.n_kv_heads) <= 16 &&
+                      paged_attention_takes(hd, {q, k, v, out});
     if (!fits)
       return Backend::rope_kv_attention(q, k, v, n_q_heads, q_norm, k_norm, eps, rope, kvs, layer,
                                         scale, b, out);
