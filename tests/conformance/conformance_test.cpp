@@ -1127,6 +1127,36 @@ TEST_P(Conformance, Sample) {
       << "some draws must land away from the two largest logits";
 }
 
+// Greedy picks over a real vocabulary size (32003, rows 16-byte aligned: device kernels may read
+// them four logits at a time, the last three ids one by one): the largest logit in the body, a tie
+// (the lower id wins) across the vectorized range, the largest logit among the last three ids,
+// a row of equal logits (id 0) and a row of −inf but one; rows read out of order.
+TEST_P(Conformance, SampleGreedyFullVocabulary) {
+  const int V = 32003, ld = 32004;  // the gap after each row holds NaN (upload)
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> uni(-8.f, 8.f);
+  const int R = 5;
+  std::vector<float> lg((size_t)R * V);
+  auto at = [&](int r, int i) -> float& { return lg[(size_t)r * V + (size_t)i]; };
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < V; ++i) at(r, i) = r == 3 ? 1.5f : uni(rng);
+  at(0, 12345) = 20.f;
+  at(1, 20000) = 20.f;
+  at(1, 7) = 20.f;
+  at(2, 31999) = 19.f;  // the last id of the four-at-a-time range
+  at(2, 32001) = 20.f;  // past it
+  for (int i = 0; i < V; ++i) at(4, i) = -INFINITY;
+  at(4, 25001) = -3.f;
+  std::vector<SampleRow> rows(R);
+  for (int i = 0; i < R; ++i) rows[(size_t)i].row = (i + 2) % R;
+  const std::vector<int32_t> want = reference_picks(lg, V, rows);
+  ASSERT_EQ(want, (std::vector<int32_t>{32001, 0, 25001, 12345, 7}));
+  Tensor t = d().upload(lg, R, V, ld, DType::F32, false);
+  std::vector<int32_t> got((size_t)R, -1);
+  d().be().sample(t, rows, got.data());
+  EXPECT_EQ(got, want);
+}
+
 // Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a
 // 1024-thread block, so device kernels must split the vocabulary), with and without penalties,
 // at the ends of u's range: the same ids as the reference sampler.

@@ -1525,10 +1525,19 @@ struct BS {
   const char* name;
   int64_t N, K;
 };
-const BS kBenchShapes[] = {{"7B qkv", 12288, 4096},       {"7B o", 4096, 4096},
-                           {"7B gate_up", 22016, 4096},   {"7B down", 4096, 11008},
-                           {"Tiny qkv", 2560, 2048},      {"Tiny o", 2048, 2048},
-                           {"Tiny gate_up", 11264, 2048}, {"Tiny down", 2048, 5632}};
+const BS kBenchShapes[] = {{"7B qkv", 12288, 4096},
+                           {"7B o", 4096, 4096},
+                           {"7B gate_up", 22016, 4096},
+                           {"7B down", 4096, 11008},
+                           {"Tiny qkv", 2560, 2048},
+                           {"Tiny o", 2048, 2048},
+                           {"Tiny gate_up", 11264, 2048},
+                           {"Tiny down", 2048, 5632},
+                           // 7B gate|up's K with whole rounds of w4_gemv3's one-wave grid on an
+                           // H200 (132 SMs x 2 CTAs x 16 rows: 5 and 6 rounds; 7B gate_up is
+                           // 5.21): what the last, partial round costs (linear notes §19)
+                           {"7B gu 5r", 21120, 4096},
+                           {"7B gu 6r", 25344, 4096}};
 double g_read_bw = 0;
 
 /// The w4_gemv2 configurations the bench times (label, config); "def" = w4_gemv2_default_config.

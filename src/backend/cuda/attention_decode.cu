@@ -204,4 +204,6 @@ void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   execute_plan(b, p, CudaLauncher{a.dtype, a.head_dim, stream});
 }
 
+PERFX_TRACE_BINDER(trace_bind_attn_decode)
+
 }  // namespace perfx::cuda

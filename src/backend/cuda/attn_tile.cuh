@@ -330,6 +330,7 @@ __device__ __forceinline__ void merge_splits(const TileArgs& a, int seq, int kvh
 // fp16/bf16 kernel (one more barrier per tile).
 template <typename T, int D, int WM, int WN, bool kSplit, bool kQ8 = false>
 __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
+  PERFX_TRACE(kTrAttn, a.k_cache);
   using C = TileCfg<D, WM, WN>;
   using Ops = TypeOps<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -786,6 +787,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
 /// Merges the splits of one (sequence, KV head) (merge_splits).
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) split_reduce_kernel(const TileArgs a) {
+  PERFX_TRACE(kTrAttnReduce, a.k_cache);
   pdl_enter();
   const int kvh = blockIdx.x, seq = blockIdx.y;
   const int q0 = a.seq_q_start[seq];

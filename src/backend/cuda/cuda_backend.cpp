@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "backend/cuda/l2_prefetch_plan.h"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/rope_kv.cuh"
+#include "backend/cuda/trace_ring.h"
 #include "core/mmap.h"
 #include "core/quantized.h"
 #include "perfx/status.h"
@@ -139,6 +141,9 @@ class CudaWeight : public Weight {
   std::unique_ptr<W4Weight> w4;
   std::unique_ptr<W8Weight> w8;
   bool interleaved = false;  // W4 gate|up packed W4RowOrder::kInterleave8 (linear_silu_mul only)
+  // An attention op came right after this weight's linear (learned from the calls; the QKV
+  // projection): with PERFX_CUDA_QKV_TRIGGER its w4_gemv3 lets attention launch early
+  mutable bool feeds_attention = false;
   DevMem dense;  // W4 / W8: a dequantized copy [out, in] in the act dtype, or none (dense_copy())
   std::shared_ptr<Generation> freed;   // counts weights freed (the backend's L2 prefetch plan)
   std::shared_ptr<Generation> graphs;  // with PERFX_CUDA_L2_PREFETCH: the graph generation
@@ -273,10 +278,18 @@ class CudaBackend : public Backend {
       std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n", sk);
     }
     rope_fused_ = env_switch("PERFX_CUDA_ROPE_FUSED");
+    if (const char* e = std::getenv("PERFX_CUDA_QKV_TRIGGER"); e && *e) {
+      const std::string v = e;
+      const int pct = std::atoi(e);
+      check(v.find_first_not_of("0123456789") == std::string::npos && pct >= 0 && pct <= 99,
+            "PERFX_CUDA_QKV_TRIGGER must be a share 0..99 (%), got '" + v + "'");
+      qkv_trigger_pct_ = pct;
+    }
     attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
-    if (profile_) graphs_enabled_ = false;  // per-op events need eager launches
+    if (profile_) graphs_enabled_ = false;   // per-op events need eager launches
+    trace_ = std::make_unique<TraceRing>();  // PERFX_CUDA_TRACE=FILE (trace builds only)
     cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     cuda_ok(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
     cublas_ok(cublasCreate(&cublas_), "cublasCreate");
@@ -299,6 +312,7 @@ class CudaBackend : public Backend {
     }
     (void)cudaStreamSynchronize(stream_);
     if (profile_) print_profile();
+    trace_.reset();  // writes the PERFX_CUDA_TRACE file
     clear_graphs();
     if (pinned_) (void)cudaFreeHost(pinned_);
     if (pinned_sample_) (void)cudaFreeHost(pinned_sample_);
@@ -614,6 +628,7 @@ class CudaBackend : public Backend {
   // ops
 
   void embedding(const Weight& table, const BatchLayout& b, Tensor out) override {
+    last_linear_ = nullptr;  // not between a linear and attention
     if (replaying()) return;
     OpTimer timer(*this, profile_ ? "embedding" : "");
     const auto& w = cw(table);
@@ -624,6 +639,7 @@ class CudaBackend : public Backend {
   }
 
   void rms_norm(Tensor x, const Weight& w, float eps, Tensor out) override {
+    last_linear_ = nullptr;  // not between a linear and attention
     if (replaying() || (skip_ & kSkipNorm)) return;
     OpTimer timer(*this, profile_ ? "rms_norm" : "");
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.rows == out.rows && x.cols == out.cols &&
@@ -635,6 +651,7 @@ class CudaBackend : public Backend {
   }
 
   void add_rms_norm(Tensor residual, Tensor x, const Weight& w, float eps, Tensor out) override {
+    last_linear_ = nullptr;  // not between a linear and attention
     if (replaying() || (skip_ & kSkipNorm)) return;
     OpTimer timer(*this, profile_ ? "add_rms_norm" : "");
     PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && residual.dtype == act_ &&
@@ -661,12 +678,14 @@ class CudaBackend : public Backend {
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
     const L2Prefetch pf = l2_prefetch_after(w);
+    last_linear_ = &w;
     switch (w.kind) {
       case CudaWeight::Kind::Dense:
         gemm(w.mem.get(), w.out, w.in, x, y, b);
         break;
       case CudaWeight::Kind::W4:
-        guarded("linear (W4A16)", [&] { quant_linear(w, x, y, b, pf); });
+        guarded("linear (W4A16)",
+                [&] { quant_linear(w, x, y, b, pf, w.feeds_attention ? qkv_trigger_pct_ : 0); });
         break;
       case CudaWeight::Kind::W8:
         guarded("linear (W8A16)", [&] { quant_linear(w, x, y, b, pf); });
@@ -729,6 +748,7 @@ class CudaBackend : public Backend {
                  const BatchLayout& b, Tensor out) override {
     if (replaying() || (skip_ & kSkipAttn)) return;
     OpTimer timer(*this, profile_ ? "attention" : "");
+    mark_feeds_attention();
     const auto& kv = static_cast<const CudaKv&>(kvs);
     PERFX_CHECK(q.dtype == act_ && out.dtype == act_ && q.rows == b.n_tokens &&
                     out.rows == q.rows && q.cols == (int64_t)n_q_heads * kv.head_dim &&
@@ -766,6 +786,7 @@ class CudaBackend : public Backend {
                                         scale, b, out);
     if (replaying()) return;
     OpTimer timer(*this, profile_ ? "rope_kv_attention" : "");
+    mark_feeds_attention();
     const RopeParams& rp = rope.params;
     PERFX_CHECK(q.dtype == act_ && k.dtype == act_ && v.dtype == act_ && out.dtype == act_ &&
                     rp.head_dim == hd && q.rows == b.n_tokens && k.rows == q.rows &&
@@ -879,6 +900,16 @@ class CudaBackend : public Backend {
     launched("linear_silu_mul");
   }
 
+  /// Attention follows the latest linear directly (only RoPE + KV store may sit between): that
+  /// weight feeds attention from now on (CudaWeight::feeds_attention).
+  void mark_feeds_attention() {
+    if (last_linear_ != nullptr && !last_linear_->feeds_attention) {
+      last_linear_->feeds_attention = true;
+      if (qkv_trigger_pct_ > 0) gen_->value++;  // graphs captured before knew no better
+    }
+    last_linear_ = nullptr;
+  }
+
   /// What the w4_gemv3 of `w` asks L2 for after its main loop: the first PERFX_CUDA_L2_PREFETCH
   /// MiB of the linear that followed `w` last time (l2_prefetch_plan.h). Empty when off, the
   /// first time round, and after any weight was freed (the plan starts again). Call once per
@@ -907,8 +938,9 @@ class CudaBackend : public Backend {
   /// copy on cuBLAS where it has one and M reaches the ladder's dense rung (or x is not
   /// kernel-ready), else the linear_w4a16 / linear_w8a16 ladder, or dequantize + cuBLAS when x is
   /// not 16-byte aligned with a stride that is a multiple of 8.
+  /// trigger_pct: w4_gemv3's early trigger for this call (0: the configured default).
   void quant_linear(const CudaWeight& w, const Tensor& x, const Tensor& y, const float* b,
-                    const L2Prefetch& pf = {}) {
+                    const L2Prefetch& pf = {}, int trigger_pct = 0) {
     const int M = (int)x.rows;
     const bool ready = kernel_ready_x(x);
     // the copy serves exactly the ladder's Dense rung (and activations the kernels do not take);
@@ -924,7 +956,8 @@ class CudaBackend : public Backend {
     if (ready) {
       if (w.w4)
         linear_w4a16(*w.w4, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
-                     workspace(linear_workspace_bytes(*w.w4, M, true)), stream_, &dense_gemm_, pf);
+                     workspace(linear_workspace_bytes(*w.w4, M, true)), stream_, &dense_gemm_, pf,
+                     trigger_pct);
       else
         linear_w8a16(*w.w8, x.data, x.dtype, M, x.stride, y.data, y.dtype, y.stride, b,
                      workspace(linear_workspace_bytes(*w.w8, M, true)), stream_, &dense_gemm_);
@@ -1373,7 +1406,13 @@ class CudaBackend : public Backend {
   cublasHandle_t cublas_ = nullptr;
   DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_, sample_dev_;
   enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
-  int skip_ = 0;            // PERFX_CUDA_SKIP (timing only)
+  int skip_ = 0;  // PERFX_CUDA_SKIP (timing only)
+  // PERFX_CUDA_QKV_TRIGGER (1..99; 0: after the main loop, as every other w4_gemv3): after which
+  // share of its batches the w4_gemv3 of a linear that feeds attention lets attention launch.
+  // 67 measured +2.5 % on 7B decode (docs/cuda_linear_notes.md §20)
+  int qkv_trigger_pct_ = 67;
+  const CudaWeight* last_linear_ = nullptr;  // the latest linear's weight (mark_feeds_attention)
+  std::unique_ptr<TraceRing> trace_;         // PERFX_CUDA_TRACE (trace builds only)
   bool rope_fused_ = true;  // PERFX_CUDA_ROPE_FUSED: RoPE + KV store inside split-KV attention
   bool attn_merge_ = true;  // PERFX_CUDA_ATTN_MERGE: split-KV's last CTA merges (no reduce kernel)
   std::vector<DevMem> retired_;

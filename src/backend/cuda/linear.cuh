@@ -383,9 +383,13 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
 /// per (N, K, group, M, dtypes). Throws perfx::Error on a precondition failure or a too small
 /// workspace.
 /// `prefetch`: asked of w4_gemv3 when the plan picks it (other kernels ignore it).
+/// `trigger_pct` (1..99): that w4_gemv3 lets the next kernel launch after this share of each
+/// warp's batches instead of after its main loop (PERFX_CUDA_PDL_GEMV3's rule for one call: the
+/// QKV projection with PERFX_CUDA_QKV_TRIGGER); 0 keeps the configured rule.
 LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
-                        const DenseGemm* dense = nullptr, const L2Prefetch& prefetch = {});
+                        const DenseGemm* dense = nullptr, const L2Prefetch& prefetch = {},
+                        int trigger_pct = 0);
 /// The SwiGLU MLP's first half on a gate|up weight packed W4RowOrder::kInterleave8, when
 /// w4a16_plan picks w4_gemv3 for (w, M): act [M, N / 2] (activation dtype, row stride ldact) =
 /// silu(g) · u with w4_gemv3's SwiGLU epilogue; bias [N] in the parts' order (gate, then up) or
@@ -422,8 +426,9 @@ inline size_t linear_workspace_bytes(const W8Weight& w, int max_M, bool have_den
 inline LinearPlan linear_w4a16(const W4Weight& w, const void* x, DType xt, int M, int64_t ldx,
                                void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
                                cudaStream_t stream, const DenseGemm* dense = nullptr,
-                               const L2Prefetch& prefetch = {}) {
-  return linear_w4a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense, prefetch);
+                               const L2Prefetch& prefetch = {}, int trigger_pct = 0) {
+  return linear_w4a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense, prefetch,
+                      trigger_pct);
 }
 inline LinearPlan linear_w8a16(const W8Weight& w, const void* x, DType xt, int M, int64_t ldx,
                                void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,

@@ -315,7 +315,7 @@ bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_
 
 LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
-                        const DenseGemm* dense, const L2Prefetch& prefetch) {
+                        const DenseGemm* dense, const L2Prefetch& prefetch, int trigger_pct) {
   check_linear_args("linear_w4a16", v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy);
   if (M == 0) return LinearPlan{};
   const bool have_dense = dense != nullptr && dense->fn != nullptr;
@@ -335,6 +335,10 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
     case LinearKernel::Gemv3: {
       W4Gemv3Config c = gemv3_config();
       c.prefetch = prefetch;
+      if (trigger_pct > 0 && trigger_pct < 100 && c.pdl) {
+        c.late_trigger = true;
+        c.trigger_pct = trigger_pct;
+      }
       gemv3_launch(v, c, x, xt, M, ldx, y, yt, ldy, bias, ws, stream);
       break;
     }

@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(512)
     w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
                    bool late_trigger) {
+  PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
   constexpr int NR = PAIR ? 2 : 1;
   extern __shared__ uint4 xs[];
@@ -211,6 +212,7 @@ __global__ void __launch_bounds__(512)
     w8_gemv_kernel(W8View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
                    bool late_trigger) {
+  PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
   extern __shared__ uint4 xs[];
   const int64_t nb = blockIdx.x;
@@ -447,5 +449,7 @@ void w8_gemv(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void*
       launch_w8_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
   }
 }
+
+PERFX_TRACE_BINDER(trace_bind_gemv1)
 
 }  // namespace perfx::cuda

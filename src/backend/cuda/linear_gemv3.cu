@@ -171,6 +171,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
                     int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8) {
+  PERFX_TRACE(kTrGemv3, w.q);
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
   constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
@@ -508,6 +509,8 @@ void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int 
 }
 
 }  // namespace
+
+PERFX_TRACE_BINDER(trace_bind_gemv3)
 
 bool w4_gemv3_supported(const W4View& w, int M) {
   return M >= 1 && M <= 8 && w.d.gs_shift <= kMaxGs;

@@ -25,6 +25,8 @@
 #include <cstring>
 #include <utility>
 
+#include "backend/cuda/trace.cuh"
+
 #if defined(PERFX_ATTN_EMULATION)
 /// The CPU emulator's (tests/cuda/attn_emulation_test.cpp) record of a thread's wait: reads of
 /// the previous kernel's outputs before it fail the emulated run.
@@ -41,7 +43,13 @@ __device__ __forceinline__ void pdl_wait() {
 #if defined(PERFX_ATTN_EMULATION)
   perfx_emu_pdl_wait();
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(PERFX_CUDA_TRACE)
+  trace_before_wait();
+#endif
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#if defined(PERFX_CUDA_TRACE)
+  trace_waited();  // trace builds: when this CTA's wait returned (trace.cuh)
+#endif
 #endif
 }
 /// Allows the next grid of the stream to start launching.

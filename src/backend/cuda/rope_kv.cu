@@ -32,6 +32,7 @@ constexpr int kPerLane = kMaxHeadDim / 32;
 
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) rope_norm_kv_kernel(const RopeKvArgs a, bool early) {
+  PERFX_TRACE(kTrRope, a.k_cache);
   __shared__ float s_cos[kMaxHeadDim / 2], s_sin[kMaxHeadDim / 2];
   // Before the PDL wait (early: pdl_early_reads()): the token's position (the host-uploaded batch
   // layout, pdl.cuh) and its cos/sin table; q, k, v (the QKV projection's output) and the cache
@@ -160,5 +161,7 @@ void rope_cos_sin_table(const int32_t* positions, int n, const float* inv_freq, 
 }
 
 #endif  // !PERFX_ATTN_EMULATION
+
+PERFX_TRACE_BINDER(trace_bind_rope)
 
 }  // namespace perfx::cuda

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     sample_softmax_kernel(const float* __restrict__ logits, int64_t ld,
                           const SampleDraw* __restrict__ draws, int vocab,
                           int32_t* __restrict__ out) {
+  PERFX_TRACE(kTrSample, logits);
   pdl_enter();
   using Reduce = cub::BlockReduce<float, kSampleThreads>;
   using Scan = cub::BlockScan<double, kSampleThreads>;
@@ -133,6 +134,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     sample_top_k_kernel(const float* __restrict__ logits, int64_t ld,
                         const SampleDrawTopK* __restrict__ draws, int vocab,
                         int32_t* __restrict__ out) {
+  PERFX_TRACE(kTrSample, logits);
   pdl_enter();
   using ScanI = cub::BlockScan<int, kSampleThreads>;
   __shared__ typename ScanI::TempStorage scan_tmp;
@@ -272,5 +274,7 @@ void launch_sample_softmax(const float* logits, int64_t ld, const SampleDraw* dr
   launch_pdl(sample_softmax_kernel, dim3(n), dim3(kSampleThreads), 0, stream, logits, ld, draws,
              vocab, out);
 }
+
+PERFX_TRACE_BINDER(trace_bind_sample)
 
 }  // namespace perfx::cuda
