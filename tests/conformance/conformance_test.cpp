@@ -69,7 +69,8 @@ bool int8_activations(const std::string& device, const std::string& fmt) {
     const bool on = e && *e ? std::string(e) == "1" : act_quant;
     return on && (fmt == "Q4_0" || fmt == "Q4_1" || fmt.rfind("INT4_G", 0) == 0);
   }
-  if (device.rfind("cuda", 0) == 0) {  // W4A8, opt-in: the int4 GEMV at T <= 8 (tolerance for all T)
+  if (device.rfind("cuda", 0) ==
+      0) {  // W4A8, opt-in: the int4 GEMV at T <= 8 (tolerance for all T)
     const char* e = std::getenv("PERFX_CUDA_W4A8");
     return e && std::string(e) == "1" && (fmt == "Q4_0" || fmt.rfind("INT4_G", 0) == 0);
   }
@@ -1127,34 +1128,56 @@ TEST_P(Conformance, Sample) {
       << "some draws must land away from the two largest logits";
 }
 
-// Greedy picks over a real vocabulary size (32003, rows 16-byte aligned: device kernels may read
-// them four logits at a time, the last three ids one by one): the largest logit in the body, a tie
+// Greedy picks over real vocabulary sizes, rows 16-byte aligned (device kernels may read them four
+// logits at a time, the last V % 4 ids one by one) with a large finite value in the gap after each
+// row (a read past the vocabulary would pick it): 32,003 ids — the largest logit in the body, a tie
 // (the lower id wins) across the vectorized range, the largest logit among the last three ids,
-// a row of equal logits (id 0) and a row of −inf but one; rows read out of order.
+// a row of equal logits (id 0), a row of −inf but one — and 70,001 ids, whose maximum lies past
+// the first 32,768 (a second pass of a 1,024-thread block's batched loads); rows read out of order.
 TEST_P(Conformance, SampleGreedyFullVocabulary) {
-  const int V = 32003, ld = 32004;  // the gap after each row holds NaN (upload)
+  auto run = [&](int V, int R, const std::function<void(std::vector<float>&)>& set,
+                 const std::vector<int32_t>& expect) {
+    const int ld = (V + 4) / 4 * 4;  // a multiple of 4, > V
+    std::vector<float> lg((size_t)R * V);
+    set(lg);
+    std::vector<float> padded((size_t)R * ld, 1e30f);
+    for (int r = 0; r < R; ++r)
+      std::copy_n(lg.begin() + (ptrdiff_t)r * V, V, padded.begin() + (ptrdiff_t)r * ld);
+    std::vector<SampleRow> rows((size_t)R);
+    for (int i = 0; i < R; ++i) rows[(size_t)i].row = (i + 2) % R;
+    const std::vector<int32_t> want = reference_picks(lg, V, rows);
+    ASSERT_EQ(want, expect);
+    Tensor t = d().upload(padded, R, ld, ld, DType::F32, false);
+    t.cols = V;  // the gap holds 1e30: never a pick
+    std::vector<int32_t> got((size_t)R, -1);
+    d().be().sample(t, rows, got.data());
+    EXPECT_EQ(got, want) << "V = " << V;
+  };
   std::mt19937 rng(41);
   std::uniform_real_distribution<float> uni(-8.f, 8.f);
-  const int R = 5;
-  std::vector<float> lg((size_t)R * V);
-  auto at = [&](int r, int i) -> float& { return lg[(size_t)r * V + (size_t)i]; };
-  for (int r = 0; r < R; ++r)
-    for (int i = 0; i < V; ++i) at(r, i) = r == 3 ? 1.5f : uni(rng);
-  at(0, 12345) = 20.f;
-  at(1, 20000) = 20.f;
-  at(1, 7) = 20.f;
-  at(2, 31999) = 19.f;  // the last id of the four-at-a-time range
-  at(2, 32001) = 20.f;  // past it
-  for (int i = 0; i < V; ++i) at(4, i) = -INFINITY;
-  at(4, 25001) = -3.f;
-  std::vector<SampleRow> rows(R);
-  for (int i = 0; i < R; ++i) rows[(size_t)i].row = (i + 2) % R;
-  const std::vector<int32_t> want = reference_picks(lg, V, rows);
-  ASSERT_EQ(want, (std::vector<int32_t>{32001, 0, 25001, 12345, 7}));
-  Tensor t = d().upload(lg, R, V, ld, DType::F32, false);
-  std::vector<int32_t> got((size_t)R, -1);
-  d().be().sample(t, rows, got.data());
-  EXPECT_EQ(got, want);
+  run(32003, 5,
+      [&](std::vector<float>& lg) {
+        const int V = 32003;
+        auto at = [&](int r, int i) -> float& { return lg[(size_t)r * V + (size_t)i]; };
+        for (int r = 0; r < 5; ++r)
+          for (int i = 0; i < V; ++i) at(r, i) = r == 3 ? 1.5f : uni(rng);
+        at(0, 12345) = 20.f;
+        at(1, 20000) = 20.f;
+        at(1, 7) = 20.f;
+        at(2, 31999) = 19.f;  // the last id of the four-at-a-time range
+        at(2, 32001) = 20.f;  // past it
+        for (int i = 0; i < V; ++i) at(4, i) = -INFINITY;
+        at(4, 25001) = -3.f;
+      },
+      {32001, 0, 25001, 12345, 7});
+  run(70001, 2,
+      [&](std::vector<float>& lg) {
+        for (float& v : lg) v = uni(rng);
+        lg[(size_t)40000] = 30.f;          // row 0: in the second pass (past 4 * 8 * 1,024)
+        lg[(size_t)70001 + 70000] = 30.f;  // row 1: the scalar tail (id 70,000)
+        lg[(size_t)70001 + 69999] = 29.f;  // the last vectorized id: a near miss
+      },
+      {40000, 70000});
 }
 
 // Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a

@@ -14,7 +14,7 @@
 namespace perfx::cuda {
 namespace {
 
-struct EnvGuard {
+struct EnvGuard {  // sets or clears PERFX_CUDA_TRACE; clears it again at scope end
   explicit EnvGuard(const char* v) {
     if (v)
       setenv("PERFX_CUDA_TRACE", v, 1);

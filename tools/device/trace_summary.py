@@ -4,8 +4,9 @@ goes among the PDL-chained kernels.
 
 Usage: trace_summary.py TRACE.csv [--steps N] [--timeline]
 
-Each CSV row is one CTA: kind, tag (a per-layer pointer), cta, smid, t_start, t_wait (0: no PDL
-wait), t_end, in ns of %globaltimer. A step ends with its argmax / sample launch. Inside a step the
+Each CSV row is one CTA: kind, tag (a per-layer pointer), cta, smid, t_start, t_prewait (entering
+griddepcontrol.wait; absent in older traces), t_wait (its return; 0: no PDL wait), t_end, in ns
+of %globaltimer. A step ends with its argmax / sample launch. Inside a step the
 rows of one (kind, tag) form one launch unless a CTA index repeats (then the next launch of the
 same pair). Linear launches are named by their order (qkv, o, gate_up, down per layer; the dense
 GEMV is lm_head).

@@ -5,6 +5,8 @@
 #include <type_traits>
 
 #include "backend/cuda/attn_tile.cuh"
+// (No PERFX_TRACE_BINDER here: the trace covers the decode step, so the prefill instances of the
+// instrumented tile kernel find their ring pointer null and record nothing.)
 
 namespace perfx::cuda::attn_detail {
 

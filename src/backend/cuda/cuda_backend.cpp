@@ -281,7 +281,7 @@ class CudaBackend : public Backend {
     if (const char* e = std::getenv("PERFX_CUDA_QKV_TRIGGER"); e && *e) {
       const std::string v = e;
       const int pct = std::atoi(e);
-      check(v.find_first_not_of("0123456789") == std::string::npos && pct >= 0 && pct <= 99,
+      check(v.size() <= 2 && v.find_first_not_of("0123456789") == std::string::npos,
             "PERFX_CUDA_QKV_TRIGGER must be a share 0..99 (%), got '" + v + "'");
       qkv_trigger_pct_ = pct;
     }
@@ -543,6 +543,7 @@ class CudaBackend : public Backend {
 
   void prepare_batch(const BatchLayout& b) override {
     finish_forward();
+    last_linear_ = nullptr;  // a new forward: no linear before it (and its weight may be gone)
     const int T = b.n_tokens, S = b.n_seqs;
     PERFX_CHECK(T > 0 && S > 0 && (int)b.token_ids.size() == T && (int)b.positions.size() == T &&
                     (int)b.slots.size() == T && (int)b.token_seq.size() == T &&
@@ -905,7 +906,8 @@ class CudaBackend : public Backend {
   void mark_feeds_attention() {
     if (last_linear_ != nullptr && !last_linear_->feeds_attention) {
       last_linear_->feeds_attention = true;
-      if (qkv_trigger_pct_ > 0) gen_->value++;  // graphs captured before knew no better
+      // graphs captured before knew no better (only w4_gemv3 takes the trigger)
+      if (qkv_trigger_pct_ > 0 && last_linear_->w4) gen_->value++;
     }
     last_linear_ = nullptr;
   }
@@ -1409,7 +1411,8 @@ class CudaBackend : public Backend {
   int skip_ = 0;  // PERFX_CUDA_SKIP (timing only)
   // PERFX_CUDA_QKV_TRIGGER (1..99; 0: after the main loop, as every other w4_gemv3): after which
   // share of its batches the w4_gemv3 of a linear that feeds attention lets attention launch.
-  // 67 measured +2.5 % on 7B decode (docs/cuda_linear_notes.md §20)
+  // 67 measured +1.7 % on 7B decode, two interleaved runs (docs/cuda_linear_notes.md §20).
+  // PERFX_CUDA_PDL_GEMV3 set to anything but its default rule wins over it.
   int qkv_trigger_pct_ = 67;
   const CudaWeight* last_linear_ = nullptr;  // the latest linear's weight (mark_feeds_attention)
   std::unique_ptr<TraceRing> trace_;         // PERFX_CUDA_TRACE (trace builds only)

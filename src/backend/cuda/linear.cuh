@@ -385,7 +385,8 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
 /// `prefetch`: asked of w4_gemv3 when the plan picks it (other kernels ignore it).
 /// `trigger_pct` (1..99): that w4_gemv3 lets the next kernel launch after this share of each
 /// warp's batches instead of after its main loop (PERFX_CUDA_PDL_GEMV3's rule for one call: the
-/// QKV projection with PERFX_CUDA_QKV_TRIGGER); 0 keeps the configured rule.
+/// QKV projection with PERFX_CUDA_QKV_TRIGGER) when PERFX_CUDA_PDL_GEMV3 keeps its default rule;
+/// 0 keeps the configured rule.
 LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
                         const DenseGemm* dense = nullptr, const L2Prefetch& prefetch = {},

@@ -335,7 +335,8 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
     case LinearKernel::Gemv3: {
       W4Gemv3Config c = gemv3_config();
       c.prefetch = prefetch;
-      if (trigger_pct > 0 && trigger_pct < 100 && c.pdl) {
+      // only over the default rule (after the main loop): PERFX_CUDA_PDL_GEMV3 set otherwise wins
+      if (trigger_pct > 0 && trigger_pct < 100 && c.pdl && c.late_trigger && c.trigger_pct == 100) {
         c.late_trigger = true;
         c.trigger_pct = trigger_pct;
       }

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -35,11 +36,18 @@ TraceRing::TraceRing(unsigned cap) {
   cap_ = cap;
   const size_t bytes = sizeof(TraceBuf) + (size_t)(cap - 1) * sizeof(TraceRec);
   ok(cudaMalloc(&buf_, bytes), "cudaMalloc");
-  ok(cudaMemset(buf_, 0, bytes), "cudaMemset");
-  ok(cudaMemcpy(static_cast<char*>(buf_) + offsetof(TraceBuf, cap), &cap_, sizeof cap_,
-                cudaMemcpyHostToDevice),
-     "cudaMemcpy");
-  ok(trace_bind_all(static_cast<TraceBuf*>(buf_)), "binding the ring");
+  try {
+    ok(cudaMemset(buf_, 0, bytes), "cudaMemset");
+    ok(cudaMemcpy(static_cast<char*>(buf_) + offsetof(TraceBuf, cap), &cap_, sizeof cap_,
+                  cudaMemcpyHostToDevice),
+       "cudaMemcpy");
+    ok(trace_bind_all(static_cast<TraceBuf*>(buf_)), "binding the ring");
+  } catch (...) {
+    (void)trace_bind_all(nullptr);
+    (void)cudaFree(buf_);
+    buf_ = nullptr;
+    throw;
+  }
 }
 
 TraceRing::~TraceRing() {
@@ -73,7 +81,8 @@ void TraceRing::write() const {
                  (unsigned long long)r.t_prewait, (unsigned long long)r.t_wait,
                  (unsigned long long)r.t_end);
   }
-  std::fclose(f);
+  const bool failed = std::ferror(f) != 0;
+  if (std::fclose(f) != 0 || failed) throw Error("PERFX_CUDA_TRACE: writing " + path_ + " failed");
   std::fprintf(stderr, "perfx: PERFX_CUDA_TRACE: %llu of %llu records written to %s\n", kept, n,
                path_.c_str());
 }
