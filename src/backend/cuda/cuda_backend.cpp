@@ -278,13 +278,7 @@ class CudaBackend : public Backend {
       std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n", sk);
     }
     rope_fused_ = env_switch("PERFX_CUDA_ROPE_FUSED");
-    if (const char* e = std::getenv("PERFX_CUDA_QKV_TRIGGER"); e && *e) {
-      const std::string v = e;
-      const int pct = std::atoi(e);
-      check(v.size() <= 2 && v.find_first_not_of("0123456789") == std::string::npos,
-            "PERFX_CUDA_QKV_TRIGGER must be a share 0..99 (%), got '" + v + "'");
-      qkv_trigger_pct_ = pct;
-    }
+    (void)qkv_trigger_pct();  // PERFX_CUDA_QKV_TRIGGER: a bad value is refused here, not mid-run
     attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
@@ -686,7 +680,7 @@ class CudaBackend : public Backend {
         break;
       case CudaWeight::Kind::W4:
         guarded("linear (W4A16)",
-                [&] { quant_linear(w, x, y, b, pf, w.feeds_attention ? qkv_trigger_pct_ : 0); });
+                [&] { quant_linear(w, x, y, b, pf, w.feeds_attention ? qkv_trigger_pct() : 0); });
         break;
       case CudaWeight::Kind::W8:
         guarded("linear (W8A16)", [&] { quant_linear(w, x, y, b, pf); });
@@ -907,7 +901,7 @@ class CudaBackend : public Backend {
     if (last_linear_ != nullptr && !last_linear_->feeds_attention) {
       last_linear_->feeds_attention = true;
       // graphs captured before knew no better (only w4_gemv3 takes the trigger)
-      if (qkv_trigger_pct_ > 0 && last_linear_->w4) gen_->value++;
+      if (qkv_trigger_pct() > 0 && last_linear_->w4) gen_->value++;
     }
     last_linear_ = nullptr;
   }
@@ -1408,12 +1402,7 @@ class CudaBackend : public Backend {
   cublasHandle_t cublas_ = nullptr;
   DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_, sample_dev_;
   enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
-  int skip_ = 0;  // PERFX_CUDA_SKIP (timing only)
-  // PERFX_CUDA_QKV_TRIGGER (1..99; 0: after the main loop, as every other w4_gemv3): after which
-  // share of its batches the w4_gemv3 of a linear that feeds attention lets attention launch.
-  // 67 measured +1.7 % on 7B decode, two interleaved runs (docs/cuda_linear_notes.md §20).
-  // PERFX_CUDA_PDL_GEMV3 set to anything but its default rule wins over it.
-  int qkv_trigger_pct_ = 67;
+  int skip_ = 0;                             // PERFX_CUDA_SKIP (timing only)
   const CudaWeight* last_linear_ = nullptr;  // the latest linear's weight (mark_feeds_attention)
   std::unique_ptr<TraceRing> trace_;         // PERFX_CUDA_TRACE (trace builds only)
   bool rope_fused_ = true;  // PERFX_CUDA_ROPE_FUSED: RoPE + KV store inside split-KV attention

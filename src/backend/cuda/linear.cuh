@@ -362,6 +362,13 @@ struct Workspace {
 /// throws (std::runtime_error naming the variable).
 int w4_dense_min_m();
 
+/// The share (%) of its batches after which the decode GEMV (w4_gemv3) of the QKV projection lets
+/// attention launch (linear_w4a16's trigger_pct for a weight the backend has seen followed by
+/// attention): PERFX_CUDA_QKV_TRIGGER, else 67 (+1.7 % on 7B decode, docs/cuda_linear_notes.md
+/// §20); 0 = after the main loop, as every other w4_gemv3. Read once per process; a value that is
+/// not a whole number from 0 to 99 throws (naming the variable).
+int qkv_trigger_pct();
+
 /// The W4 ladder ("use me?" predicates in order): M <= 8 → Gemv; M <= 32 → GemmS32; M <= 64 →
 /// GemmS64; M >= w4_dense_min_m() and have_dense → Dense; else GemmL128. split_k from
 /// w4_gemm_split_k. With PERFX_CUDA_W4_GEMV=v2 (or v2s: fp16 subnormal conversion; read once

@@ -189,6 +189,11 @@ int w4_dense_min_m() {
   return v;
 }
 
+int qkv_trigger_pct() {
+  static const int v = env_int("PERFX_CUDA_QKV_TRIGGER", 0, 99, 67);
+  return v;
+}
+
 LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense) {
   LinearPlan p;
   if (gemv3_should_use(w, M)) {
@@ -336,10 +341,8 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
       W4Gemv3Config c = gemv3_config();
       c.prefetch = prefetch;
       // only over the default rule (after the main loop): PERFX_CUDA_PDL_GEMV3 set otherwise wins
-      if (trigger_pct > 0 && trigger_pct < 100 && c.pdl && c.late_trigger && c.trigger_pct == 100) {
-        c.late_trigger = true;
+      if (trigger_pct > 0 && trigger_pct < 100 && c.pdl && c.late_trigger && c.trigger_pct == 100)
         c.trigger_pct = trigger_pct;
-      }
       gemv3_launch(v, c, x, xt, M, ldx, y, yt, ldy, bias, ws, stream);
       break;
     }

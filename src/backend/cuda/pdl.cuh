@@ -43,13 +43,9 @@ __device__ __forceinline__ void pdl_wait() {
 #if defined(PERFX_ATTN_EMULATION)
   perfx_emu_pdl_wait();
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#if defined(PERFX_CUDA_TRACE)
-  trace_before_wait();
-#endif
+  trace_before_wait();  // trace builds only (trace.cuh): when the CTA entered and left the wait
   asm volatile("griddepcontrol.wait;" ::: "memory");
-#if defined(PERFX_CUDA_TRACE)
-  trace_waited();  // trace builds: when this CTA's wait returned (trace.cuh)
-#endif
+  trace_waited();
 #endif
 }
 /// Allows the next grid of the stream to start launching.

@@ -129,6 +129,8 @@ struct TraceScope {
 };
 #define PERFX_TRACE(kind, tag) ::perfx::cuda::TraceScope perfx_trace_scope_((kind), (tag))
 #else
+__device__ __forceinline__ void trace_before_wait() {}
+__device__ __forceinline__ void trace_waited() {}
 #define PERFX_TRACE_BINDER(fn) \
   cudaError_t fn(TraceBuf*) {  \
     return cudaSuccess;        \
