@@ -357,6 +357,7 @@ std::vector<const Int8Matrix*> ptrs(const std::vector<Int8Matrix>& v) {
 }
 
 /// Every element read back from the packed image equals the canonical one; padding is zero.
+/// (Which record kind pack_w4 picks is test_cuda_host's W4Pack.)
 void host_pack_roundtrip(const W4Shape& s, Rng& r) {
   auto parts = make_parts(s, r);
   const W4Packed p = pack_w4(ptrs(parts));
@@ -373,7 +374,8 @@ void host_pack_roundtrip(const W4Shape& s, Rng& r) {
   for (int64_t r2 = 0; r2 < (int64_t)p.d.NB * 16; ++r2)
     for (int64_t k = 0; k < (int64_t)p.d.KC * 64; ++k)
       if ((r2 >= p.d.N || k >= p.d.K) && w4_packed_value(p, r2, k) != 0) ++bad_pad;
-  report_simple(bad == 0 && bad_dq == 0 && bad_pad == 0, "host pack_w4 round trip " + shape_str(s),
+  report_simple(bad == 0 && bad_dq == 0 && bad_pad == 0,
+                "host pack_w4 round trip " + shape_str(s) + (p.d.sym ? " sym" : ""),
                 bad + bad_dq + bad_pad
                     ? " value mismatches " + std::to_string(bad) + ", dequant " +
                           std::to_string(bad_dq) + ", padding " + std::to_string(bad_pad)
@@ -480,13 +482,15 @@ void host_emulate_w4(const W4Shape& s, DType xt, int M, bool scaled, Rng& r) {
     double acc[32][4] = {};
     for (int64_t kc = 0; kc < p.d.KC; ++kc)
       for (int hh = 0; hh < 2; ++hh) {
-        const int64_t g = frag::w4_group_of_half(2 * kc + hh, p.d.gs_shift);
+        const int64_t hc = 2 * kc + hh;
         double cp[32][4] = {};
         uint32_t zl[32], zh[32], sl[32], sh[32];
         double s_lo[32], s_hi[32];
         for (int l = 0; l < 32; ++l) {
-          const int64_t idx = frag::w4_sz_index(p.d.G, nb, g, l >> 2);
-          const uint32_t rx = p.sz[(size_t)(2 * idx)], ry = p.sz[(size_t)(2 * idx + 1)];
+          const int64_t idx = frag::w4_rec_index(p.d.G, p.d.gs_shift, p.d.sym, nb, hc, l >> 2);
+          const uint2 rec = frag::w4_rec_of_half(
+              make_uint2(p.sz[(size_t)(2 * idx)], p.sz[(size_t)(2 * idx + 1)]), p.d.sym, hc);
+          const uint32_t rx = rec.x, ry = rec.y;
           const uint32_t z0 = ry & 0xF, z1 = (ry >> 8) & 0xF;
           zl[l] = bf16 ? frag::bf16_neg_zero(z0) : frag::f16_neg_zero_lo(z0);
           zh[l] = bf16 ? frag::bf16_neg_zero(z1) : frag::f16_neg_zero_hi(z1);
@@ -538,8 +542,8 @@ void host_emulate_w4(const W4Shape& s, DType xt, int M, bool scaled, Rng& r) {
   // the weight to fp16 (2^-11) or bf16 (scale and product, 2^-8 each).
   const double tol = scaled ? (bf16 ? 1e-2 : 2e-3) : 1e-9;
   char buf[160];
-  std::snprintf(buf, sizeof buf, "host emulation w4 %s %s M=%d x=%s %s", scaled ? "gemm" : "gemv",
-                shape_str(s).c_str(), M, dt_name(xt), "");
+  std::snprintf(buf, sizeof buf, "host emulation w4 %s %s M=%d x=%s%s", scaled ? "gemm" : "gemv",
+                shape_str(s).c_str(), M, dt_name(xt), p.d.sym ? " sym" : "");
   Compare c;
   c.rel = rel;
   c.pass = rel <= tol;
@@ -554,6 +558,7 @@ void host_emulate_w4(const W4Shape& s, DType xt, int M, bool scaled, Rng& r) {
 void host_emulate_w4_fold(const W4Shape& s, DType xt, int conv, int M, Rng& r) {
   auto parts = make_parts(s, r);
   const W4Packed p = pack_w4(ptrs(parts));
+  if (p.d.sym) return;  // w4_gemv2 does not take symmetric records (w4_gemv2_fits says no)
   const HostX x = make_x(xt, M, s.K, s.K + 8, r);
   const auto W = dense_of(parts);
   const auto ref = reference(W, p.d.N, p.d.K, x, nullptr);
@@ -762,8 +767,9 @@ void host_checks() {
   Rng r(1234);
   host_conversions();
   const std::vector<W4Shape> shapes = {
-      {{40, 24, 8}, 96, 32, true}, {{136}, 640, 128, false},       {{200, 56}, 1088, 64, false},
-      {{8}, 256, 256, false},      {{24, 24, 24}, 4128, 32, true},
+      {{40, 24, 8}, 96, 32, true},     {{136}, 640, 128, false},       {{200, 56}, 1088, 64, false},
+      {{8}, 256, 256, false},          {{24, 24, 24}, 4128, 32, true}, {{40, 24, 8}, 96, 32, false},
+      {{24, 24, 24}, 4128, 32, false},
   };
   for (auto& s : shapes) host_pack_roundtrip(s, r);
   host_pack_interleave(40, 256, 128, r);
@@ -913,16 +919,21 @@ struct Problem {
 
 std::vector<W4Shape> w4_shapes() {
   if (g_opt.quick)
-    return {{{40, 24, 8}, 96, 32, true}, {{200, 56}, 1088, 64, false}, {{8}, 256, 256, false}};
+    return {{{40, 24, 8}, 96, 32, true},
+            {{40, 24, 8}, 96, 32, false},
+            {{200, 56}, 1088, 64, false},
+            {{8}, 256, 256, false}};
   return {
-      {{40, 24, 8}, 96, 32, true},     // N not a multiple of 16, K % 64 = 32, Q4_0-like
-      {{136}, 640, 128, false},        // one part, K = 5 groups
-      {{200, 56}, 1088, 64, false},    // K = 17 chunks
-      {{8}, 256, 256, false},          // N < 16, group 256
-      {{48}, 1536, 512, false},        // group 512 (w4_gemv3's largest)
-      {{24, 24, 24}, 4128, 32, true},  // K % 64 = 32, long K, Q4_0-like
-      {{1000}, 2048, 128, false},      // N = 1000 (62.5 row blocks)
-      {{4096}, 4096, 128, false},      // Llama o_proj size
+      {{40, 24, 8}, 96, 32, true},      // N not a multiple of 16, K % 64 = 32, Q4_0-like (sym)
+      {{40, 24, 8}, 96, 32, false},     // the same with random zeros (a record pair per chunk)
+      {{136}, 640, 128, false},         // one part, K = 5 groups
+      {{200, 56}, 1088, 64, false},     // K = 17 chunks
+      {{8}, 256, 256, false},           // N < 16, group 256
+      {{48}, 1536, 512, false},         // group 512 (w4_gemv3's largest)
+      {{24, 24, 24}, 4128, 32, true},   // K % 64 = 32, long K, Q4_0-like (sym)
+      {{24, 24, 24}, 4128, 32, false},  // the same, asymmetric
+      {{1000}, 2048, 128, false},       // N = 1000 (62.5 row blocks)
+      {{4096}, 4096, 128, false},       // Llama o_proj size
   };
 }
 
@@ -1000,7 +1011,9 @@ void gpu_w4_cases() {
             // Mirrors linear_gemv.cu's choice, for the label only.
             const bool xs = x_smem != 0 && (int64_t)M * (64 * v.d.KC + 32) * 2 <= 96 * 1024;
             pb.check(std::string("w4_gemv/") + std::to_string(warps) + "w/" + (xs ? "xs" : "regs") +
-                         (v.d.gs_shift == 0 ? "/g32" : ""),
+                         (v.d.sym             ? "/g32sym"
+                          : v.d.gs_shift == 0 ? "/g32"
+                                              : ""),
                      out_for(xt, i + x_smem), v.d.N + (i % 4), [&](void* y, int64_t ldy) {
                        w4_gemv(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, out_for(xt, i + x_smem), ldy,
                                pb.b(), g_stream, warps, x_smem);
@@ -1035,7 +1048,8 @@ void gpu_w4_cases() {
           for (const C2& c2 : cfgs) {
             const int k = ci++;
             if (!w4_gemv2_fits(v, M, c2.warps == 0 ? 8 : c2.warps)) {
-              std::printf("SKIP w4_gemv2 %s M=%d: staged x does not fit\n", sh.c_str(), M);
+              std::printf("SKIP w4_gemv2 %s M=%d: %s\n", sh.c_str(), M,
+                          v.d.sym ? "symmetric records" : "staged x does not fit");
               continue;
             }
             W4Gemv2Config cfg;
@@ -1085,10 +1099,10 @@ void gpu_w4_cases() {
             cfg.grid_cap = c3.cap;
             cfg.pdl = c3.pdl;
             char lab[96];
-            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d",
+            std::snprintf(lab, sizeof lab, "w4_gemv3/s%d/cap%d/%s%s/g%d%s",
                           c3.split ? c3.split : w4_gemv3_default_split(v, M), c3.cap,
-                          xt == DType::BF16 ? "bf16" : "f16", cfg.pdl ? "/pdl" : "",
-                          v.d.group_size);
+                          xt == DType::BF16 ? "bf16" : "f16", cfg.pdl ? "/pdl" : "", v.d.group_size,
+                          v.d.sym ? "sym" : "");
             const DType yt = out_for(xt, i + k);
             pb.check(lab, yt, v.d.N + ((i + k) % 4), [&](void* y, int64_t ldy) {
               w4_gemv3(v, pb.dx->buf.p, xt, M, pb.hx.ld, y, yt, ldy, pb.b(), g_stream, cfg);

@@ -21,7 +21,8 @@
 namespace perfx::cuda {
 namespace {
 
-Int4Matrix random_int4(int64_t out, int64_t in, int group, std::mt19937& rng) {
+/// sym: every zero 8 (GGUF Q4_0; at group 32 pack_w4 then packs symmetric records).
+Int4Matrix random_int4(int64_t out, int64_t in, int group, std::mt19937& rng, bool sym = false) {
   Int4Matrix m;
   m.out = out;
   m.in = in;
@@ -33,7 +34,7 @@ Int4Matrix random_int4(int64_t out, int64_t in, int group, std::mt19937& rng) {
   for (auto& w : m.q) w = word(rng);
   for (int64_t i = 0; i < out * (in / group); ++i) {
     m.scales.push_back(fp32_to_fp16(scale(rng)));
-    m.zeros.push_back((uint8_t)zero(rng));
+    m.zeros.push_back(sym ? (uint8_t)8 : (uint8_t)zero(rng));
   }
   return m;
 }
@@ -103,8 +104,10 @@ void emulate_block(const W4Packed& p, int64_t nb, int M, const std::vector<int8_
       const int64_t g = ch_end / group - 1;  // the group's end: the epilogue
       for (int lane = 0; lane < 32; ++lane) {
         const int gid = lane >> 2, tid = lane & 3;
-        const size_t si = (size_t)frag::w4_sz_index(p.d.G, nb, g, gid) * 2;
-        const uint32_t sx = p.sz[si], zy = p.sz[si + 1];
+        const int64_t hc = ch_end / 32 - 1;  // the group's last half-chunk
+        const size_t si = (size_t)frag::w4_rec_index(p.d.G, p.d.gs_shift, p.d.sym, nb, hc, gid) * 2;
+        const uint2 rec = frag::w4_rec_of_half(make_uint2(p.sz[si], p.sz[si + 1]), p.d.sym, hc);
+        const uint32_t sx = rec.x, zy = rec.y;
         for (int i = 0; i < 4; ++i) {
           const int hi = i >> 1, r = gid + 8 * hi, t = 2 * tid + (i & 1);
           const int2 m = meta[(size_t)(std::min(t, M - 1) * n_groups + g)];
@@ -121,10 +124,11 @@ void emulate_block(const W4Packed& p, int64_t nb, int M, const std::vector<int8_
   }
 }
 
-void check_shape(int64_t N, int64_t K, int group, int M, uint32_t seed) {
+void check_shape(int64_t N, int64_t K, int group, int M, uint32_t seed, bool sym = false) {
   std::mt19937 rng(seed);
-  const Int4Matrix m = random_int4(N, K, group, rng);
+  const Int4Matrix m = random_int4(N, K, group, rng, sym);
   const W4Packed p = pack_w4({&m});
+  ASSERT_EQ(p.d.sym, sym && group == 32);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x((size_t)(M * K));
   for (auto& v : x) v = nd(rng);
@@ -158,8 +162,9 @@ void check_shape(int64_t N, int64_t K, int group, int M, uint32_t seed) {
 
 TEST(W4A8Layout, GroupSumsMatchTheDequantizedWeights) {
   check_shape(48, 256, 128, 1, 1);
-  check_shape(40, 384, 64, 3, 2);  // 40 rows: a partly padded row block; 3 tokens
-  check_shape(16, 128, 32, 8, 3);  // group 32: one group per half-chunk; 8 tokens
+  check_shape(40, 384, 64, 3, 2);        // 40 rows: a partly padded row block; 3 tokens
+  check_shape(16, 128, 32, 8, 3);        // group 32: one group per half-chunk; 8 tokens
+  check_shape(40, 192, 32, 3, 5, true);  // GGUF Q4_0: symmetric records (both halves' scales)
   check_shape(32, 1024, 128, 5, 4);
 }
 

@@ -64,14 +64,20 @@ namespace perfx::cuda {
 //   Weight value: W = (q − zero) · scale, as Int4Matrix::dequant.
 // group_size must be a power of two >= 32 dividing K (32, 64, 128, 256, ...). Q4_1 (`mins`) is not
 // supported (pack_w4 throws; the backend falls back to dense fp16 for it).
+// Symmetric records (W4Dims::sym: group 32 with every zero 8, as GGUF Q4_0 is): G = KC records
+//   per row, one per chunk: entry (nb, kc, gid) = .x the scales of the chunk's first 32 channels
+//   (row gid | row gid + 8 << 16, fp16 bits), .y those of its second 32; the zeros are all 8 and
+//   not stored. sz then costs 0.5 bit a weight instead of 1 (the 4.5 bits of GGUF Q4_0 instead of
+//   5); frag::w4_rec_index / w4_rec_of_half turn either kind into the record of a half-chunk.
 
 /// Shape of a packed W4 matrix.
 struct W4Dims {
   int64_t N = 0, K = 0;  // logical rows (out) and input channels (in)
   int NB = 0, KC = 0;    // row blocks of 16 and k chunks of 64 (padded)
-  int G = 0;             // scale/zero groups per row over the padded K
+  int G = 0;             // scale/zero records per row over the padded K (groups; sym: chunks)
   int group_size = 0;    // 32 << gs_shift
   int gs_shift = 0;      // log2(group_size / 32)
+  bool sym = false;      // symmetric records (group 32, zeros 8): G = KC, see above
   size_t q_bytes() const { return (size_t)NB * KC * 32 * 16; }
   size_t sz_bytes() const { return (size_t)NB * G * 8 * 8; }
 };
@@ -104,10 +110,11 @@ inline int64_t w4_interleave_row(int part, int64_t lr) {
 
 /// Packs parts by output rows in `order`. All parts must share `in` and group_size (a power of
 /// two >= 32 dividing `in`), have no `mins`, consistent vector sizes and zeros <= 15; kInterleave8
-/// also needs exactly two parts of equal `out`, a multiple of 8. Throws perfx::Error naming the
-/// first violation.
+/// also needs exactly two parts of equal `out`, a multiple of 8. Group 32 with every zero 8 (GGUF
+/// Q4_0) gets symmetric records (W4Dims::sym) unless `allow_sym` is false. Throws perfx::Error
+/// naming the first violation.
 W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts,
-                 W4RowOrder order = W4RowOrder::kStacked);
+                 W4RowOrder order = W4RowOrder::kStacked, bool allow_sym = true);
 /// q[r, k] read back from the packed image (tests; r < N, k < K).
 uint32_t w4_packed_value(const W4Packed& p, int64_t r, int64_t k);
 /// W[r, k] = (q − zero) · scale in fp32 from the packed image (tests).
@@ -127,7 +134,7 @@ class W4Weight {
   static W4Weight upload(const W4Packed& p);
   /// pack_w4 + upload.
   static W4Weight from_parts(const std::vector<const Int4Matrix*>& parts,
-                             W4RowOrder order = W4RowOrder::kStacked);
+                             W4RowOrder order = W4RowOrder::kStacked, bool allow_sym = true);
 
   const W4View& view() const { return v_; }
   int64_t out() const { return v_.d.N; }
@@ -232,11 +239,12 @@ struct W4Gemv2Config {
 /// shared memory (so M·(64·KC + 32)·2 bytes + sums must fit in 200 KB: w4_gemv2_fits).
 /// Numerics: exact products in fp32; with the fp16 magic conversion the mma sums carry a
 /// 1024·Σx offset (rounding relative to ~1024·Σ|x| per group: ~1e-5..1e-4 of ‖y‖); bf16 a 128·Σx
-/// offset; the fp16 subnormal conversion is offset-free (as w4_gemv, ~1e-6).
+/// offset; the fp16 subnormal conversion is offset-free (as w4_gemv, ~1e-6). Throws perfx::Error
+/// for symmetric records (W4Dims::sym: the dispatch gives those to w4_gemv / w4_gemv3).
 void w4_gemv2(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
               int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv2Config& cfg = {});
-/// Whether w4_gemv2 can run (M <= 16 and the staged activations fit) with `warps` (0: 8, the
-/// larger reduction buffer).
+/// Whether w4_gemv2 can run (M <= 16, records not symmetric, and the staged activations fit)
+/// with `warps` (0: 8, the larger reduction buffer).
 bool w4_gemv2_fits(const W4View& w, int M, int warps = 0);
 /// The configuration w4_gemv2 uses for zero fields: 4 warps when NB >= 3·SMs, else 8; one row
 /// block per CTA.

@@ -43,8 +43,9 @@ __global__ void w4_dequant_kernel(W4View w, T* __restrict__ dst, int64_t ldd) {
   for (int h = 0; h < 2; ++h) {
     const int64_t k0 = 64 * kc + 32 * h + 8 * tid;
     if (64 * kc + 32 * h >= w.d.K) continue;  // K is a multiple of 32: the whole half is padding
-    const int64_t g = frag::w4_group_of_half(2 * kc + h, w.d.gs_shift);
-    const uint2 rec = w.sz[frag::w4_sz_index(w.d.G, nb, g, gid)];
+    const int64_t hc = 2 * kc + h;
+    const uint2 rec = frag::w4_rec_of_half(
+        w.sz[frag::w4_rec_index(w.d.G, w.d.gs_shift, w.d.sym, nb, hc, gid)], w.d.sym, hc);
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
       const int64_t row = nb * 16 + gid + 8 * hi;

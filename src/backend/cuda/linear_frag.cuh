@@ -55,6 +55,19 @@ PERFX_HD int64_t w4_sz_index(int G, int64_t nb, int64_t g, int gid) {
 PERFX_HD int64_t w4_group_of_half(int64_t hc, int gs_shift) {
   return hc >> gs_shift;
 }
+/// The zeros of a symmetric record's halves (8 for row gid and for row gid + 8, as .y holds them).
+constexpr uint32_t kW4SymZeros = 0x0808u;
+/// uint2 index in sz of the record serving half-chunk hc of row block nb for lane group gid:
+/// group hc >> gs_shift, or with symmetric records (W4Dims::sym) chunk hc >> 1.
+PERFX_HD int64_t w4_rec_index(int G, int gs_shift, bool sym, int64_t nb, int64_t hc, int gid) {
+  return w4_sz_index(G, nb, sym ? hc >> 1 : w4_group_of_half(hc, gs_shift), gid);
+}
+/// Half-chunk hc's scales and zeros in the asymmetric record's form (.x scales, .y zeros) from
+/// the record w4_rec_index names: itself, or for a symmetric one its .x (hc even) or .y with the
+/// zeros 8.
+PERFX_HD uint2 w4_rec_of_half(uint2 r, bool sym, int64_t hc) {
+  return sym ? make_uint2((hc & 1) ? r.y : r.x, kW4SymZeros) : r;
+}
 
 // ------------------------------------------------------------------------- W4A8 (int8 activations)
 //

@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
   const int m0 = blockIdx.y * BM;
   const int split = blockIdx.z;
   const int KC = w.d.KC, NB = w.d.NB, G = w.d.G, gs_shift = w.d.gs_shift;
+  const bool sym = w.d.sym;
   const int64_t K = w.d.K, N = w.d.N;
   const int kc_begin = split * chunks_per_split;
   const int kc_end = min(KC, kc_begin + chunks_per_split);
@@ -91,16 +92,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
       const bool ok = nb < NB;
       frag::cp_async16(sw + i, ok ? w.q + frag::w4_q_index(KC, nb, kc, i & 31) : w.q, ok);
     }
-    // Records (rb, h) of 64 bytes = 4 pieces, at uint4 index (2rb + h)·4 + piece = i.
+    // Records (rb, h) of 64 bytes = 4 pieces, at uint4 index (2rb + h)·4 + piece = i (symmetric
+    // records: the chunk's one record in both).
     uint4* ssz = stage_sz(s);
     for (int i = t_blk; i < kRB * 8; i += kThreads) {
       const int64_t nb = rb0 + (i >> 3);
       const int h = (i >> 2) & 1, piece = i & 3;
       const bool ok = nb < NB;
-      const int64_t g = frag::w4_group_of_half(2 * (int64_t)kc + h, gs_shift);
-      const uint4* src =
-          ok ? reinterpret_cast<const uint4*>(w.sz + frag::w4_sz_index(G, nb, g, 0)) + piece
-             : reinterpret_cast<const uint4*>(w.sz);
+      const int64_t rec = frag::w4_rec_index(G, gs_shift, sym, nb, 2 * (int64_t)kc + h, 0);
+      const uint4* src = ok ? reinterpret_cast<const uint4*>(w.sz + rec) + piece
+                            : reinterpret_cast<const uint4*>(w.sz);
       frag::cp_async16(ssz + i, src, ok);
     }
     uint4* sx = stage_x(s);
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
       wq[i] = sw[rb * 32 + lane];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint2 r = ssz[(rb * 2 + h) * 8 + gid];
+        const uint2 r = frag::w4_rec_of_half(ssz[(rb * 2 + h) * 8 + gid], sym, h);
         const uint32_t zl = r.y & 0xFu, zh = (r.y >> 8) & 0xFu;
         if constexpr (std::is_same_v<Tag, F16>) {
           z_lo[i][h] = frag::f16_neg_zero_lo(zl);

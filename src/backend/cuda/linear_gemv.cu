@@ -105,17 +105,26 @@ __device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb
   }
 }
 
+/// How a W4 chunk's halves find their scale/zero records (w4_gemv's RK).
+enum W4RecKind : int {
+  kRecGroup = 0,  // group >= 64: one record serves the whole chunk
+  kRecPair = 1,   // group 32: a record per half
+  kRecSym = 2,    // group 32, symmetric (W4Dims::sym): one record per chunk, a scale pair per half
+};
+W4RecKind rec_kind(const W4View& w) {
+  return w.d.sym ? kRecSym : w.d.gs_shift == 0 ? kRecPair : kRecGroup;
+}
+
 /// W4 GEMV. XS: activations staged in shared memory (dynamic, M × xs_ld elements), else loaded
-/// per chunk into registers. PAIR: group 32, so the chunk's two halves have separate scale/zero
-/// records (else one record serves the whole chunk).
-template <typename Tag, typename OutT, bool XS, bool PAIR>
+/// per chunk into registers. RK: the records' W4RecKind.
+template <typename Tag, typename OutT, bool XS, int RK>
 __global__ void __launch_bounds__(512)
     w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
                    bool late_trigger) {
   PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
-  constexpr int NR = PAIR ? 2 : 1;
+  constexpr int NR = RK == kRecPair ? 2 : 1;
   extern __shared__ uint4 xs[];
   const int64_t nb = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
@@ -140,9 +149,9 @@ __global__ void __launch_bounds__(512)
       const int kc = kc0 + u * nw;
       if (kc < KC) {
         wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
-        const int64_t g0 = frag::w4_group_of_half(2 * (int64_t)kc, gs_shift);
+        const int64_t g0 = RK == kRecSym ? kc : frag::w4_group_of_half(2 * (int64_t)kc, gs_shift);
         sr[u][0] = __ldg(szb + g0 * 8);
-        if constexpr (PAIR)
+        if constexpr (RK == kRecPair)
           sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
       }
     }
@@ -185,7 +194,7 @@ __global__ void __launch_bounds__(512)
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint2 r = sr[u][PAIR ? h : 0];
+          const uint2 r = frag::w4_rec_of_half(sr[u][RK == kRecPair ? h : 0], RK == kRecSym, h);
           uint32_t z_lo, z_hi;
           frag::w4_neg_zeros<Tag>(r.y, z_lo, z_hi);
           float c[4] = {0.f, 0.f, 0.f, 0.f};
@@ -323,10 +332,16 @@ void ensure_xs_attr(Kernel kernel, std::once_flag& once) {
                                     (int)kMaxXsBytes));
   });
 }
-template <typename Tag, typename OutT, bool PAIR>
+template <typename Tag, typename OutT, int RK>
 void ensure_w4_xs() {
   static std::once_flag once;
-  ensure_xs_attr(w4_gemv_kernel<Tag, OutT, true, PAIR>, once);
+  ensure_xs_attr(w4_gemv_kernel<Tag, OutT, true, RK>, once);
+}
+template <typename F>
+void for_each_rec_kind(F f) {
+  f(std::integral_constant<int, kRecGroup>{});
+  f(std::integral_constant<int, kRecPair>{});
+  f(std::integral_constant<int, kRecSym>{});
 }
 template <typename Tag, typename OutT>
 void ensure_w8_xs() {
@@ -334,27 +349,35 @@ void ensure_w8_xs() {
   ensure_xs_attr(w8_gemv_kernel<Tag, OutT, true>, once);
 }
 
-template <typename Tag, typename OutT>
-void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
+template <typename Tag, typename OutT, int RK>
+void launch_w4_gemv_rk(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+                       const float* bias, cudaStream_t stream, int warps, int x_smem) {
   const int xs_ld = xs_row_stride(64 * (int64_t)w.d.KC);
-  const bool xs = use_xs(M, xs_ld, x_smem), pair = w.d.gs_shift == 0;
+  const bool xs = use_xs(M, xs_ld, x_smem);
   const size_t smem = xs ? (size_t)M * xs_ld * 2 : 0;
   const auto* xp = static_cast<const typename Tag::T*>(x);
   auto* yp = static_cast<OutT*>(y);
   const dim3 grid((unsigned)w.d.NB), block(32 * warps);
-  if (xs) {
-    if (pair)
-      ensure_w4_xs<Tag, OutT, true>();
-    else
-      ensure_w4_xs<Tag, OutT, false>();
-  }
-  auto* fn =
-      xs ? (pair ? w4_gemv_kernel<Tag, OutT, true, true> : w4_gemv_kernel<Tag, OutT, true, false>)
-         : (pair ? w4_gemv_kernel<Tag, OutT, false, true>
-                 : w4_gemv_kernel<Tag, OutT, false, false>);
+  if (xs) ensure_w4_xs<Tag, OutT, RK>();
+  auto* fn = xs ? w4_gemv_kernel<Tag, OutT, true, RK> : w4_gemv_kernel<Tag, OutT, false, RK>;
   launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late());
   CUDA_CHECK_LAUNCH("w4_gemv_kernel");
+}
+
+template <typename Tag, typename OutT>
+void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
+  switch (rec_kind(w)) {
+    case kRecPair:
+      return launch_w4_gemv_rk<Tag, OutT, kRecPair>(w, x, M, ldx, y, ldy, bias, stream, warps,
+                                                    x_smem);
+    case kRecSym:
+      return launch_w4_gemv_rk<Tag, OutT, kRecSym>(w, x, M, ldx, y, ldy, bias, stream, warps,
+                                                   x_smem);
+    default:
+      return launch_w4_gemv_rk<Tag, OutT, kRecGroup>(w, x, M, ldx, y, ldy, bias, stream, warps,
+                                                     x_smem);
+  }
 }
 
 template <typename Tag, typename OutT>
@@ -375,14 +398,13 @@ void launch_w8_gemv(const W8View& w, const void* x, int M, int64_t ldx, void* y,
 }  // namespace
 
 void gemv_init_attributes() {
-  ensure_w4_xs<F16, float, false>();
-  ensure_w4_xs<F16, float, true>();
-  ensure_w4_xs<F16, __half, false>();
-  ensure_w4_xs<F16, __half, true>();
-  ensure_w4_xs<BF16, float, false>();
-  ensure_w4_xs<BF16, float, true>();
-  ensure_w4_xs<BF16, __nv_bfloat16, false>();
-  ensure_w4_xs<BF16, __nv_bfloat16, true>();
+  for_each_rec_kind([](auto rk) {
+    constexpr int RK = decltype(rk)::value;
+    ensure_w4_xs<F16, float, RK>();
+    ensure_w4_xs<F16, __half, RK>();
+    ensure_w4_xs<BF16, float, RK>();
+    ensure_w4_xs<BF16, __nv_bfloat16, RK>();
+  });
   ensure_w8_xs<F16, float>();
   ensure_w8_xs<F16, __half>();
   ensure_w8_xs<BF16, float>();
@@ -396,14 +418,14 @@ std::string describe_gemv_kernels() {
   for (int warps : {8, 16}) {
     const std::string t = "/" + std::to_string(warps) + "w";
     r += describe_kernel(("w4_gemv<f16,f32,xs>" + t).c_str(),
-                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, false>),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, kRecGroup>),
                          32 * warps, xs_bytes);
     r += describe_kernel(("w4_gemv<f16,f32,xs,g32>" + t).c_str(),
-                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, true>),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, kRecPair>),
                          32 * warps, xs_bytes);
     r += describe_kernel(
         ("w4_gemv<bf16,bf16,regs>" + t).c_str(),
-        reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16, false, false>),
+        reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16, false, kRecGroup>),
         32 * warps, 0);
     r += describe_kernel(("w8_gemv<f16,f32,xs>" + t).c_str(),
                          reinterpret_cast<const void*>(w8_gemv_kernel<F16, float, true>),

@@ -371,7 +371,7 @@ void launch_v2_types(const W4View& w, const void* x, int M, int64_t ldx, void* y
 }  // namespace
 
 bool w4_gemv2_fits(const W4View& w, int M, int warps) {
-  if (M < 1 || M > 16) return false;
+  if (M < 1 || M > 16 || w.d.sym) return false;
   if (warps == 0) warps = 8;
   return v2_smem_bytes(w.d, M, warps) <= v2_smem_limit();
 }
@@ -444,6 +444,7 @@ void w4_gemv2(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
               int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv2Config& cfg) {
   check_linear_args("w4_gemv2", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 16, "w4_gemv2: M = " + std::to_string(M) + " > 16");
+  PERFX_CHECK(!w.d.sym, "w4_gemv2: symmetric records (group 32, zeros 8) are not supported");
   if (M == 0) return;
   W4Gemv2Config c = cfg;
   const W4Gemv2Config def = w4_gemv2_default_config(w, M);

@@ -165,8 +165,9 @@ struct Batch {
 /// half); GS >= 1: one record per CPG = 2^(GS-1) chunks. PROBE (bench only): the same loads, a
 /// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
 /// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
-/// acc += scale · d · (Σ q x − zero · Σ x) per group.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
+/// acc += scale · d · (Σ q x − zero · Σ x) per group. SYM (GS = 0 only): symmetric records
+/// (W4Dims::sym), one per chunk holding both halves' scales, zeros 8.
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool SYM>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
@@ -174,7 +175,9 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   PERFX_TRACE(kTrGemv3, w.q);
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
-  constexpr int NR = GS == 0 ? 2 : 1;                         // records per record slot
+  static_assert(!SYM || GS == 0, "symmetric records serve group 32 only");
+  constexpr int NR = GS == 0 && !SYM ? 2 : 1;  // records per record slot
+  constexpr int NM = GS == 0 ? 2 : 1;          // W4A8: activation groups per chunk
   constexpr int kU = ring_slots(GS);
   // W4A16 activation buffers (§17): 2 = slot u's are loaded at the end of slot u − 2 into the
   // buffer slot u − 2 consumed, so they have a whole slot to arrive (the 8-slot rings of groups
@@ -215,7 +218,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   const int2* mrow1 = A8 ? a8.meta + (int64_t)min(2 * tid + 1, M - 1) * n_groups : nullptr;
   const int kc_hi = (int)((w.d.K - 32 + 63) / 64);  // chunks whose second half starts below K
 
-  constexpr int kRecStep = GS == 0 ? 2 * kU : kU / CPG;  // records per batch
+  constexpr int kGrpStep = GS == 0 ? 2 * kU : kU / CPG;  // groups per batch
+  constexpr int kRecStep = NR == 2 ? 2 * kU : kU / CPG;  // records per batch
   // The batch after a (task order: the batches of a row block's share, then the next row block);
   // addresses advance by a batch inside a task and are recomputed at a task's start. Past the
   // warp's last task cnt = 0 (its loads are predicated off, so the addresses are never used).
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     if (bt.j == 0) {
       bt.nb = a.nb + nb_step;
       bt.q = w.q + frag::w4_q_index(KC, bt.nb, kc0, lane);
-      bt.s = w.sz + frag::w4_sz_index(G, bt.nb, GS == 0 ? 2 * kc0 : kc0 / CPG, gid);
+      bt.s = w.sz + frag::w4_sz_index(G, bt.nb, NR == 2 ? 2 * kc0 : kc0 / CPG, gid);
       bt.x = xrow + (int64_t)kc0 * 64;
       bt.mo = GS == 0 ? 2 * kc0 : kc0 / CPG;
     } else {
@@ -240,7 +244,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
       bt.q = a.q + kU * 32;
       bt.s = a.s + kRecStep * 8;
       bt.x = a.x + kU * 64;
-      bt.mo = a.mo + kRecStep;
+      bt.mo = a.mo + kGrpStep;
     }
   };
 
@@ -253,7 +257,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     const bool ok = u < bt.cnt;
     ld_keep_w<u * 512>(wq[u], bt.q, ok);
     if constexpr (PROBE) return;
-    if constexpr (GS == 0) {
+    if constexpr (NR == 2) {
       rec[u][0] = ld_rec<2 * u * 64>(bt.s, ok);
       rec[u][NR - 1] = ld_rec<(2 * u + 1) * 64>(bt.s, ok);
     } else if (u % CPG == 0) {
@@ -289,7 +293,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     ld_keep_x8<u * 64>(xa[u % XD][0], bt.x, u < bt.cnt);
     ld_keep_x8<u * 64 + 32>(xa[u % XD][1], bt.x, u < bt.cnt_hi);
   };
-  int2 mt[NR][2] = {};  // W4A8: the slot's group records for tokens 2 tid, 2 tid + 1
+  int2 mt[NM][2] = {};  // W4A8: the slot's group records for tokens 2 tid, 2 tid + 1
   auto load_x = [&](auto uc, const Batch<T>& bt) {  // A8: the group records only (one slot ahead)
     if constexpr (PROBE) return;
     constexpr int u = decltype(uc)::value;
@@ -302,8 +306,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
             ld_keep_meta<2 * u * 8>(mt[0][0], mrow0 + bt.mo, ok);
             ld_keep_meta<2 * u * 8>(mt[0][1], mrow1 + bt.mo, ok);
           } else {
-            ld_keep_meta<(2 * u + 1) * 8>(mt[NR - 1][0], mrow0 + bt.mo, ok);
-            ld_keep_meta<(2 * u + 1) * 8>(mt[NR - 1][1], mrow1 + bt.mo, ok);
+            ld_keep_meta<(2 * u + 1) * 8>(mt[NM - 1][0], mrow0 + bt.mo, ok);
+            ld_keep_meta<(2 * u + 1) * 8>(mt[NM - 1][1], mrow1 + bt.mo, ok);
           }
         }
       } else if constexpr (u % CPG == 0) {
@@ -343,7 +347,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (GS == 0 || (h == 0 && u % CPG == 0)) {  // a new group: its zeros and scales
-            const uint2 r = rec[u][GS == 0 ? h : 0];
+            const uint2 r = frag::w4_rec_of_half(rec[u][NR == 2 ? h : 0], SYM, h);
             z_lo = r.y & 0xFFu;
             z_hi = (r.y >> 8) & 0xFFu;
             s_lo = frag::f16_lo(r.x);
@@ -369,7 +373,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (GS == 0 || (h == 0 && u % CPG == 0)) {  // a new group: its zeros and scales
-            const uint2 r = rec[u][GS == 0 ? h : 0];
+            const uint2 r = frag::w4_rec_of_half(rec[u][NR == 2 ? h : 0], SYM, h);
             frag::w4_neg_zeros<Tag>(r.y, z_lo, z_hi);
             s_lo = frag::f16_lo(r.x);
             s_hi = frag::f16_hi(r.x);
@@ -455,12 +459,12 @@ __global__ void __launch_bounds__(kNW * 32, 2)
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
-template <typename Tag, typename OutT, int GS, bool PROBE, bool A8>
+template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool SYM = false>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
-  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8>;
+  auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8, SYM>;
   std::call_once(once, [&] {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNW * 32, 0));
     per_sm = std::max(1, per_sm);
@@ -479,6 +483,8 @@ void launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M,
                   void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   switch (w.d.gs_shift) {
     case 0:
+      if (w.d.sym)
+        return launch_v3<Tag, OutT, 0, PROBE, A8, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
       return launch_v3<Tag, OutT, 0, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
     case 1:
       return launch_v3<Tag, OutT, 1, PROBE, A8>(c, w, x, M, ldx, y, ldy, bias, stream, S);
@@ -527,18 +533,25 @@ int w4_gemv3_default_split(const W4View& w, int M) {
 
 std::string describe_gemv3_kernels() {
   std::string r;
-  r += describe_kernel("w4_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false>),
-                       kNW * 32, 0);
-  r += describe_kernel("w4_gemv3<f16,f16,g32>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false>),
-                       kNW * 32, 0);
-  r += describe_kernel("w4a8_gemv3<f16,f16,g128>",
-                       reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true>),
-                       kNW * 32, 0);
+  r += describe_kernel(
+      "w4_gemv3<f16,f16,g128>",
+      reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, false, false>), kNW * 32,
+      0);
+  r += describe_kernel(
+      "w4_gemv3<f16,f16,g32>",
+      reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false, false>), kNW * 32,
+      0);
+  r += describe_kernel(
+      "w4_gemv3<f16,f16,g32sym>",
+      reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 0, false, false, true>), kNW * 32,
+      0);
+  r += describe_kernel(
+      "w4a8_gemv3<f16,f16,g128>",
+      reinterpret_cast<const void*>(w4_gemv3_kernel<F16, __half, 2, false, true, false>), kNW * 32,
+      0);
   r += describe_kernel(
       "w4_gemv3<bf16,bf16,g128>",
-      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false>),
+      reinterpret_cast<const void*>(w4_gemv3_kernel<BF16, __nv_bfloat16, 2, false, false, false>),
       kNW * 32, 0);
   return r;
 }

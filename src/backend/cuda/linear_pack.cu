@@ -28,7 +28,7 @@ std::string part_name(size_t i) {
 
 // ===================================================================================== W4
 
-W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) {
+W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts, W4RowOrder order, bool allow_sym) {
   check(!parts.empty(), "pack_w4: no parts");
   const bool inter = order == W4RowOrder::kInterleave8;
   check(!inter || (parts.size() == 2 && parts[0]->out == parts[1]->out && parts[0]->out % 8 == 0),
@@ -36,6 +36,7 @@ W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) 
   const int64_t K = parts[0]->in;
   const int gs = parts[0]->group_size;
   int64_t N = 0;
+  bool sym = allow_sym && gs == 32;  // and every zero 8 (checked below)
   for (size_t i = 0; i < parts.size(); ++i) {
     const Int4Matrix& m = *parts[i];
     check(!m.has_mins(),
@@ -56,7 +57,10 @@ W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) 
               m.zeros.size() == (size_t)m.out * G,
           "pack_w4: " + part_name(i) + " has vectors of the wrong size for [" +
               std::to_string(m.out) + ", " + std::to_string(K) + "]");
-    for (uint8_t z : m.zeros) check(z <= 15, "pack_w4: " + part_name(i) + " has a zero > 15");
+    for (uint8_t z : m.zeros) {
+      check(z <= 15, "pack_w4: " + part_name(i) + " has a zero > 15");
+      sym = sym && z == 8;
+    }
     N += m.out;
   }
   check(N <= (int64_t)16 * (1 << 26), "pack_w4: too many rows");
@@ -69,7 +73,8 @@ W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) 
   d.KC = (int)ceil_div<int64_t>(K, 64);
   d.group_size = gs;
   d.gs_shift = group_shift(gs);
-  d.G = (int)ceil_div<int64_t>((int64_t)d.KC * 64, gs);
+  d.sym = sym;
+  d.G = sym ? d.KC : (int)ceil_div<int64_t>((int64_t)d.KC * 64, gs);
   p.q.assign(d.q_bytes() / 4, 0u);
   p.sz.assign(d.sz_bytes() / 4, 0u);
 
@@ -100,6 +105,11 @@ W4Packed pack_w4(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) 
       }
       for (int64_t g = 0; g < Gs; ++g) {
         const size_t src = (size_t)(lr * Gs + g);
+        if (sym) {  // group g = half-chunk g: .x (g even) or .y of chunk g / 2's record
+          const int64_t idx = frag::w4_rec_index(d.G, d.gs_shift, true, nb, g, gid);
+          p.sz[(size_t)(2 * idx + (g & 1))] |= (uint32_t)m.scales[src] << (16 * hi);
+          continue;
+        }
         const int64_t idx = frag::w4_sz_index(d.G, nb, g, gid);
         p.sz[(size_t)(2 * idx)] |= (uint32_t)m.scales[src] << (16 * hi);
         p.sz[(size_t)(2 * idx + 1)] |= (uint32_t)m.zeros[src] << (8 * hi);
@@ -125,9 +135,12 @@ float w4_packed_dequant(const W4Packed& p, int64_t r, int64_t k) {
   const W4Dims& d = p.d;
   const int64_t nb = r / 16;
   const int rr = (int)(r % 16), gid = rr & 7, hi = rr >> 3;
-  const int64_t idx = frag::w4_sz_index(d.G, nb, k / d.group_size, gid);
-  const uint16_t s = (uint16_t)(p.sz[(size_t)(2 * idx)] >> (16 * hi));
-  const uint32_t z = (p.sz[(size_t)(2 * idx + 1)] >> (8 * hi)) & 0xFFu;
+  const int64_t hc = k / 32;
+  const int64_t idx = frag::w4_rec_index(d.G, d.gs_shift, d.sym, nb, hc, gid);
+  const uint2 rec = frag::w4_rec_of_half(
+      make_uint2(p.sz[(size_t)(2 * idx)], p.sz[(size_t)(2 * idx + 1)]), d.sym, hc);
+  const uint16_t s = (uint16_t)(rec.x >> (16 * hi));
+  const uint32_t z = (rec.y >> (8 * hi)) & 0xFFu;
   return ((float)w4_packed_value(p, r, k) - (float)z) * fp16_to_fp32(s);
 }
 
@@ -167,8 +180,9 @@ W4Weight W4Weight::upload(const W4Packed& p) {
   return w;
 }
 
-W4Weight W4Weight::from_parts(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) {
-  return upload(pack_w4(parts, order));
+W4Weight W4Weight::from_parts(const std::vector<const Int4Matrix*>& parts, W4RowOrder order,
+                              bool allow_sym) {
+  return upload(pack_w4(parts, order, allow_sym));
 }
 
 // ===================================================================================== W8
