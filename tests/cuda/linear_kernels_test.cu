@@ -558,7 +558,10 @@ void host_emulate_w4(const W4Shape& s, DType xt, int M, bool scaled, Rng& r) {
 void host_emulate_w4_fold(const W4Shape& s, DType xt, int conv, int M, Rng& r) {
   auto parts = make_parts(s, r);
   const W4Packed p = pack_w4(ptrs(parts));
-  if (p.d.sym) return;  // w4_gemv2 does not take symmetric records (w4_gemv2_fits says no)
+  if (p.d.sym) {  // w4_gemv2 does not take symmetric records (w4_gemv2_fits says no)
+    std::printf("SKIP host emulation w4 gemv2 %s: symmetric records\n", shape_str(s).c_str());
+    return;
+  }
   const HostX x = make_x(xt, M, s.K, s.K + 8, r);
   const auto W = dense_of(parts);
   const auto ref = reference(W, p.d.N, p.d.K, x, nullptr);

@@ -2,13 +2,16 @@
 // (group 32, every zero 8) packs symmetric records, one per chunk holding both halves' scales;
 // anything else keeps a scale/zero record per group. Every weight read back through the
 // frag::w4_rec_index / w4_rec_of_half pair the kernels use equals Int4Matrix::dequant bit for bit,
-// padding included. No GPU.
+// and every padded weight (rows >= N, channels >= K) reads 0 because its scale is 0 — symmetric
+// records imply zero 8, so a padded half's .y must be 0 (w4_gemv3 multiplies stale activations
+// by it). No GPU.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_frag.cuh"
 #include "core/quantized.h"
 
 namespace perfx::cuda {
@@ -32,9 +35,9 @@ Int4Matrix random_part(int64_t out, int64_t in, int group, bool q4_0, std::mt199
   return m;
 }
 
-/// Packs parts [outs] × in and checks the record kind, the sz size and every weight.
-void check(const std::vector<int64_t>& outs, int64_t in, int group, bool q4_0, bool allow_sym,
-           bool want_sym) {
+/// Packs parts [outs] × in and checks the record kind, the sz size, every weight and the padding.
+void check_pack(const std::vector<int64_t>& outs, int64_t in, int group, bool q4_0, bool allow_sym,
+                bool want_sym) {
   std::mt19937 rng((uint32_t)(in * 31 + group + outs.size()));
   std::vector<Int4Matrix> parts;
   std::vector<const Int4Matrix*> ptrs;
@@ -52,18 +55,35 @@ void check(const std::vector<int64_t>& outs, int64_t in, int group, bool q4_0, b
     r0 += m.out;
   }
   EXPECT_EQ(bad, 0) << "weights that differ from Int4Matrix::dequant";
+  // Padding: rows N..16·NB and channels K..64·KC dequantize to 0; their records' scales are 0.
+  int64_t bad_pad = 0, bad_scale = 0;
+  for (int64_t r = 0; r < (int64_t)p.d.NB * 16; ++r)
+    for (int64_t k = 0; k < (int64_t)p.d.KC * 64; ++k) {
+      if (r < p.d.N && k < in) continue;
+      bad_pad += w4_packed_dequant(p, r, k) != 0.0f;
+      const int64_t nb = r / 16, hc = k / 32;
+      const int gid = (int)(r % 8), hi = (int)((r % 16) / 8);
+      const int64_t idx = frag::w4_rec_index(p.d.G, p.d.gs_shift, p.d.sym, nb, hc, gid);
+      const uint2 rec = frag::w4_rec_of_half(
+          make_uint2(p.sz[(size_t)(2 * idx)], p.sz[(size_t)(2 * idx + 1)]), p.d.sym, hc);
+      bad_scale += ((rec.x >> (16 * hi)) & 0xFFFFu) != 0;
+    }
+  EXPECT_EQ(bad_pad, 0) << "padded weights that are not 0";
+  EXPECT_EQ(bad_scale, 0) << "padded weights whose record scale is not 0";
 }
 
 TEST(W4Pack, GgufQ4_0GetsSymmetricRecords) {
-  check({40, 24, 8}, 96, 32, true, true, true);  // K % 64 = 32: the last record's .y is padding
-  check({24, 24}, 4128, 32, true, true, true);   // long K
-  check({16}, 64, 32, true, false, false);       // refused: the pair layout, same weights
+  check_pack({40, 24, 8}, 96, 32, true, true,
+             true);                                  // K % 64 = 32: the last record's .y is padding
+  check_pack({24, 24}, 4128, 32, true, true, true);  // long K
+  check_pack({16}, 64, 32, true, false, false);      // refused: the pair layout, same weights
 }
 
 TEST(W4Pack, OtherMatricesKeepScaleZeroRecords) {
-  check({40, 24, 8}, 96, 32, false, true, false);  // AWQ g32: real zeros
-  check({136}, 640, 128, false, true, false);
-  check({48}, 256, 64, true, true, false);  // zeros 8 but group 64: one record per chunk already
+  check_pack({40, 24, 8}, 96, 32, false, true, false);  // AWQ g32: real zeros
+  check_pack({136}, 640, 128, false, true, false);
+  check_pack({48}, 256, 64, true, true,
+             false);  // zeros 8 but group 64: one record per chunk already
 }
 
 }  // namespace

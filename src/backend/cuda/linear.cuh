@@ -41,8 +41,10 @@ namespace perfx::cuda {
 //
 // Built from canonical Int4Matrix parts stacked by output rows (FORMATS.md §1.8 / §2; the loader
 // decodes AutoAWQ GEMM/GEMV and GGUF Q4_0 into Int4Matrix). Rows are padded to NB = ceil(N/16)
-// row blocks of 16, input channels to KC = ceil(K/64) chunks of 64 (padding: q = 0, scale = 0,
-// zero = 0, so padded weights are exactly 0; kernels also zero-fill x beyond K).
+// row blocks of 16, input channels to KC = ceil(K/64) chunks of 64 (padding: q = 0 and scale = 0,
+// so padded weights are exactly 0 whatever the zero (0 stored, or 8 implied by symmetric
+// records); w4_gemv, the GEMM and the dequantize kernel zero-fill or skip x beyond K, w4_gemv3
+// leaves stale finite registers there and relies on those zero scales).
 //
 // q: uint4 [NB][KC][32]: one 16-byte word quad per (row block nb, chunk kc, lane l), lane
 //   l = 4·gid + tid (gid 0..7, tid 0..3, the mma "groupID"/"threadID_in_group"). Word j (0..3) of
@@ -58,17 +60,21 @@ namespace perfx::cuda {
 //   fragments for the whole chunk are x[token gid][64kc + 8tid .. +7] and [64kc + 32 + 8tid .. +7]:
 //   two 16-byte loads from a row-major activation row. k-tiles 0,1 lie in the chunk's first 32
 //   channels and 2,3 in the second 32, so groups of 32 (GGUF) never straddle a k-tile pair.
-// sz: uint2 [NB][G][8] with G = ceil(64·KC / group_size): entry (nb, g, gid) =
+// sz: uint2 [NB][G][8] with G = ceil(64·KC / group_size) (scale/zero records; symmetric ones
+//   below): entry (nb, g, gid) =
 //   .x = fp16 bits scale[16nb + gid][g] | scale[16nb + gid + 8][g] << 16
 //   .y = zero[16nb + gid][g] | zero[16nb + gid + 8][g] << 8      (zeros in 0..15, upper bits 0)
 //   Weight value: W = (q − zero) · scale, as Int4Matrix::dequant.
 // group_size must be a power of two >= 32 dividing K (32, 64, 128, 256, ...). Q4_1 (`mins`) is not
 // supported (pack_w4 throws; the backend falls back to dense fp16 for it).
 // Symmetric records (W4Dims::sym: group 32 with every zero 8, as GGUF Q4_0 is): G = KC records
-//   per row, one per chunk: entry (nb, kc, gid) = .x the scales of the chunk's first 32 channels
-//   (row gid | row gid + 8 << 16, fp16 bits), .y those of its second 32; the zeros are all 8 and
-//   not stored. sz then costs 0.5 bit a weight instead of 1 (the 4.5 bits of GGUF Q4_0 instead of
-//   5); frag::w4_rec_index / w4_rec_of_half turn either kind into the record of a half-chunk.
+//   per row, one per chunk: entry (nb, kc, gid) =
+//     .x = fp16 bits scale[16nb + gid][2kc]     | scale[16nb + gid + 8][2kc] << 16
+//     .y = fp16 bits scale[16nb + gid][2kc + 1] | scale[16nb + gid + 8][2kc + 1] << 16
+//   (group index = 32-channel half-chunk); the zeros are all 8 and not stored. A padded second
+//   half (K % 64 = 32) has .y = 0. sz then costs 0.5 bit a weight instead of 1 (the 4.5 bits of
+//   GGUF Q4_0 instead of 5); frag::w4_rec_index / w4_rec_of_half turn either kind into the record
+//   of a half-chunk.
 
 /// Shape of a packed W4 matrix.
 struct W4Dims {

@@ -423,6 +423,9 @@ std::string describe_gemv_kernels() {
     r += describe_kernel(("w4_gemv<f16,f32,xs,g32>" + t).c_str(),
                          reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, kRecPair>),
                          32 * warps, xs_bytes);
+    r += describe_kernel(("w4_gemv<f16,f32,xs,g32sym>" + t).c_str(),
+                         reinterpret_cast<const void*>(w4_gemv_kernel<F16, float, true, kRecSym>),
+                         32 * warps, xs_bytes);
     r += describe_kernel(
         ("w4_gemv<bf16,bf16,regs>" + t).c_str(),
         reinterpret_cast<const void*>(w4_gemv_kernel<BF16, __nv_bfloat16, false, kRecGroup>),

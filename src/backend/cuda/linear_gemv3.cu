@@ -8,14 +8,16 @@
 //   - Work: task = (row block, K segment); S warps of one CTA split a row block's K into equal
 //     group-aligned segments (S = 1, 2, 4, 8), the CTA's 8 warps cover 8 / S row blocks, and a
 //     CTA walks row-block groups blockIdx.x, blockIdx.x + gridDim.x, … (one persistent wave).
-//   - A ring of kU = 8 (groups 32 / 64: 6) weight quads per lane: every batch of kU consecutive
-//     chunks of a warp's task sequence lies inside one segment, so a batch's addresses are one base
-//     pointer plus immediate offsets, the next batch's base / count are computed once per batch,
-//     and slot u is reloaded right after it is consumed (loads stay in flight across segments and
-//     row blocks).
+//   - A ring of kU = 8 (groups 32 / 64 with scale/zero records: 6) weight quads per lane: every
+//     batch of kU consecutive chunks of a warp's task sequence lies inside one segment, so a
+//     batch's addresses are one base pointer plus immediate offsets, the next batch's base / count
+//     are computed once per batch, and slot u is reloaded right after it is consumed (loads stay in
+//     flight across segments and row blocks).
 //   - No branches in the slot body: loads are predicated and keep stale (finite) registers when
-//     off; a slot past a share's end gets a zero scale/zero record, so its whole group (groups
-//     never straddle a share's end) contributes exactly 0.
+//     off; a slot past a share's end gets an all-zero record, whose scale 0 (the zero it implies
+//     may be 8: symmetric records) makes its whole group (groups never straddle a share's end)
+//     contribute exactly 0. The same holds for the second half of K's last chunk when K % 64 =
+//     32: its activations are stale, its scale (record .y, or a padded group's record) is 0.
 //   - Zero point inside the conversion (w4_word_to_frag_f16 / _bf16: exact q − z), the mma
 //     accumulates a whole group, one fp32 scale FMA per accumulator per group (group 32: per
 //     half-chunk).
@@ -45,11 +47,14 @@ namespace {
 using frag::BF16;
 using frag::F16;
 
-/// Weight quads in flight per lane (one batch) for gs_shift GS: 8, or 6 for groups 32 / 64 (a
-/// record per chunk or half-chunk: 8 slots spill heavily; 6 leave ~16 bytes of spill for group 32
-/// at 128 registers). A batch holds whole groups.
-__host__ __device__ constexpr int ring_slots(int GS) {
-  return GS <= 1 ? 6 : 8;
+/// Weight quads in flight per lane (one batch) for gs_shift GS: 8, or 6 for groups 32 / 64 with
+/// scale/zero records (a record per chunk or half-chunk: 8 slots spill heavily; 6 leave 12 bytes
+/// of spill for group 32 at 128 registers). Symmetric records (sym, group 32) take 8: one record
+/// per chunk and no zeros leave room, and the H200 measured 8 ahead of 6 and of 10
+/// (docs/cuda_linear_notes.md §21: 7B Q4_0 513 vs 481 tok/s; 10 slots, whose default split
+/// halves, 462). A batch holds whole groups.
+__host__ __device__ constexpr int ring_slots(int GS, bool sym) {
+  return GS <= 1 && !sym ? 6 : 8;
 }
 constexpr int kNW = 8;     // warps per CTA
 constexpr int kMaxGs = 4;  // gs_shift <= 4: group <= 512, so a group never spans two batches
@@ -178,12 +183,14 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   static_assert(!SYM || GS == 0, "symmetric records serve group 32 only");
   constexpr int NR = GS == 0 && !SYM ? 2 : 1;  // records per record slot
   constexpr int NM = GS == 0 ? 2 : 1;          // W4A8: activation groups per chunk
-  constexpr int kU = ring_slots(GS);
+  constexpr int kU = ring_slots(GS, SYM);
   // W4A16 activation buffers (§17): 2 = slot u's are loaded at the end of slot u − 2 into the
-  // buffer slot u − 2 consumed, so they have a whole slot to arrive (the 8-slot rings of groups
-  // >= 128, where it was measured); 1 = at the end of slot u − 1 (groups 32 / 64, whose 6-slot
-  // rings lost with two buffers at group 128; W4A8 has its own activation ring)
-  constexpr int XW = (A8 || GS <= 1) ? 1 : 2;
+  // buffer slot u − 2 consumed, so they have a whole slot to arrive (the 8-slot rings: groups
+  // >= 128, and symmetric group 32, where §21 measured 7B Q4_0 546 vs 518 tok/s with one buffer
+  // despite 28 bytes more spill); 1 = at the end of slot u − 1 (groups 32 / 64 with scale/zero
+  // records, whose 6-slot rings lost with two buffers at group 128; W4A8 has its own activation
+  // ring)
+  constexpr int XW = (A8 || (GS <= 1 && !SYM)) ? 1 : 2;
   static_assert(kU >= 2 && kU % XW == 0,
                 "a slot's activation buffer is refilled for slot u + XW of the next batch when "
                 "u + XW wraps: the ring must hold whole buffer cycles");
@@ -527,7 +534,7 @@ int w4_gemv3_default_split(const W4View& w, int M) {
   // Measured on the H200 (docs/cuda_linear_notes.md §9): 8 warps per row block wins on every
   // Llama shape with at least one batch per segment; fewer only when K is too short for that.
   int S = kNW;
-  while (S > 1 && w.d.KC < S * ring_slots(w.d.gs_shift)) S /= 2;
+  while (S > 1 && w.d.KC < S * ring_slots(w.d.gs_shift, w.d.sym)) S /= 2;
   return S;
 }
 
