@@ -13,27 +13,10 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 #include "core/quantized.h"
+#include "random_int4.h"
 
 namespace perfx::cuda {
 namespace {
-
-/// Random nibbles, scales of both signs in ±[0.004, 0.03]; zeros 8 (q4_0) or random 0..15.
-Int4Matrix random_part(int64_t out, int64_t in, int group, bool q4_0, std::mt19937& rng) {
-  Int4Matrix m;
-  m.out = out;
-  m.in = in;
-  m.group_size = group;
-  std::uniform_int_distribution<uint32_t> word;
-  std::uniform_int_distribution<int> zero(0, 15);
-  std::uniform_real_distribution<float> scale(0.004f, 0.03f);
-  m.q.resize((size_t)(out * in / 8));
-  for (auto& w : m.q) w = word(rng);
-  for (int64_t i = 0; i < out * (in / group); ++i) {
-    m.scales.push_back(fp32_to_fp16((word(rng) & 1) ? scale(rng) : -scale(rng)));
-    m.zeros.push_back(q4_0 ? (uint8_t)8 : (uint8_t)zero(rng));
-  }
-  return m;
-}
 
 /// Packs parts [outs] × in and checks the record kind, the sz size, every weight and the padding.
 void check_pack(const std::vector<int64_t>& outs, int64_t in, int group, bool q4_0, bool allow_sym,
@@ -41,7 +24,7 @@ void check_pack(const std::vector<int64_t>& outs, int64_t in, int group, bool q4
   std::mt19937 rng((uint32_t)(in * 31 + group + outs.size()));
   std::vector<Int4Matrix> parts;
   std::vector<const Int4Matrix*> ptrs;
-  for (int64_t o : outs) parts.push_back(random_part(o, in, group, q4_0, rng));
+  for (int64_t o : outs) parts.push_back(random_int4(o, in, group, q4_0, rng));
   for (const auto& p : parts) ptrs.push_back(&p);
   const W4Packed p = pack_w4(ptrs, W4RowOrder::kStacked, allow_sym);
   ASSERT_EQ(p.d.sym, want_sym) << "in " << in << " group " << group;

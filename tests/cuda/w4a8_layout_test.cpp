@@ -17,27 +17,10 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 #include "core/quantized.h"
+#include "random_int4.h"
 
 namespace perfx::cuda {
 namespace {
-
-/// sym: every zero 8 (GGUF Q4_0; at group 32 pack_w4 then packs symmetric records).
-Int4Matrix random_int4(int64_t out, int64_t in, int group, std::mt19937& rng, bool sym = false) {
-  Int4Matrix m;
-  m.out = out;
-  m.in = in;
-  m.group_size = group;
-  std::uniform_int_distribution<uint32_t> word;
-  std::uniform_int_distribution<int> zero(0, 15);
-  std::uniform_real_distribution<float> scale(0.01f, 0.1f);
-  m.q.resize((size_t)(out * in / 8));
-  for (auto& w : m.q) w = word(rng);
-  for (int64_t i = 0; i < out * (in / group); ++i) {
-    m.scales.push_back(fp32_to_fp16(scale(rng)));
-    m.zeros.push_back(sym ? (uint8_t)8 : (uint8_t)zero(rng));
-  }
-  return m;
-}
 
 /// quantize_act_q8's contract for one row: per group d = max|x| / 127, q = round-half-even(x ·
 /// (127 / max|x|)), each 4 channels stored by frag::a8_store4 (the kernel's own helper); meta
@@ -126,7 +109,7 @@ void emulate_block(const W4Packed& p, int64_t nb, int M, const std::vector<int8_
 
 void check_shape(int64_t N, int64_t K, int group, int M, uint32_t seed, bool sym = false) {
   std::mt19937 rng(seed);
-  const Int4Matrix m = random_int4(N, K, group, rng, sym);
+  const Int4Matrix m = random_int4(N, K, group, sym, rng);
   const W4Packed p = pack_w4({&m});
   ASSERT_EQ(p.d.sym, sym && group == 32);
   std::normal_distribution<float> nd(0.0f, 1.0f);

@@ -30,6 +30,14 @@ kernel_line() {
 # over_budget: whether BUDGET seconds (default 540) have passed since T0.
 over_budget() { [ $(( $(date +%s) - T0 )) -gt "${BUDGET:-540}" ]; }
 
+# tg_line LABEL BINARY MODEL: one tg128 (BINARY bench -m MODEL --device cuda -p 0 -n 128 -r 3),
+# printed as "LABEL MODEL tg128: t/s ± sd"; skipped past the budget. Table in $OUT/tg_line.md.
+tg_line() {
+  over_budget && { echo "$1: skipped (budget)"; return; }
+  timeout 90 "$2" bench -m "$3" --device cuda -p 0 -n 128 -r 3 > "$OUT/tg_line.md" 2>&1
+  echo "$1 $3 tg128: $(grep tg128 "$OUT/tg_line.md" | awk -F'|' '{print $(NF-1)}')"
+}
+
 # ab_tg VAR "V1 V2 ...": tg128 (perfx bench -p 0 -n 128 -r 3) on the random Llama-2-7B and
 # TinyLlama-1.1B shapes (MODELS overrides) with environment variable VAR set to each value in turn,
 # interleaved, ROUNDS rounds (default 2); one line per run; what would start past the budget is

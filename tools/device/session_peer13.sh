@@ -12,16 +12,11 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-560}
 mkdir -p /tmp/var && tar -xJf .devpack/var.tar.xz -C /tmp/var
 L=/tmp/peer13 && mkdir -p $L
-tg() {  # label binary model
-  over_budget && { echo "$1: skipped (budget)"; return; }
-  timeout 90 "$2" bench -m "$3" --device cuda -p 0 -n 128 -r 3 > $L/b.md 2>&1
-  echo "$1 $3 tg128: $(grep tg128 $L/b.md | awk -F'|' '{print $(NF-1)}')"
-}
 for round in 1 2; do
-  tg "r6 r$round" "$B/perfx" random:llama-2-7b:q4_0
-  tg "r8 r$round" /tmp/var/perfx_r8 random:llama-2-7b:q4_0
-  tg "r6 r$round" "$B/perfx" random:tinyllama-1.1b:q4_0
-  tg "r8 r$round" /tmp/var/perfx_r8 random:tinyllama-1.1b:q4_0
+  tg_line "r6 r$round" "$B/perfx" random:llama-2-7b:q4_0
+  tg_line "r8 r$round" /tmp/var/perfx_r8 random:llama-2-7b:q4_0
+  tg_line "r6 r$round" "$B/perfx" random:tinyllama-1.1b:q4_0
+  tg_line "r8 r$round" /tmp/var/perfx_r8 random:tinyllama-1.1b:q4_0
 done
 echo "variants done $(( $(date +%s) - T0 )) s"
 G=/tmp/peer_gguf

@@ -17,18 +17,13 @@ for v in 10 8x2; do
   timeout 60 /tmp/var/lin$v/linear_kernels_test --only gemv > $L/gemv_$v.log 2>&1
   kernel_line "gemv r$v" $? $L/gemv_$v.log
 done
-tg() {  # label binary model
-  over_budget && { echo "$1: skipped (budget)"; return; }
-  timeout 90 "$2" bench -m "$3" --device cuda -p 0 -n 128 -r 3 > $L/b.md 2>&1
-  echo "$1 $3 tg128: $(grep tg128 $L/b.md | awk -F'|' '{print $(NF-1)}')"
-}
 for round in 1 2; do
-  tg "r8 r$round" "$B/perfx" random:llama-2-7b:q4_0
-  tg "r10 r$round" /tmp/var/perfx_r10 random:llama-2-7b:q4_0
-  tg "r8x2 r$round" /tmp/var/perfx_r8x2 random:llama-2-7b:q4_0
+  tg_line "r8 r$round" "$B/perfx" random:llama-2-7b:q4_0
+  tg_line "r10 r$round" /tmp/var/perfx_r10 random:llama-2-7b:q4_0
+  tg_line "r8x2 r$round" /tmp/var/perfx_r8x2 random:llama-2-7b:q4_0
 done
-tg "r8" "$B/perfx" random:tinyllama-1.1b:q4_0
-tg "r10" /tmp/var/perfx_r10 random:tinyllama-1.1b:q4_0
-tg "r8x2" /tmp/var/perfx_r8x2 random:tinyllama-1.1b:q4_0
+tg_line "r8" "$B/perfx" random:tinyllama-1.1b:q4_0
+tg_line "r10" /tmp/var/perfx_r10 random:tinyllama-1.1b:q4_0
+tg_line "r8x2" /tmp/var/perfx_r8x2 random:tinyllama-1.1b:q4_0
 tar -czf "$OUT/ring13_logs.tgz" -C $L . 2> /dev/null
 echo "total $(( $(date +%s) - T0 )) s"

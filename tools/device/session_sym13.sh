@@ -34,15 +34,10 @@ done
 PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_model" --gtest_filter='*cuda*' > $L/model.log 2>&1
 echo "model rc=$?: $(gtest_line $L/model.log)"
 echo "setup + tests $(( $(date +%s) - T0 )) s"
-tg() {  # label binary model
-  over_budget && { echo "$1: skipped (budget)"; return; }
-  timeout 90 "$2" bench -m "$3" --device cuda -p 0 -n 128 -r 3 > $L/b.md 2>&1
-  echo "$1 $3 tg128: $(grep tg128 $L/b.md | awk -F'|' '{print $(NF-1)}')"
-}
 for round in 1 2; do
   for m in random:llama-2-7b:q4_0 random:tinyllama-1.1b:q4_0; do
-    tg "new r$round" "$B/perfx" $m
-    tg "old r$round" "$OLD" $m
+    tg_line "new r$round" "$B/perfx" $m
+    tg_line "old r$round" "$OLD" $m
   done
 done
 tg new "$B/perfx" random:llama-2-7b
