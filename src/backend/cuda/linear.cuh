@@ -140,7 +140,7 @@ class W4Weight {
   static W4Weight upload(const W4Packed& p);
   /// pack_w4 + upload.
   static W4Weight from_parts(const std::vector<const Int4Matrix*>& parts,
-                             W4RowOrder order = W4RowOrder::kStacked, bool allow_sym = true);
+                             W4RowOrder order = W4RowOrder::kStacked);
 
   const W4View& view() const { return v_; }
   int64_t out() const { return v_.d.N; }

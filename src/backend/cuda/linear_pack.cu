@@ -180,9 +180,8 @@ W4Weight W4Weight::upload(const W4Packed& p) {
   return w;
 }
 
-W4Weight W4Weight::from_parts(const std::vector<const Int4Matrix*>& parts, W4RowOrder order,
-                              bool allow_sym) {
-  return upload(pack_w4(parts, order, allow_sym));
+W4Weight W4Weight::from_parts(const std::vector<const Int4Matrix*>& parts, W4RowOrder order) {
+  return upload(pack_w4(parts, order));
 }
 
 // ===================================================================================== W8
