@@ -236,35 +236,18 @@ class Backend {
     rope_kv_store(q, k, v, n_q_heads, q_norm, k_norm, eps, rope, kv, layer, b);
     attention(q, kv, layer, n_q_heads, scale, b, out);
   }
-  /// linear(x, w1, b1, y1), add_rms_norm(residual, y1, norm_w, eps, h), then linear(h, w2, b2, y2):
-  /// a layer's output projection, the residual add and the next linear's input norm. y1 [T, n] and
-  /// h [T, n] are scratch (contents afterwards unspecified: CUDA's decode GEMVs leave γ ⊙ s
-  /// there, unnormalized, and scale w2's results by 1/rms instead; docs/cuda_linear_notes.md
-  /// §22). residual ends bit for bit as with the three ops on the same backend; y2 within the
-  /// activation dtype's rounding of it. Default: the three ops.
-  virtual void linear_add_rms_norm_linear(Tensor x, const Weight& w1, const Weight* b1, Tensor y1,
-                                          Tensor residual, const Weight& norm_w, float eps,
-                                          Tensor h, const Weight& w2, const Weight* b2, Tensor y2) {
-    linear(x, w1, b1, y1);
-    add_rms_norm(residual, y1, norm_w, eps, h);
-    linear(h, w2, b2, y2);
-  }
-  /// The same with linear_silu_mul(h, w2, b2, gu, act) second (w2 from load_gate_up).
-  virtual void linear_add_rms_norm_linear_silu_mul(Tensor x, const Weight& w1, const Weight* b1,
-                                                   Tensor y1, Tensor residual, const Weight& norm_w,
-                                                   float eps, Tensor h, const Weight& w2,
-                                                   const Weight* b2, Tensor gu, Tensor act) {
-    linear(x, w1, b1, y1);
-    add_rms_norm(residual, y1, norm_w, eps, h);
-    linear_silu_mul(h, w2, b2, gu, act);
+  /// add_rms_norm(residual, x, norm_w, eps, h) then linear(h, w, bias, y): h [T, n] is written too.
+  virtual void add_rms_norm_linear(Tensor residual, Tensor x, const Weight& norm_w, float eps, Tensor h,
+                                   const Weight& w, const Weight* bias, Tensor y) {
+    add_rms_norm(residual, x, norm_w, eps, h);
+    linear(h, w, bias, y);
   }
   /// act [T, I] = silu(x·W_gateᵀ + b_gate) * (x·W_upᵀ + b_up) for a weight from load_gate_up
   /// (bias [2I]: gate's, then up's; or null), each projection rounded to the activation dtype
   /// first, as linear then silu_mul (a backend may add the bias after that rounding instead of
   /// before). gu [T, 2I] is scratch (contents afterwards unspecified).
   /// Default: linear(x, w, bias, gu) then silu_mul(gu, act).
-  virtual void linear_silu_mul(Tensor x, const Weight& w, const Weight* bias, Tensor gu,
-                               Tensor act) {
+  virtual void linear_silu_mul(Tensor x, const Weight& w, const Weight* bias, Tensor gu, Tensor act) {
     linear(x, w, bias, gu);
     silu_mul(gu, act);
   }

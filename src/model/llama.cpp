@@ -57,8 +57,8 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
 
   const TensorView& emb = require_tensor(ck, embed_name(nm));
   check(emb.shape.size() == 2 && emb.shape[0] == V && emb.shape[1] == H,
-        "tensor '" + emb.name + "' has shape " + emb.shape_str() + ", expected [" +
-            std::to_string(V) + ", " + std::to_string(H) + "]");
+        "tensor '" + emb.name + "' has shape " + emb.shape_str() + ", expected [" + std::to_string(V) +
+            ", " + std::to_string(H) + "]");
   embed_ = be_.load_embedding(emb);
   final_norm_ = be_.load_vector(require_vector(ck, final_norm_name(nm), H));
   const TensorView* head = ck.source->find(lm_head_name(nm));
@@ -73,8 +73,7 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
     lm_head_ = be_.load_linear({s});
   } else {
     check(cfg_.tie_word_embeddings || nm == TensorNaming::Gguf,
-          "missing tensor '" + lm_head_name(nm) + "' in " + ck.path +
-              " (and tie_word_embeddings is false)");
+          "missing tensor '" + lm_head_name(nm) + "' in " + ck.path + " (and tie_word_embeddings is false)");
     LinearSource s;
     s.weight = emb;
     s.out = V;
@@ -86,8 +85,7 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
     if (const TensorView* rf = ck.source->find("rope_freqs.weight")) {
       HostVector hv;
       append_vector(hv, *rf);
-      check((int64_t)hv.data.size() == hd / 2, "rope_freqs.weight has " +
-                                                   std::to_string(hv.data.size()) +
+      check((int64_t)hv.data.size() == hd / 2, "rope_freqs.weight has " + std::to_string(hv.data.size()) +
                                                    " entries, expected head_dim/2");
       rope_freq_factors_ = hv.data;
     }
@@ -111,8 +109,7 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
       L.qkv_bias = be_.load_vector(hv.view("qkv_bias"));
     }
     L.o = be_.load_linear({linear_source(ck, base(LayerTensor::O), H, qd)});
-    if (cfg_.o_bias)
-      L.o_bias = be_.load_vector(require_vector(ck, base(LayerTensor::O) + ".bias", H));
+    if (cfg_.o_bias) L.o_bias = be_.load_vector(require_vector(ck, base(LayerTensor::O) + ".bias", H));
     if (cfg_.qk_norm) {
       L.q_norm = be_.load_vector(require_vector(ck, base(LayerTensor::QNorm) + ".weight", hd));
       L.k_norm = be_.load_vector(require_vector(ck, base(LayerTensor::KNorm) + ".weight", hd));
@@ -134,9 +131,9 @@ size_t LlamaModel::weight_bytes() const {
   size_t b = embed_->bytes() + final_norm_->bytes();
   if (!lm_head_is_embed_) b += lm_head_->bytes();  // tied: the same bytes
   for (const auto& L : layers_) {
-    for (const Weight* w : {L.attn_norm.get(), L.ffn_norm.get(), L.qkv.get(), L.qkv_bias.get(),
-                            L.o.get(), L.o_bias.get(), L.q_norm.get(), L.k_norm.get(),
-                            L.gate_up.get(), L.down.get(), L.gate_up_bias.get(), L.down_bias.get()})
+    for (const Weight* w : {L.attn_norm.get(), L.ffn_norm.get(), L.qkv.get(), L.qkv_bias.get(), L.o.get(),
+                            L.o_bias.get(), L.q_norm.get(), L.k_norm.get(), L.gate_up.get(), L.down.get(),
+                            L.gate_up_bias.get(), L.down_bias.get()})
       if (w) b += w->bytes();
   }
   return b;
@@ -150,10 +147,9 @@ void LlamaModel::ensure_scratch(int n_tokens, int n_logits) {
   const int64_t qkvd = cfg_.q_dim() + 2 * cfg_.kv_dim();
   const int64_t widest = std::max<int64_t>(H, cfg_.q_dim());
   const DType a = act_;
-  const size_t bytes = tensor_bytes(a, T, H) * 2 + tensor_bytes(a, T, qkvd) +
-                       tensor_bytes(a, T, cfg_.q_dim()) + tensor_bytes(a, T, widest) +
-                       tensor_bytes(a, T, 2 * I) + tensor_bytes(a, T, I) + tensor_bytes(a, L, H) +
-                       tensor_bytes(DType::F32, L, cfg_.vocab_size);
+  const size_t bytes = tensor_bytes(a, T, H) * 2 + tensor_bytes(a, T, qkvd) + tensor_bytes(a, T, cfg_.q_dim()) +
+                       tensor_bytes(a, T, widest) + tensor_bytes(a, T, 2 * I) + tensor_bytes(a, T, I) +
+                       tensor_bytes(a, L, H) + tensor_bytes(DType::F32, L, cfg_.vocab_size);
   buf_.reset();  // free the old scratch first (device memory)
   buf_ = be_.alloc(bytes);
   size_t off = 0;
@@ -210,27 +206,20 @@ Tensor LlamaModel::forward(const BatchLayout& b, KvStorage& kv) {
     qkv_ready = false;
     be_.rope_kv_attention(q, k, v, nh, L.q_norm.get(), L.k_norm.get(), eps, rope, kv, l, scale, b,
                           attn);
-    if (observer) {  // AWQ calibration: each linear's input, so the ops one by one
-      observer(l, "o", attn);
-      be_.linear(attn, *L.o, L.o_bias.get(), o);
-      be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
-      observer(l, "gate_up", h);
-      be_.linear_silu_mul(h, *L.gate_up, L.gate_up_bias.get(), gu, act);
-      observer(l, "down", act);
-    } else {
-      be_.linear_add_rms_norm_linear_silu_mul(attn, *L.o, L.o_bias.get(), o, x, *L.ffn_norm, eps, h,
-                                              *L.gate_up, L.gate_up_bias.get(), gu, act);
-    }
+    if (observer) observer(l, "o", attn);
+    be_.linear(attn, *L.o, L.o_bias.get(), o);
+    be_.add_rms_norm(x, o, *L.ffn_norm, eps, h);
+    if (observer) observer(l, "gate_up", h);  // AWQ calibration: each linear's input
+    be_.linear_silu_mul(h, *L.gate_up, L.gate_up_bias.get(), gu, act);
+    if (observer) observer(l, "down", act);
+    be_.linear(act, *L.down, L.down_bias.get(), o);
     if (l + 1 < (int)layers_.size() && !observer) {
-      // the next layer's input norm between the down projection and its QKV projection
+      // the next layer's input norm fused with its QKV projection
       const LayerWeights& N = layers_[l + 1];
-      be_.linear_add_rms_norm_linear(act, *L.down, L.down_bias.get(), o, x, *N.attn_norm, eps, h,
-                                     *N.qkv, N.qkv_bias.get(), qkv);
+      be_.add_rms_norm_linear(x, o, *N.attn_norm, eps, h, *N.qkv, N.qkv_bias.get(), qkv);
       qkv_ready = true;
     } else {
-      const Weight& next_norm =
-          l + 1 < (int)layers_.size() ? *layers_[l + 1].attn_norm : *final_norm_;
-      be_.linear(act, *L.down, L.down_bias.get(), o);
+      const Weight& next_norm = l + 1 < (int)layers_.size() ? *layers_[l + 1].attn_norm : *final_norm_;
       be_.add_rms_norm(x, o, next_norm, eps, h);
     }
   }

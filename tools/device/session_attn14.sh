@@ -5,6 +5,8 @@
 # CUDA conformance fp16 / bf16, the fused cases with w4_gemv3 everywhere, CUDA model tests (also
 # with the trigger at wait and late), then tg128 on the random 7B / TinyLlama AWQ shapes for
 # four variants, interleaved, two rounds.
+# Ran with development binaries of the NormLink experiment (final code: commit f9e8d00, run by
+# session_link14b.sh); NormLink and PERFX_CUDA_ATTN_TRIGGER were reverted after it.
 #   run: command "bash tools/device/session_attn14.sh", carry [".devpack", ".devshared"]
 #   (.devpack: bin.tar.xz with perfx, tests/test_conformance, tests/test_model; lib/)
 set -uo pipefail

@@ -4,6 +4,8 @@
 # sizes), the fused cases again with w4_gemv3 on every matrix (PERFX_CUDA_GEMV3_MIN_MW=0: its
 # producer, consumer and SwiGLU consumer), memcheck over both, CUDA model tests, then tg128 with
 # PERFX_CUDA_NORM_LINK=0 / 1 interleaved on the AWQ and Q4_0 7B / TinyLlama shapes.
+# Ran with development binaries of the NormLink experiment (final code: commit f9e8d00, run by
+# session_link14b.sh); NormLink and PERFX_CUDA_ATTN_TRIGGER were reverted after it.
 #   run: command "bash tools/device/session_link14.sh", carry [".devpack", ".devshared"]
 #   (.devpack: bin.tar.xz with perfx, tests/test_conformance, tests/test_model; lib/)
 set -uo pipefail

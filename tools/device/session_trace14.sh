@@ -4,6 +4,8 @@
 # .devpack/trace.tar.xz) runs tg128 on the random Llama-2-7B shape with PERFX_CUDA_NORM_LINK=0
 # and =1; tools/device/trace_summary.py prints each op's share of the critical path and one
 # step's timeline.
+# Ran with development binaries of the NormLink experiment (final code: commit f9e8d00, run by
+# session_link14b.sh); NormLink and PERFX_CUDA_ATTN_TRIGGER were reverted after it.
 #   run: command "bash tools/device/session_trace14.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."

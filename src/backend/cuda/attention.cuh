@@ -113,11 +113,6 @@ struct PagedAttentionArgs {
   /// slower; PERFX_CUDA_ATTN_EARLY_PAIRS=N moves the limit) and not PERFX_CUDA_PDL_EARLY=0
   /// (docs/cuda_attention_notes.md).
   bool early_kv = false;
-  /// Where the kernel lets the next one launch (PDL): 0 at entry; 1 after its griddepcontrol.wait
-  /// (the work before it no longer meets the next kernel's weight preload); 2 after the key loop.
-  /// paged_attention takes PERFX_CUDA_ATTN_TRIGGER=entry|wait|late (docs/cuda_linear_notes.md
-  /// §23); the caller's value is ignored.
-  int pdl_trigger = 0;
   /// Non-null: RoPE + KV store happen inside the split-KV kernel (decode), as rope_norm_kv_store
   /// followed by paged_attention would do them, bit for bit. q and rope->k / rope->v are then the
   /// QKV projection's unrotated output; token i of sequence s is at position seq_kv_len[s] - q_len

@@ -113,21 +113,6 @@ int64_t early_kv_max_pairs() {
   return n;
 }
 
-/// PERFX_CUDA_ATTN_TRIGGER (read once): unset / "entry" 0, "wait" 1, "late" 2
-/// (PagedAttentionArgs::pdl_trigger); anything else is refused.
-int attn_trigger() {
-  static const int v = [] {
-    const char* e = std::getenv("PERFX_CUDA_ATTN_TRIGGER");
-    const std::string s = e != nullptr ? e : "";
-    if (s.empty() || s == "entry") return 0;
-    if (s == "wait") return 1;
-    if (s == "late") return 2;
-    throw std::invalid_argument("PERFX_CUDA_ATTN_TRIGGER must be entry, wait or late, got '" + s +
-                                "'");
-  }();
-  return v;
-}
-
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
@@ -216,7 +201,6 @@ void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   PagedAttentionArgs b = a;
   b.early_kv = a.early_kv && pdl_early_reads() &&
                static_cast<int64_t>(a.n_seqs) * a.n_kv_heads <= early_kv_max_pairs();
-  b.pdl_trigger = attn_trigger();
   execute_plan(b, p, CudaLauncher{a.dtype, a.head_dim, stream});
 }
 

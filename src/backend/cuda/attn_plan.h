@@ -49,7 +49,6 @@ struct TileArgs {
   float* ws_o;   // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
   float* ws_ml;  // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
   int early_kv;  // split-KV: stage the keys before the first new token before the PDL wait
-  int trigger;   // PagedAttentionArgs::pdl_trigger
   // Fused RoPE + KV store (split-KV only; PagedAttentionArgs::rope): rope_tokens > 0 turns it on
   // and sizes the dynamic shared memory after the tile's (rope_smem_bytes).
   int rope_tokens;
@@ -257,7 +256,6 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
   t.ws_o = nullptr;
   t.ws_ml = nullptr;
   t.early_kv = a.early_kv ? 1 : 0;
-  t.trigger = a.pdl_trigger;
   t.rope_tokens = 0;
   if (a.rope != nullptr) {  // validate() has checked that only the split-KV kernel runs
     const AttnRopeArgs& r = *a.rope;

@@ -350,9 +350,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   const bool rope = kSplit && a.rope_tokens > 0;
   float* s_cs = reinterpret_cast<float*>(smem_raw + C::kSmemBytes);        // [rope_tokens][D]
   T* s_new = reinterpret_cast<T*>(s_cs + (rope ? a.rope_tokens * D : 0));  // [rope_tokens][2][D]
-  if (a.trigger == 0) pdl_trigger();
+  pdl_trigger();
   if (!early) pdl_wait();
-  if (a.trigger == 1 && !early) pdl_trigger();
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WN, wn = warp % WN;
@@ -529,7 +528,6 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     }
   }
   if (early) pdl_wait();
-  if (a.trigger == 1 && early) pdl_trigger();
   load_q();
   if (rope) {  // the new keys' raw K and V rows (the QKV projection's output)
     const int n_new = max(0, new_hi - new_lo);
@@ -680,7 +678,6 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
   }
-  if (a.trigger == 2) pdl_trigger();
   cp_async_wait<0>();
   __syncthreads();  // the K/V ring is free: reuse it as the merge buffer
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -142,7 +141,6 @@ class CudaWeight : public Weight {
   std::unique_ptr<W4Weight> w4;
   std::unique_ptr<W8Weight> w8;
   bool interleaved = false;  // W4 gate|up packed W4RowOrder::kInterleave8 (linear_silu_mul only)
-  float max_abs = 0.f;       // Vector: max |v| (a norm's γ: NormLink's gscale), NaN if any is
   // An attention op came right after this weight's linear (learned from the calls; the QKV
   // projection): with PERFX_CUDA_QKV_TRIGGER its w4_gemv3 lets attention launch early
   mutable bool feeds_attention = false;
@@ -282,12 +280,6 @@ class CudaBackend : public Backend {
     rope_fused_ = env_switch("PERFX_CUDA_ROPE_FUSED");
     (void)qkv_trigger_pct();  // PERFX_CUDA_QKV_TRIGGER: a bad value is refused here, not mid-run
     attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
-    if (const char* e = std::getenv("PERFX_CUDA_NORM_LINK"); e && *e) {
-      const std::string v = e;
-      check(v == "0" || v == "1" || v == "v1",
-            "PERFX_CUDA_NORM_LINK must be 0, 1 or v1, got '" + v + "'");
-      norm_link_ = v == "0" ? 0 : v == "1" ? 1 : 2;
-    }
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
     if (profile_) graphs_enabled_ = false;   // per-op events need eager launches
@@ -299,7 +291,6 @@ class CudaBackend : public Backend {
     cublas_ws_.alloc(32u << 20, "the cuBLAS workspace", dev_);
     cublas_ok(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
               "cublasSetWorkspace");
-    norm_parts_.alloc(8 * kNormParts * sizeof(float), "the NormLink partial sums", dev_);
     guarded("init", [] {
       linear_kernels_init();
       paged_attention_init();
@@ -451,7 +442,6 @@ class CudaBackend : public Backend {
     w->in = 1;
     std::vector<float> host((size_t)w->out);
     float_to_f32(v.dtype, v.data, host.data(), w->out, "tensor '" + v.name + "'");
-    for (float f : host) w->max_abs = std::isnan(f) ? f : std::max(w->max_abs, std::fabs(f));
     w->mem.alloc(host.size() * 4, "vector '" + v.name + "'", dev_);
     cuda_ok(cudaMemcpy(w->mem.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice),
             "upload vector");
@@ -903,90 +893,6 @@ class CudaBackend : public Backend {
                       /*interleaved=*/true, b);
     });
     launched("linear_silu_mul");
-  }
-
-  void linear_add_rms_norm_linear(Tensor x, const Weight& w1, const Weight* b1, Tensor y1,
-                                  Tensor residual, const Weight& norm_w, float eps, Tensor h,
-                                  const Weight& w2, const Weight* b2, Tensor y2) override {
-    if (!norm_link(x, w1, b1, y1, residual, norm_w, eps, h, w2, b2, y2, Tensor{}))
-      Backend::linear_add_rms_norm_linear(x, w1, b1, y1, residual, norm_w, eps, h, w2, b2, y2);
-  }
-  void linear_add_rms_norm_linear_silu_mul(Tensor x, const Weight& w1, const Weight* b1, Tensor y1,
-                                           Tensor residual, const Weight& norm_w, float eps,
-                                           Tensor h, const Weight& w2, const Weight* b2, Tensor gu,
-                                           Tensor act) override {
-    if (!norm_link(x, w1, b1, y1, residual, norm_w, eps, h, w2, b2, gu, act))
-      Backend::linear_add_rms_norm_linear_silu_mul(x, w1, b1, y1, residual, norm_w, eps, h, w2, b2,
-                                                   gu, act);
-  }
-
-  /// linear → add_rms_norm → linear (act.data set: → linear_silu_mul, y2 = gu unused) as two
-  /// decode GEMVs linked by a NormLink (linear.cuh; docs/cuda_linear_notes.md §22): the first
-  /// adds its result into the residual and leaves γ · gscale · s in h with per-CTA Σ s², the
-  /// second scales its results by 1/rms. Where that does not apply (not W4 on both sides, M > 8,
-  /// another plan, unaligned rows, a shape the ops would refuse, PERFX_CUDA_NORM_LINK=0) launches
-  /// nothing and returns false (the caller runs the ops, which report any error).
-  bool norm_link(Tensor x, const Weight& w1t, const Weight* b1, Tensor y1, Tensor residual,
-                 const Weight& norm_wt, float eps, Tensor h, const Weight& w2t, const Weight* b2,
-                 Tensor y2, Tensor act) {
-    if (norm_link_ == 0 || skip_ != 0) return false;
-    const auto &w1 = cw(w1t), &w2 = cw(w2t), &nw = cw(norm_wt);
-    const bool swiglu = act.data != nullptr;
-    const int M = (int)x.rows;
-    const int64_t n = w1.out;
-    if (!w1.w4 || !w2.w4 || w1.interleaved || w2.interleaved != swiglu || M < 1 || M > 8 ||
-        nw.kind != CudaWeight::Kind::Vector || !(nw.max_abs <= 3e38f))
-      return false;
-    const bool shapes =
-        x.dtype == act_ && x.cols == w1.in && y1.rows == M && y1.cols == n && y1.dtype == act_ &&
-        residual.dtype == act_ && residual.rows == M && residual.cols == n && h.dtype == act_ &&
-        h.rows == M && h.cols == n && nw.out == n && w2.in == n && (!b1 || b1->out == w1.out) &&
-        (!b2 || b2->out == w2.out) &&
-        (swiglu
-             ? act.dtype == act_ && act.rows == M && act.cols * 2 == w2.out
-             : y2.rows == M && y2.cols == w2.out && (y2.dtype == act_ || y2.dtype == DType::F32));
-    if (!shapes || !kernel_ready_x(x) || !kernel_ready_x(h) ||
-        !linear_w4a16_links_norm(w1.w4->view(), M, true) ||
-        !linear_w4a16_links_norm(w2.w4->view(), M, false) ||
-        (swiglu && !linear_w4a16_swiglu_takes(w2.w4->view(), M)) ||
-        (norm_link_ == 2 && w4a16_plan(w1.w4->view(), M, false).kernel != LinearKernel::Gemv))
-      return false;
-    last_linear_ = swiglu ? nullptr : &w2;
-    if (replaying()) return true;
-    OpTimer timer(*this, profile_ ? "linear_add_rms_norm_linear" : "");
-    // gscale: a power of two with max|γ| · gscale <= 1 (γ ⊙ s cannot overflow fp16)
-    int e = 0;
-    (void)std::frexp(nw.max_abs, &e);
-    NormLink prod;
-    prod.res = residual.data;
-    prod.ldr = residual.stride;
-    prod.gamma = nw.vec();
-    prod.part_out = static_cast<float*>(norm_parts_.get());
-    prod.gscale = nw.max_abs <= 1.f ? 1.f : std::ldexp(1.f, -e);
-    const float* bias1 = b1 ? cw(*b1).vec() : nullptr;
-    const float* bias2 = b2 ? cw(*b2).vec() : nullptr;
-    guarded("linear_add_rms_norm_linear (W4A16)", [&] {
-      const L2Prefetch pf1 = l2_prefetch_after(w1);
-      const LinearPlan p1 = linear_w4a16(*w1.w4, x.data, act_, M, x.stride, h.data, act_, h.stride,
-                                         bias1, workspace(linear_workspace_bytes(*w1.w4, M, true)),
-                                         stream_, &dense_gemm_, pf1, 0, prod);
-      NormLink cons;
-      cons.part_in = prod.part_out;
-      cons.n_part = p1.ctas;
-      cons.n = (int)n;
-      cons.eps = eps;
-      cons.gscale = prod.gscale;
-      const L2Prefetch pf2 = l2_prefetch_after(w2);
-      const Workspace ws2 = workspace(linear_workspace_bytes(*w2.w4, M, true));
-      if (swiglu)
-        linear_w4a16_swiglu(w2.w4->view(), h.data, act_, M, h.stride, act.data, act.stride, bias2,
-                            stream_, pf2, ws2, cons);
-      else
-        linear_w4a16(*w2.w4, h.data, act_, M, h.stride, y2.data, y2.dtype, y2.stride, bias2, ws2,
-                     stream_, &dense_gemm_, pf2, w2.feeds_attention ? qkv_trigger_pct() : 0, cons);
-    });
-    launched("linear_add_rms_norm_linear");
-    return true;
   }
 
   /// Attention follows the latest linear directly (only RoPE + KV store may sit between): that
@@ -1501,9 +1407,6 @@ class CudaBackend : public Backend {
   std::unique_ptr<TraceRing> trace_;         // PERFX_CUDA_TRACE (trace builds only)
   bool rope_fused_ = true;  // PERFX_CUDA_ROPE_FUSED: RoPE + KV store inside split-KV attention
   bool attn_merge_ = true;  // PERFX_CUDA_ATTN_MERGE: split-KV's last CTA merges (no reduce kernel)
-  int norm_link_ = 0;  // PERFX_CUDA_NORM_LINK: add + RMSNorm inside the decode GEMVs (0 off, 1 on,
-                       // 2 "v1": only where the producer runs w4_gemv)
-  DevMem norm_parts_;  // NormLink: [8][kNormParts] fp32 partial sums of s²
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();

@@ -222,36 +222,6 @@ class W8Weight {
 // written; x[m, 0..K) for m < M is read. All launches go to `stream` and are checked with
 // cudaGetLastError.
 
-/// Most CTAs a NormLink producer may have: the partial sums' row stride (floats per token).
-constexpr int kNormParts = 1024;
-
-/// The decode GEMVs' share of an add + RMSNorm that sits between two linears (CudaBackend's
-/// linear_add_rms_norm_linear; docs/cuda_linear_notes.md §22). RMSNorm (Zhang & Sennrich 2019):
-/// out = γ ⊙ s / sqrt(mean(s²) + eps). It is split so that no kernel waits on a whole row:
-/// - Producer (res != null; w4_gemv / w4_gemv3 with activation-dtype y): the GEMV's result
-///   v = round(x·Wᵀ + bias) is not stored. Each output (token t, row r) sets
-///   s = round(res[t][r] + v) into res (the residual stream, bit for bit add_rms_norm's) and
-///   y[t][r] = round(γ[r] · gscale · s); each CTA writes Σ s² over its rows to
-///   part_out[t · kNormParts + blockIdx.x] (every CTA, 0 when it owns no row; the launch returns
-///   the grid size, which the consumer's n_part must be).
-/// - Consumer (part_in != null): x is such a y; each fp32 result is multiplied by
-///   rsqrt(Σ_{j < n_part} part_in[t · kNormParts + j] / n + eps) / gscale (the sum in a fixed
-///   order, so the result is deterministic) before its bias.
-/// gscale is a power of two with max|γ| · gscale <= 1, so y cannot overflow fp16 where the
-/// residual does not. Results differ from the unfused ops by the rounding of y (γ·s instead of
-/// γ·s/rms: ~2^-11 relative per element) and the order of Σ s².
-struct NormLink {
-  void* res = nullptr;  // producer: residual [M, N] (activation dtype, row stride ldr)
-  int64_t ldr = 0;
-  const float* gamma = nullptr;    // producer: γ [N]
-  float* part_out = nullptr;       // producer: [8][kNormParts]
-  const float* part_in = nullptr;  // consumer: the producer's part_out
-  int n_part = 0;                  // consumer: the producer's grid size
-  int n = 0;                       // consumer: the norm's length (the producer's N)
-  float eps = 0.f;                 // consumer
-  float gscale = 1.f;              // both: as above
-};
-
 /// W4A16 GEMV, M = 1..8 tokens. Grid: one CTA per 16-row block; `warps` (4, 8 or 16; 0 = default
 /// 8) warps split K, partial sums reduced through shared memory. x_smem: stage x in shared memory
 /// (then 8 chunks in flight per lane, else 4 with x in registers) when its M · (64·KC + 32) · 2
@@ -259,10 +229,8 @@ struct NormLink {
 /// Numerics: per (row, token, 32-channel half-chunk) the mma sums (q − zero)·x exactly in fp32
 /// (integers times fp16/bf16 are exact in fp32), then acc += scale · partial in fp32: error is fp32
 /// summation only (~1e-6 relative), independent of the activation type.
-/// Returns the grid size (CTAs). `norm`: NormLink (fp16/bf16 y only).
-int w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-            int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1,
-            const NormLink& norm = {});
+void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1);
 
 /// Configuration of w4_gemv2 (0 = the default rule w4_gemv2_default_config).
 struct W4Gemv2Config {
@@ -316,8 +284,6 @@ struct W4Gemv3Config {
   W4A8Act a8;           // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
                // group, then scale_w · d · (Σ q_w q_x − zero · Σ q_x) in fp32 (x, ldx
                // unused; groups 32, 64, 128)
-  NormLink norm;  // producer / consumer of an add + RMSNorm (W4A16 only; not with swiglu as
-                  // producer)
 };
 /// W4A16 GEMV v3, M = 1..8 tokens, group sizes 32..512 (docs/cuda_linear_notes.md §9): the v1
 /// data flow (exact q − z in the conversion, fp32 mma per group, one scale FMA per group) with the
@@ -329,9 +295,8 @@ struct W4Gemv3Config {
 /// dtype or F32), bias [N] fp32 or null. Numerics: as w4_gemv (error = fp32 summation, ~1e-6).
 /// Throws perfx::Error for M > 8, a group size > 512, a split not in {1, 2, 4, 8}, cfg.probe with
 /// other than fp16 in and out, or the argument errors of check_linear_args (dtype, ld, alignment).
-/// Returns the grid size (CTAs).
-int w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg = {});
+void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+              int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg = {});
 /// Whether w4_gemv3 takes (w, M): 1 <= M <= 8 and group size <= 512.
 bool w4_gemv3_supported(const W4View& w, int M);
 /// The split w4_gemv3 picks when cfg.split == 0: 8, halved while a segment would hold less than
@@ -384,7 +349,6 @@ const char* linear_kernel_name(LinearKernel k);
 struct LinearPlan {
   LinearKernel kernel = LinearKernel::Gemv;
   int split_k = 1;
-  int ctas = 0;  // the GEMVs' grid size (a NormLink producer's n_part); 0 for the others
 };
 
 /// The caller's dense GEMM for the "dequantize + cuBLAS" path (large M):
@@ -444,15 +408,10 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
 /// warp's batches instead of after its main loop (PERFX_CUDA_PDL_GEMV3's rule for one call: the
 /// QKV projection with PERFX_CUDA_QKV_TRIGGER) when PERFX_CUDA_PDL_GEMV3 keeps its default rule;
 /// 0 keeps the configured rule.
-/// `norm` (NormLink; either role set): only where linear_w4a16_links_norm(w, M), else throws.
 LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
                         const DenseGemm* dense = nullptr, const L2Prefetch& prefetch = {},
-                        int trigger_pct = 0, const NormLink& norm = {});
-/// Whether linear_w4a16 of (w, M) takes a NormLink as producer (else consumer): the plan is
-/// w4_gemv or w4_gemv3 with fp16 / bf16 activations (not W4A8); a w4_gemv producer has at most
-/// kNormParts row blocks (its grid).
-bool linear_w4a16_links_norm(const W4View& w, int M, bool producer);
+                        int trigger_pct = 0);
 /// The SwiGLU MLP's first half on a gate|up weight packed W4RowOrder::kInterleave8, when
 /// w4a16_plan picks w4_gemv3 for (w, M): act [M, N / 2] (activation dtype, row stride ldact) =
 /// silu(g) · u with w4_gemv3's SwiGLU epilogue; bias [N] in the parts' order (gate, then up) or
@@ -460,14 +419,9 @@ bool linear_w4a16_links_norm(const W4View& w, int M, bool producer);
 /// PERFX_CUDA_SWIGLU_EPILOGUE=0 (the caller then runs
 /// linear_w4a16 into a [M, N] buffer, whose columns are in the interleaved order, and
 /// launch_silu_mul_interleaved). Throws perfx::Error as linear_w4a16.
-/// Whether linear_w4a16_swiglu runs its epilogue for (w, M) (else it returns false).
-bool linear_w4a16_swiglu_takes(const W4View& w, int M);
-/// `norm`: a NormLink consumer (only where linear_w4a16_links_norm and _swiglu_takes; throws
-/// otherwise).
 bool linear_w4a16_swiglu(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* act,
                          int64_t ldact, const float* bias, cudaStream_t stream,
-                         const L2Prefetch& prefetch = {}, Workspace ws = {},
-                         const NormLink& norm = {});
+                         const L2Prefetch& prefetch = {}, Workspace ws = {});
 /// Bytes quantize_act_q8 needs in its workspace for M rows of K at `group`.
 size_t act_q8_bytes(int M, int64_t K, int group);
 /// Quantizes x [M, K] (fp16/bf16, row stride ldx) per group of `group` channels into ws (W4A8Act
@@ -494,10 +448,9 @@ inline size_t linear_workspace_bytes(const W8Weight& w, int max_M, bool have_den
 inline LinearPlan linear_w4a16(const W4Weight& w, const void* x, DType xt, int M, int64_t ldx,
                                void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
                                cudaStream_t stream, const DenseGemm* dense = nullptr,
-                               const L2Prefetch& prefetch = {}, int trigger_pct = 0,
-                               const NormLink& norm = {}) {
+                               const L2Prefetch& prefetch = {}, int trigger_pct = 0) {
   return linear_w4a16(w.view(), x, xt, M, ldx, y, yt, ldy, bias, ws, stream, dense, prefetch,
-                      trigger_pct, norm);
+                      trigger_pct);
 }
 inline LinearPlan linear_w8a16(const W8Weight& w, const void* x, DType xt, int M, int64_t ldx,
                                void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,

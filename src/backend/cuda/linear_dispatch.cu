@@ -291,48 +291,21 @@ bool w4a8_should_use(const W4View& v, int M) {
 
 namespace {
 /// w4_gemv3 with int8 activations when w4a8_should_use (x quantized into ws first), else as is.
-/// Returns the grid size.
-int gemv3_launch(const W4View& v, W4Gemv3Config c, const void* x, DType xt, int M, int64_t ldx,
-                 void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
-                 cudaStream_t stream) {
+void gemv3_launch(const W4View& v, W4Gemv3Config c, const void* x, DType xt, int M, int64_t ldx,
+                  void* y, DType yt, int64_t ldy, const float* bias, Workspace ws,
+                  cudaStream_t stream) {
   if (w4a8_should_use(v, M) && ldx % 4 == 0 && ws.bytes >= act_q8_bytes(M, v.d.K, v.d.group_size))
     c.a8 = quantize_act_q8(x, xt, M, ldx, v.d.K, v.d.group_size, ws, stream, w4a8_mode() != 2);
-  return w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
-}
-
-bool links(const NormLink& n) {
-  return n.res != nullptr || n.part_in != nullptr;
+  w4_gemv3(v, x, xt, M, ldx, y, yt, ldy, bias, stream, c);
 }
 }  // namespace
-
-bool linear_w4a16_links_norm(const W4View& v, int M, bool producer) {
-  const LinearKernel k = w4a16_plan(v, M, false).kernel;
-  // a producer's grid: w4_gemv's is NB; w4_gemv3's one wave (2 CTAs an SM) is far below
-  return (k == LinearKernel::Gemv3 ||
-          (k == LinearKernel::Gemv && (!producer || v.d.NB <= kNormParts))) &&
-         !w4a8_should_use(v, M);
-}
-
-namespace {
-bool swiglu_epilogue_on() {
-  // PERFX_CUDA_SWIGLU_EPILOGUE=0: never (the A/B of docs/cuda_linear_notes.md §10).
-  static const bool on = !env_is("PERFX_CUDA_SWIGLU_EPILOGUE", "0");
-  return on;
-}
-}  // namespace
-
-bool linear_w4a16_swiglu_takes(const W4View& v, int M) {
-  return swiglu_epilogue_on() && w4a16_plan(v, M, false).kernel == LinearKernel::Gemv3;
-}
 
 bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* act,
                          int64_t ldact, const float* bias, cudaStream_t stream,
-                         const L2Prefetch& prefetch, Workspace ws, const NormLink& norm) {
-  PERFX_CHECK(
-      !links(norm) || (M >= 1 && norm.res == nullptr && linear_w4a16_links_norm(v, M, false) &&
-                       linear_w4a16_swiglu_takes(v, M)),
-      "linear_w4a16_swiglu: a NormLink needs the w4_gemv3 SwiGLU epilogue");
-  if (!swiglu_epilogue_on()) return false;
+                         const L2Prefetch& prefetch, Workspace ws) {
+  // PERFX_CUDA_SWIGLU_EPILOGUE=0: never (the A/B of docs/cuda_linear_notes.md §10).
+  static const bool on = !env_is("PERFX_CUDA_SWIGLU_EPILOGUE", "0");
+  if (!on) return false;
   if (M == 0) return true;
   const LinearPlan p = w4a16_plan(v, M, false);
   if (p.kernel != LinearKernel::Gemv3) return false;
@@ -341,28 +314,23 @@ bool linear_w4a16_swiglu(const W4View& v, const void* x, DType xt, int M, int64_
   W4Gemv3Config c = gemv3_config();
   c.swiglu = true;
   c.prefetch = prefetch;
-  c.norm = norm;
   gemv3_launch(v, c, x, xt, M, ldx, act, xt, ldact, bias, ws, stream);
   return true;
 }
 
 LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t ldx, void* y,
                         DType yt, int64_t ldy, const float* bias, Workspace ws, cudaStream_t stream,
-                        const DenseGemm* dense, const L2Prefetch& prefetch, int trigger_pct,
-                        const NormLink& norm) {
+                        const DenseGemm* dense, const L2Prefetch& prefetch, int trigger_pct) {
   check_linear_args("linear_w4a16", v.d.N, v.d.K, x, xt, M, ldx, y, yt, ldy);
   if (M == 0) return LinearPlan{};
-  PERFX_CHECK(!links(norm) || linear_w4a16_links_norm(v, M, norm.res != nullptr),
-              "linear_w4a16: a NormLink needs the w4_gemv / w4_gemv3 plan with fp16/bf16 "
-              "activations");
   const bool have_dense = dense != nullptr && dense->fn != nullptr;
-  LinearPlan p = w4a16_plan(v, M, have_dense);
+  const LinearPlan p = w4a16_plan(v, M, have_dense);
   log_plan(p.kernel == LinearKernel::Gemv3 && w4a8_should_use(v, M) ? "w4a8" : "w4a16", v.d.N,
            v.d.K, v.d.group_size, M, xt, yt, p);
   switch (p.kernel) {
     case LinearKernel::Gemv: {
       const GemvRule r = gemv_rule(v, M);
-      p.ctas = w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream, r.warps, r.x_smem, norm);
+      w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream, r.warps, r.x_smem);
       break;
     }
     case LinearKernel::Gemv2:
@@ -375,8 +343,7 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
       // only over the default rule (after the main loop): PERFX_CUDA_PDL_GEMV3 set otherwise wins
       if (trigger_pct > 0 && trigger_pct < 100 && c.pdl && c.late_trigger && c.trigger_pct == 100)
         c.trigger_pct = trigger_pct;
-      c.norm = norm;
-      p.ctas = gemv3_launch(v, c, x, xt, M, ldx, y, yt, ldy, bias, ws, stream);
+      gemv3_launch(v, c, x, xt, M, ldx, y, yt, ldy, bias, ws, stream);
       break;
     }
     case LinearKernel::GemmS32:

@@ -19,7 +19,6 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 #include "backend/cuda/linear_internal.cuh"
-#include "backend/cuda/norm_link.cuh"
 
 namespace perfx::cuda {
 namespace {
@@ -84,42 +83,26 @@ __device__ __forceinline__ void stage_x(uint4* xs, const T* __restrict__ x, int 
 
 /// Sums the per-warp accumulators of the 16-row block and writes y. acc: this lane's 4 mma
 /// accumulator values: (row gid, token 2tid), (gid, 2tid+1), (gid+8, 2tid), (gid+8, 2tid+1).
-/// nl: NormLink (linear.cuh); a consumer's factors in inv[token]. All threads of the CTA call it.
 template <typename OutT>
 __device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb, int64_t N, int M,
                                                   OutT* __restrict__ y, int64_t ldy,
-                                                  const float* __restrict__ bias,
-                                                  const NormLink& nl = {},
-                                                  const float* inv = nullptr) {
+                                                  const float* __restrict__ bias) {
   __shared__ float4 red[kMaxWarps][32];
-  __shared__ float ss_w[4][8];  // NormLink producer: Σ s² per (writing warp, token)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   red[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
   __syncthreads();
-  if (threadIdx.x < 128) {  // warps 0..3, whole
+  if (threadIdx.x < 128) {
     const int i = threadIdx.x, src_lane = i >> 2, c = i & 3;
     float s = 0.f;
     for (int w = 0; w < nw; ++w) s += reinterpret_cast<const float*>(&red[w][src_lane])[c];
     const int gid = src_lane >> 2, tid = src_lane & 3;
     const int64_t row = nb * 16 + gid + 8 * (c >> 1);
     const int token = 2 * tid + (c & 1);
-    float sq = 0.f;
     if (row < N && token < M) {
-      if (nl.part_in != nullptr) s *= inv[token];
       if (bias != nullptr) s += bias[row];
-      if (nl.res != nullptr)
-        sq = normlink::produce<OutT>(nl, token, row, s, y, ldy);
-      else
-        y[(int64_t)token * ldy + row] = frag::to_out<OutT>(s);
-    }
-    if (nl.res != nullptr) {
-      // the token is lane bits 0, 2, 3; the row lane bits 1, 4 (and the warp): sum those out
-      sq += __shfl_xor_sync(0xffffffffu, sq, 2);
-      sq += __shfl_xor_sync(0xffffffffu, sq, 16);
-      if ((lane & 0x12) == 0) ss_w[warp][token] = sq;
+      y[(int64_t)token * ldy + row] = frag::to_out<OutT>(s);
     }
   }
-  if (nl.res != nullptr) normlink::producer_store(nl, M, ss_w, 4);
 }
 
 /// How a W4 chunk's halves find their scale/zero records (w4_gemv's RK).
@@ -138,7 +121,7 @@ template <typename Tag, typename OutT, bool XS, int RK>
 __global__ void __launch_bounds__(512)
     w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
-                   bool late_trigger, NormLink nl) {
+                   bool late_trigger) {
   PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
   constexpr int NR = RK == kRecPair ? 2 : 1;
@@ -193,9 +176,6 @@ __global__ void __launch_bounds__(512)
   load_w(kc0);
   pdl_wait();
   load_x(kc0);
-  __shared__ float nl_inv[8];  // NormLink consumer: 1/rms per token
-  if (nl.part_in != nullptr) normlink::consumer_scales(nl, M, nl_inv);
-  if (nl.res != nullptr && warp == 0) normlink::producer_prefetch<OutT>(nl, M, nb, w.d.N);
   if constexpr (XS) stage_x(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld);
   while (kc0 < KC) {
 #pragma unroll
@@ -232,7 +212,7 @@ __global__ void __launch_bounds__(512)
     load_x(kc0);
   }
   if (late_trigger) pdl_trigger();
-  gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias, nl, nl_inv);
+  gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
 }
 
 /// W8 (Q8_0) GEMV; XS as above. One scale record per 32-channel chunk.
@@ -370,9 +350,8 @@ void ensure_w8_xs() {
 }
 
 template <typename Tag, typename OutT, int RK>
-int launch_w4_gemv_rk(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                      const float* bias, cudaStream_t stream, int warps, int x_smem,
-                      const NormLink& nl) {
+void launch_w4_gemv_rk(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+                       const float* bias, cudaStream_t stream, int warps, int x_smem) {
   const int xs_ld = xs_row_stride(64 * (int64_t)w.d.KC);
   const bool xs = use_xs(M, xs_ld, x_smem);
   const size_t smem = xs ? (size_t)M * xs_ld * 2 : 0;
@@ -381,25 +360,23 @@ int launch_w4_gemv_rk(const W4View& w, const void* x, int M, int64_t ldx, void* 
   const dim3 grid((unsigned)w.d.NB), block(32 * warps);
   if (xs) ensure_w4_xs<Tag, OutT, RK>();
   auto* fn = xs ? w4_gemv_kernel<Tag, OutT, true, RK> : w4_gemv_kernel<Tag, OutT, false, RK>;
-  launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late(), nl);
+  launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late());
   CUDA_CHECK_LAUNCH("w4_gemv_kernel");
-  return (int)grid.x;
 }
 
 template <typename Tag, typename OutT>
-int launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                   const float* bias, cudaStream_t stream, int warps, int x_smem,
-                   const NormLink& nl) {
+void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
+                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
   switch (rec_kind(w)) {
     case kRecPair:
       return launch_w4_gemv_rk<Tag, OutT, kRecPair>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                    x_smem, nl);
+                                                    x_smem);
     case kRecSym:
       return launch_w4_gemv_rk<Tag, OutT, kRecSym>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                   x_smem, nl);
+                                                   x_smem);
     default:
       return launch_w4_gemv_rk<Tag, OutT, kRecGroup>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                     x_smem, nl);
+                                                     x_smem);
   }
 }
 
@@ -460,20 +437,23 @@ std::string describe_gemv_kernels() {
   return r;
 }
 
-int w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-            int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem,
-            const NormLink& norm) {
+void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem) {
   check_linear_args("w4_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w4_gemv: M = " + std::to_string(M) + " > 8");
-  check_norm_link("w4_gemv", norm, w.d.N, w.d.NB, xt, yt, false, false);
-  if (M == 0) return 0;
+  if (M == 0) return;
   const int nw = gemv_warps(warps);
-  int grid = 0;
-  dispatch_act_out(xt, yt, [&](auto tag, auto out) {
-    grid = launch_w4_gemv<decltype(tag), decltype(out)>(w, x, M, ldx, y, ldy, bias, stream, nw,
-                                                        x_smem, norm);
-  });
-  return grid;
+  if (xt == DType::F16) {
+    if (yt == DType::F32)
+      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+    else
+      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+  } else {
+    if (yt == DType::F32)
+      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+    else
+      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+  }
 }
 
 void w8_gemv(const W8View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,

@@ -39,7 +39,6 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 #include "backend/cuda/linear_internal.cuh"
-#include "backend/cuda/norm_link.cuh"
 #include "backend/cuda/swiglu.cuh"
 
 namespace perfx::cuda {
@@ -172,13 +171,12 @@ struct Batch {
 /// batch only XOR-folded (no conversion, mma or activations): the memory side alone. A8: W4A8
 /// (W4Gemv3Config::a8): int8 activations from a8, q·x in int32 per group (mma m16n8k32 u8·s8),
 /// acc += scale · d · (Σ q x − zero · Σ x) per group. SYM (GS = 0 only): symmetric records
-/// (W4Dims::sym), one per chunk holding both halves' scales, zeros 8. nl: NormLink (linear.cuh;
-/// its producer role not with swiglu).
+/// (W4Dims::sym), one per chunk holding both halves' scales, zeros 8.
 template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool SYM>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8, NormLink nl) {
+                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8) {
   PERFX_TRACE(kTrGemv3, w.q);
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
@@ -197,8 +195,6 @@ __global__ void __launch_bounds__(kNW * 32, 2)
                 "a slot's activation buffer is refilled for slot u + XW of the next batch when "
                 "u + XW wraps: the ring must hold whole buffer cycles");
   __shared__ float4 red[2][kNW][32];
-  __shared__ float nl_inv[8];      // NormLink consumer: 1/rms per token
-  __shared__ float nl_ss[kNW][8];  // NormLink producer: Σ s² per (row lane, token)
 
   if (trigger_pct <= 0) pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -289,7 +285,6 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     step(before, cur);
   }
   static_for<kU>([&](auto uc) { load(uc, cur); });
-  if (nl.res != nullptr && sg == 0 && lane < 8) nl_ss[rl][lane] = 0.f;
   pdl_wait();
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
@@ -333,10 +328,6 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   };
   static_for<XW>([&](auto uc) { load_x(uc, cur); });
   if constexpr (A8) static_for<XD>([&](auto uc) { load_xa(uc, cur); });
-  // NormLink: the consumer's 1/rms (its loads' latency overlaps the first activations'); the
-  // producer's first task's residual and γ into L1 (a 7B-sized producer has one task a CTA)
-  if (nl.part_in != nullptr) normlink::consumer_scales(nl, M, nl_inv);
-  if (nl.res != nullptr && sg == 0) normlink::producer_prefetch<OutT>(nl, M, cur.nb, w.d.N);
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   int buf = 0;
   // The batch after which this warp lets the next kernel launch (W4Gemv3Config::trigger_pct). The
@@ -442,8 +433,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
         for (int j = 0; j < 2; ++j) {
           const int token = 2 * tid + j;
           if (c < I && token < M) {
-            const float f = nl.part_in != nullptr ? nl_inv[token] : 1.f;
-            float g = acc[j] * f, u = acc[2 + j] * f;
+            float g = acc[j], u = acc[2 + j];
             if (bias != nullptr) {
               g += bias[c];
               u += bias[I + c];
@@ -454,29 +444,14 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           }
         }
       } else if (sg == 0) {
-        float ss[2] = {0.f, 0.f};  // NormLink producer: Σ s² of tokens 2 tid, 2 tid + 1
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int64_t row = nb * 16 + gid + 8 * (i >> 1);
           const int token = 2 * tid + (i & 1);
           if (row < w.d.N && token < M) {
             float v = acc[i];
-            if (nl.part_in != nullptr) v *= nl_inv[token];
             if (bias != nullptr) v += bias[row];
-            if (nl.res != nullptr)
-              ss[i & 1] += normlink::produce<OutT>(nl, token, row, v, y, ldy);
-            else
-              y[(int64_t)token * ldy + row] = frag::to_out<OutT>(v);
-          }
-        }
-        if (nl.res != nullptr) {  // over the 8 gids (lane bits 2..4), then one add per token
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int o = 4; o < 32; o <<= 1) ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], o);
-          if (gid == 0) {
-            nl_ss[rl][2 * tid] += ss[0];
-            nl_ss[rl][2 * tid + 1] += ss[1];
+            y[(int64_t)token * ldy + row] = frag::to_out<OutT>(v);
           }
         }
       }
@@ -486,15 +461,14 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     cur = nxt;
   }
   if (nbatch > 0 && (trigger_pct >= 100 || (trigger_pct > 0 && trigger_b >= nbatch))) pdl_trigger();
-  if (nl.res != nullptr) normlink::producer_store(nl, M, nl_ss, R);
   // the next linear's first bytes, while the kernels between leave DRAM idle
   prefetch_l2_share(pf);
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
 template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool SYM = false>
-int launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
-              int64_t ldy, const float* bias, cudaStream_t stream, int S) {
+void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
+               int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   static std::once_flag once;
   static int per_sm = 1;
   auto* fn = w4_gemv3_kernel<Tag, OutT, GS, PROBE, A8, SYM>;
@@ -505,19 +479,15 @@ int launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int
   const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
   int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
   if (c.grid_cap > 0) grid = std::min<int64_t>(grid, c.grid_cap);
-  PERFX_CHECK(c.norm.res == nullptr || grid <= kNormParts,
-              "w4_gemv3: a NormLink producer's grid of " + std::to_string(grid) +
-                  " CTAs exceeds kNormParts");
   CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
-                              c.prefetch, c.a8, c.norm));
-  return (int)grid;
+                              c.prefetch, c.a8));
 }
 
 template <typename Tag, typename OutT, bool PROBE, bool A8>
-int launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
-                 void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
+void launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
+                  void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   switch (w.d.gs_shift) {
     case 0:
       if (w.d.sym)
@@ -536,16 +506,19 @@ int launch_v3_gs(const W4Gemv3Config& c, const W4View& w, const void* x, int M, 
 }
 
 template <typename Tag, typename OutT>
-int launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
-                   void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
+void launch_v3_mode(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx,
+                    void* y, int64_t ldy, const float* bias, cudaStream_t stream, int S) {
   if (c.probe) {
-    if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>)
-      return launch_v3_gs<Tag, OutT, true, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+    if constexpr (std::is_same_v<Tag, F16> && std::is_same_v<OutT, __half>) {
+      launch_v3_gs<Tag, OutT, true, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+      return;
+    }
     throw Error("w4_gemv3: the probe runs with fp16 activations and output only");
   }
   if (c.a8.q != nullptr)
-    return launch_v3_gs<Tag, OutT, false, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
-  return launch_v3_gs<Tag, OutT, false, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+    launch_v3_gs<Tag, OutT, false, true>(c, w, x, M, ldx, y, ldy, bias, stream, S);
+  else
+    launch_v3_gs<Tag, OutT, false, false>(c, w, x, M, ldx, y, ldy, bias, stream, S);
 }
 
 }  // namespace
@@ -590,8 +563,8 @@ std::string describe_gemv3_kernels() {
   return r;
 }
 
-int w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg) {
+void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
+              int64_t ldy, const float* bias, cudaStream_t stream, const W4Gemv3Config& cfg) {
   check_linear_args("w4_gemv3", cfg.swiglu ? w.d.N / 2 : w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(cfg.a8.q == nullptr ||
                   (cfg.a8.meta != nullptr && !cfg.probe && w.d.K % 128 == 0 && w.d.gs_shift <= 2),
@@ -603,9 +576,7 @@ int w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void*
                   std::to_string(w.d.N) + " a multiple of 16) and activation-dtype output");
   PERFX_CHECK(w.d.gs_shift <= kMaxGs, "w4_gemv3: group size " + std::to_string(w.d.group_size) +
                                           " > " + std::to_string(32 << kMaxGs));
-  check_norm_link("w4_gemv3", cfg.norm, w.d.N, 0, xt, yt, cfg.swiglu,
-                  cfg.a8.q != nullptr || cfg.probe);
-  if (M == 0) return 0;
+  if (M == 0) return;
   const int S = cfg.split == 0 ? w4_gemv3_default_split(w, M) : cfg.split;
   PERFX_CHECK(S == 1 || S == 2 || S == 4 || S == 8,
               "w4_gemv3: split must be 1, 2, 4 or 8, got " + std::to_string(S));
@@ -614,11 +585,9 @@ int w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void*
         cfg.prefetch.n[r] == 0 ||
             ((uintptr_t)cfg.prefetch.p[r] % 16 == 0 && cfg.prefetch.n[r] % 16 == 0),
         "w4_gemv3: an L2 prefetch range must be 16-byte aligned and a multiple of 16 bytes");
-  int grid = 0;
   dispatch_act_out(xt, yt, [&](auto tag, auto out) {
-    grid = launch_v3_mode<decltype(tag), decltype(out)>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
+    launch_v3_mode<decltype(tag), decltype(out)>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
   });
-  return grid;
 }
 
 }  // namespace perfx::cuda

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "backend/cuda/common.cuh"
-#include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "core/dtype.h"
@@ -37,28 +36,6 @@ inline void check_linear_args(const char* op, int64_t N, int64_t K, const void* 
               std::string(op) + ": ldy = " + std::to_string(ldy) + " < N = " + std::to_string(N));
   PERFX_CHECK(reinterpret_cast<uintptr_t>(y) % (yt == DType::F32 ? 4 : 2) == 0,
               std::string(op) + ": y is not aligned to its element size");
-}
-
-/// NormLink's preconditions for a GEMV of N rows writing yt on a grid of `ctas`: a producer
-/// writes activation-dtype y, not through the SwiGLU epilogue (swiglu), from at most kNormParts
-/// CTAs; neither role with int8 activations or the probe (a8_or_probe).
-inline void check_norm_link(const char* op, const NormLink& nl, int64_t N, int64_t ctas, DType xt,
-                            DType yt, bool swiglu, bool a8_or_probe) {
-  if (nl.res == nullptr && nl.part_in == nullptr) return;
-  PERFX_CHECK(!a8_or_probe, std::string(op) + ": a NormLink needs fp16/bf16 activations");
-  if (nl.res != nullptr)
-    PERFX_CHECK(yt == xt && !swiglu && nl.gamma != nullptr && nl.part_out != nullptr &&
-                    nl.ldr >= N && ctas <= kNormParts && nl.gscale > 0.f,
-                std::string(op) +
-                    ": a NormLink producer writes activation-dtype y (no SwiGLU) "
-                    "from at most kNormParts CTAs, with γ, partial sums and a "
-                    "residual row stride >= N");
-  if (nl.part_in != nullptr)
-    PERFX_CHECK(nl.n_part >= 1 && nl.n_part <= kNormParts && nl.n > 0 && nl.gscale > 0.f,
-                std::string(op) +
-                    ": a NormLink consumer needs 1..kNormParts partial sums, n > 0 "
-                    "and gscale > 0; got n_part " +
-                    std::to_string(nl.n_part));
 }
 
 /// Calls f(Tag{}, OutT{}) for activation dtype xt (F16 → frag::F16, else frag::BF16) and output
