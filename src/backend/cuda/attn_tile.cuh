@@ -388,6 +388,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     const int last_tok = (min(rows_total, row0 + C::kRows) - 1) / G;
     k_end = max(0, min(kv_len, ctx + last_tok + 1));
   }
+  trace_probe(1);  // trace builds: the batch layout has been read (its values decided the above)
 
   // This thread's two rows (g4 and g4 + 8 of its warp's 16) and their exclusive key limits.
   const int g4 = lane >> 2, t4 = lane & 3;
@@ -515,6 +516,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       if (st < n_tiles) load_kv(k_begin + st * kTileKeys, st, k_begin, early_end);
     cp_async_commit();
   }
+  trace_probe(2);  // trace builds: the earlier keys' staging issued (block-table reads included)
   // Fused RoPE: this split's new keys [new_lo, new_hi) (tokens new_lo - ctx ..) are rotated and
   // written by the prologue below; in the ring's first kStages tiles they go straight into shared
   // memory, so the loads of those tiles skip them (skip_hi = 0 when not fused).

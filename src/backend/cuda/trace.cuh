@@ -25,7 +25,8 @@ struct TraceRec {
 /// The ring: `n` counts every record ever appended; record i lives at rec[i % cap].
 struct TraceBuf {
   unsigned long long n;
-  uint32_t cap, pad;
+  uint32_t cap;
+  uint32_t probe;  // PERFX_CUDA_TRACE_PROBE: the probe point that stamps t_prewait (0: none)
   TraceRec rec[1];
 };
 enum TraceKind : uint32_t {
@@ -93,7 +94,16 @@ __device__ __forceinline__ uint64_t* trace_wait_slot() {
   return t;
 }
 __device__ __forceinline__ void trace_before_wait() {
-  if (threadIdx.x == 0) trace_wait_slot()[0] = trace_now();
+  // a probe point reached before the wait (trace_probe) keeps its stamp
+  if (threadIdx.x == 0 && trace_wait_slot()[0] == 0) trace_wait_slot()[0] = trace_now();
+}
+/// Probe point `id` (1, 2, ...: a kernel's own numbering, before its PDL wait): when the run set
+/// PERFX_CUDA_TRACE_PROBE=id, the CTA's t_prewait is stamped here instead of at the wait's entry,
+/// so trace_summary.py's "pre" column times the kernel's prologue up to this point.
+__device__ __forceinline__ void trace_probe(uint32_t id) {
+  if (threadIdx.x != 0) return;
+  const TraceBuf* b = g_trace_buf;
+  if (b != nullptr && b->probe == id) trace_wait_slot()[0] = trace_now();
 }
 __device__ __forceinline__ void trace_waited() {
   if (threadIdx.x == 0) trace_wait_slot()[1] = trace_now();
@@ -130,6 +140,7 @@ struct TraceScope {
 #define PERFX_TRACE(kind, tag) ::perfx::cuda::TraceScope perfx_trace_scope_((kind), (tag))
 #else
 __device__ __forceinline__ void trace_before_wait() {}
+__device__ __forceinline__ void trace_probe(uint32_t) {}
 __device__ __forceinline__ void trace_waited() {}
 #define PERFX_TRACE_BINDER(fn) \
   cudaError_t fn(TraceBuf*) {  \
