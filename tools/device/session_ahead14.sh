@@ -5,8 +5,9 @@
 # (docs/cuda_linear_notes.md §23): the o projection's w4_gemv3 hands L2 part of gate|up's weight
 # before its PDL wait, while attention leaves DRAM idle — greedy tokens with and without it, then
 # tg128 on 7B for SKIP,CAP = off, 9,8 9,16 9,24 (MiB), two rounds interleaved.
-# The PERFX_CUDA_L2_AHEAD hook this ran was built into that binary only and never committed
-# (docs/cuda_linear_notes.md §23 gives what it did and why it was dropped).
+# Ran a development binary of the NormLink experiment (f9e8d00 has its final code), with the link
+# on by default (on 7B only its down → QKV pair linked then) and the PERFX_CUDA_L2_AHEAD hook,
+# which was built into that binary only and never committed (docs/cuda_linear_notes.md §23).
 #   run: command "bash tools/device/session_ahead14.sh", carry [".devpack"]
 #   (.devpack: bin.tar.xz with perfx; trace.tar.xz; lib/)
 set -uo pipefail

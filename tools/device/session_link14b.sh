@@ -6,8 +6,8 @@
 # CUDA conformance fp16 / bf16 (+ the fused cases with w4_gemv3 everywhere), memcheck over the
 # fused cases, CUDA model tests with PERFX_CUDA_NORM_LINK=0, 1 and v1, then tg128 on the random
 # 7B / TinyLlama AWQ shapes for NORM_LINK 0 / 1 / v1 interleaved (two rounds), and Q4_0 once.
-# Ran with development binaries of the NormLink experiment (final code: commit f9e8d00, run by
-# session_link14b.sh); NormLink and PERFX_CUDA_ATTN_TRIGGER were reverted after it.
+# Ran f9e8d00's code, built before that commit (whose only change was the default: on here, so the
+# conformance runs had the link on); NormLink and PERFX_CUDA_ATTN_TRIGGER were reverted after it.
 #   run: command "bash tools/device/session_link14b.sh", carry [".devpack", ".devshared"]
 #   (.devpack: bin.tar.xz with perfx, tests/test_conformance, tests/test_model; lib/)
 set -uo pipefail

@@ -5,6 +5,7 @@
 # PERFX_CUDA_TRACE_PROBE unset (t_prewait at the PDL wait's entry), 1 (after the batch layout is
 # read) and 2 (after the earlier keys' K/V staging is issued); trace_summary.py's "pre" column is
 # then each CTA's start → that point (median).
+# Ran the trace build of commit c545de1 (c592eb5's engine plus the probe points).
 #   run: command "bash tools/device/session_probe14.sh", carry [".devpack"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -97,11 +97,14 @@ __device__ __forceinline__ void trace_before_wait() {
   // a probe point reached before the wait (trace_probe) keeps its stamp
   if (threadIdx.x == 0 && trace_wait_slot()[0] == 0) trace_wait_slot()[0] = trace_now();
 }
-/// Probe point `id` (1, 2, ...: a kernel's own numbering, before its PDL wait): when the run set
-/// PERFX_CUDA_TRACE_PROBE=id, the CTA's t_prewait is stamped here instead of at the wait's entry,
-/// so trace_summary.py's "pre" column times the kernel's prologue up to this point.
+/// Probe point `id` (1, 2, ...: a kernel's own numbering): when the run set
+/// PERFX_CUDA_TRACE_PROBE=id and the CTA's PDL wait has not returned yet, its t_prewait is
+/// stamped here instead of at the wait's entry, so trace_summary.py's "pre" column times the
+/// prologue up to this point (thread 0's progress). A probe reached after the wait (a kernel that
+/// waits at entry) records nothing. Each call costs thread 0 two dependent global loads (the ring,
+/// then its probe field), whatever the variable says: probe points are for probe runs.
 __device__ __forceinline__ void trace_probe(uint32_t id) {
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x != 0 || trace_wait_slot()[1] != 0) return;
   const TraceBuf* b = g_trace_buf;
   if (b != nullptr && b->probe == id) trace_wait_slot()[0] = trace_now();
 }

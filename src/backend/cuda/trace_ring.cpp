@@ -42,13 +42,14 @@ TraceRing::TraceRing(unsigned cap) {
     ok(cudaMemcpy(static_cast<char*>(buf_) + offsetof(TraceBuf, cap), &cap_, sizeof cap_,
                   cudaMemcpyHostToDevice),
        "cudaMemcpy");
-    // PERFX_CUDA_TRACE_PROBE=N (1..1000): which probe point stamps t_prewait (trace.cuh)
+    // PERFX_CUDA_TRACE_PROBE=N (0..1000; 0: none): which probe point stamps t_prewait
+    // (trace.cuh; an N that no kernel has records nothing different from 0)
     if (const char* e = std::getenv("PERFX_CUDA_TRACE_PROBE"); e != nullptr && *e != '\0') {
       const std::string v = e;
       const bool digits = v.size() <= 4 && v.find_first_not_of("0123456789") == std::string::npos;
       const uint32_t probe = digits ? (uint32_t)std::stoul(v) : 0;
-      if (probe < 1 || probe > 1000)
-        throw Error("PERFX_CUDA_TRACE_PROBE must be a whole number from 1 to 1000, got '" + v +
+      if (!digits || probe > 1000)
+        throw Error("PERFX_CUDA_TRACE_PROBE must be a whole number from 0 to 1000, got '" + v +
                     "'");
       ok(cudaMemcpy(static_cast<char*>(buf_) + offsetof(TraceBuf, probe), &probe, sizeof probe,
                     cudaMemcpyHostToDevice),
