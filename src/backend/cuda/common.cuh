@@ -1,5 +1,5 @@
 // Shared helpers of the CUDA backend: error checks that raise perfx::Error, ceil_div, and the
-// device's multiprocessor count (read once per device). Host-side only; include from .cu files.
+// device's multiprocessor count (read once per device), environment switches. Host-side only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,6 +43,20 @@ namespace perfx::cuda {
 inline bool env_is(const char* name, const char* value) {
   const char* e = std::getenv(name);
   return e != nullptr && std::strcmp(e, value) == 0;
+}
+
+/// Environment variable `name` as a whole number in [lo, hi]; `fallback` when unset or empty.
+/// Throws (PERFX_CHECK, naming the variable and the range) on anything else. Callers read it once.
+inline int env_int(const char* name, int lo, int hi, int fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return fallback;
+  const std::string v = e;
+  const bool digits = v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
+  const long n = digits ? std::stol(v) : -1;
+  PERFX_CHECK(digits && n >= lo && n <= hi, std::string(name) + " must be a whole number from " +
+                                                std::to_string(lo) + " to " + std::to_string(hi) +
+                                                ", got '" + v + "'");
+  return static_cast<int>(n);
 }
 
 template <typename I>

@@ -35,20 +35,6 @@ bool env_flag(const char* name) {
   return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
 }
 
-/// Environment variable `name` as a whole number in [lo, hi]; `fallback` when unset or empty.
-/// Throws (PERFX_CHECK, naming the variable and the range) on anything else. Callers read it once.
-int env_int(const char* name, int lo, int hi, int fallback) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || *e == '\0') return fallback;
-  const std::string v = e;
-  const bool digits = v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
-  const long n = digits ? std::stol(v) : -1;
-  PERFX_CHECK(digits && n >= lo && n <= hi, std::string(name) + " must be a whole number from " +
-                                                std::to_string(lo) + " to " + std::to_string(hi) +
-                                                ", got '" + v + "'");
-  return static_cast<int>(n);
-}
-
 /// Prints the plan once per (kind, N, K, group, M, dtypes) when PERFX_CUDA_LINEAR_LOG is set.
 void log_plan(const char* kind, int64_t N, int64_t K, int group, int M, DType xt, DType yt,
               const LinearPlan& p) {

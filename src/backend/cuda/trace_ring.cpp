@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/trace.cuh"
 #include "perfx/status.h"
 
@@ -44,13 +45,7 @@ TraceRing::TraceRing(unsigned cap) {
        "cudaMemcpy");
     // PERFX_CUDA_TRACE_PROBE=N (0..1000; 0: none): which probe point stamps t_prewait
     // (trace.cuh; an N that no kernel has records nothing different from 0)
-    if (const char* e = std::getenv("PERFX_CUDA_TRACE_PROBE"); e != nullptr && *e != '\0') {
-      const std::string v = e;
-      const bool digits = v.size() <= 4 && v.find_first_not_of("0123456789") == std::string::npos;
-      const uint32_t probe = digits ? (uint32_t)std::stoul(v) : 0;
-      if (!digits || probe > 1000)
-        throw Error("PERFX_CUDA_TRACE_PROBE must be a whole number from 0 to 1000, got '" + v +
-                    "'");
+    if (const uint32_t probe = (uint32_t)env_int("PERFX_CUDA_TRACE_PROBE", 0, 1000, 0)) {
       ok(cudaMemcpy(static_cast<char*>(buf_) + offsetof(TraceBuf, probe), &probe, sizeof probe,
                     cudaMemcpyHostToDevice),
          "cudaMemcpy");
