@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -148,7 +149,25 @@ struct Copy {
 // wait: the two orders a source written by the CTA itself after the issue can expose.
 bool g_snapshot = false;
 std::vector<std::vector<Copy>> g_groups[kMaxThreads];  // committed, oldest first
-std::vector<Copy> g_open[kMaxThreads];                 // issued, not yet committed
+// Emulated mbarriers (keyed by address) and the bulk copies that complete on them.
+struct BulkCopy {
+  void* dst;
+  const void* src;
+  unsigned bytes;
+  std::vector<unsigned char> data;  // g_snapshot: the source bytes read at issue
+};
+struct MBar {
+  int count = 0;          // arrivals a phase
+  uint64_t init_gen = 0;  // g_cta_bar's generation at the init
+  unsigned init_tid = 0;
+  int arrived = 0;
+  int64_t tx = 0;  // bytes announced minus bytes issued
+  bool done = false;
+  int issued = 0;                // bulk copies issued on it
+  std::vector<BulkCopy> copies;  // deferred: land when the phase completes
+};
+std::map<const void*, MBar> g_mbars;
+std::vector<Copy> g_open[kMaxThreads];  // issued, not yet committed
 
 inline void do_copy(const Copy& c) {
   if (c.bytes != 0)
@@ -211,6 +230,7 @@ void run_block(int nthreads, const std::function<void()>& body) {
   g_body = body;
   std::memset(g_smem, 0xFF, kSmemBytes);  // NaN-poison shared memory for every CTA
   g_cta_bar = Barrier{nthreads, 0, 0};
+  g_mbars.clear();
   for (int w = 0; w < kMaxThreads / 32; ++w) g_warp_bar[w] = Barrier{32, 0, 0};
   for (int i = 0; i < nthreads; ++i) {
     Fiber& f = g_fibers[i];
@@ -242,6 +262,8 @@ void run_block(int nthreads, const std::function<void()>& body) {
   }
   for (int i = 0; i < nthreads; ++i)
     if (!g_groups[i].empty() || !g_open[i].empty()) die("a thread exited with cp.async pending");
+  for (const auto& [bar, m] : g_mbars)
+    if (m.issued > 0 && !m.done) die("a CTA exited with bulk copies nobody waited for");
   if (std::none_of(g_waited, g_waited + nthreads, [](bool w) { return w; }))
     die("a CTA exited without pdl_wait() (pdl.cuh: the wait keeps the launch chain ordered)");
 }
@@ -427,6 +449,71 @@ inline void cp_async_wait() {
   }
 }
 
+// Bulk copies on mbarriers (the early_bulk path). One phase per mbarrier, as the kernel uses them:
+// it completes once `count` threads have arrived and the bytes they announced (expect_tx) have
+// all been issued; deferred copies land then. Announcing too many bytes deadlocks (detected),
+// too few completes the phase early and the late copy fails; a copy never waited for fails at
+// the CTA's end; a thread that arrives in the same barrier interval as the init (no
+// __syncthreads between them) fails.
+constexpr bool kHasBulkCopy = true;
+inline emu::MBar& mbar_of(uint64_t* bar, const char* what) {
+  auto it = emu::g_mbars.find(bar);
+  if (it == emu::g_mbars.end()) emu::die(std::string(what) + ": mbarrier used before its init");
+  if (it->second.init_gen == emu::g_cta_bar.gen && it->second.init_tid != emu::tid())
+    emu::die(std::string(what) + ": mbarrier init not published by a __syncthreads");
+  return it->second;
+}
+inline void mbar_init(uint64_t* bar, unsigned count) {
+  if (reinterpret_cast<uintptr_t>(bar) % 8) emu::die("mbarrier not 8-byte aligned");
+  emu::MBar m;
+  m.count = static_cast<int>(count);
+  m.init_gen = emu::g_cta_bar.gen;
+  m.init_tid = emu::tid();
+  emu::g_mbars[bar] = std::move(m);
+}
+inline void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+  emu::MBar& m = mbar_of(bar, "arrive.expect_tx");
+  if (m.done || m.arrived == m.count) emu::die("mbarrier: arrival after its phase completed");
+  ++m.arrived;
+  m.tx += bytes;
+  ++emu::g_events;
+}
+inline void bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
+  emu::MBar& m = mbar_of(bar, "cp.async.bulk");
+  if (m.done) emu::die("cp.async.bulk: completes on an mbarrier whose phase has completed");
+  if (bytes == 0 || bytes % 16 || reinterpret_cast<uintptr_t>(gmem) % 16)
+    emu::die("cp.async.bulk: size not a positive multiple of 16 or source misaligned");
+  emu::check_smem(smem, bytes, "cp.async.bulk destination");
+  emu::check_global(gmem, bytes, "cp.async.bulk source");
+  emu::BulkCopy c{smem, gmem, bytes, {}};
+  if (!emu::g_deferred) {
+    std::memcpy(smem, gmem, bytes);
+  } else {
+    if (emu::g_snapshot)
+      c.data.assign(static_cast<const unsigned char*>(gmem),
+                    static_cast<const unsigned char*>(gmem) + bytes);
+    m.copies.push_back(std::move(c));
+  }
+  m.tx -= bytes;
+  ++m.issued;
+  ++emu::g_events;
+}
+inline void mbar_wait(uint64_t* bar, unsigned parity) {
+  if (parity != 0) emu::die("mbarrier: the kernel uses one phase (parity 0) per barrier");
+  emu::MBar* m = &mbar_of(bar, "try_wait");
+  while (!m->done && !(m->arrived == m->count && m->tx == 0)) {
+    emu::yield();
+    m = &mbar_of(bar, "try_wait");
+  }
+  if (!m->done) {  // the phase completes: deferred copies land
+    m->done = true;
+    for (const emu::BulkCopy& c : m->copies)
+      std::memcpy(c.dst, c.data.empty() ? c.src : c.data.data(), c.bytes);
+    m->copies.clear();
+    ++emu::g_events;
+  }
+}
+
 }  // namespace perfx::cuda::attn_detail
 
 #include "attn_test_common.h"
@@ -540,6 +627,7 @@ struct Config {
   bool early_kv;          // PagedAttentionArgs::early_kv
   bool snapshot = false;  // deferred copies read their source at issue (emu::g_snapshot)
   bool counters = false;  // PagedAttentionArgs::split_counters (the last CTA merges the splits)
+  bool bulk = false;      // PagedAttentionArgs::early_bulk (early_kv's keys as bulk copies)
 };
 
 // The split counters (zeroed once; every call must leave them zeroed).
@@ -638,6 +726,7 @@ PagedAttentionArgs emu_args(const AttnCase& c, const HostBatch& b, std::vector<u
   a.workspace_bytes = ws.size() * sizeof(float);
   a.path = path;
   a.early_kv = cfg.early_kv;
+  a.early_bulk = cfg.bulk;
   emu::g_deferred = cfg.deferred;
   emu::g_snapshot = cfg.snapshot;
   a.split_counters = cfg.counters ? g_counters.data() : nullptr;
@@ -890,10 +979,11 @@ int main(int argc, char** argv) {
     }
   }
   // Each case: the H200 model (many splits) with immediate copies and the last-CTA merge, and a
-  // 1-SM model (one split, the direct-write path) with deferred copies, both with early_kv; and the
-  // H200 model without, its deferred copies reading their sources at issue, with the reduce kernel.
+  // 1-SM model (one split, the direct-write path) with deferred copies and the earlier keys as
+  // bulk copies, both with early_kv; and the H200 model without, its deferred copies reading their
+  // sources at issue, with the reduce kernel.
   const std::vector<Config> configs = {{"h200/immediate/merge", 132, 3, false, true, false, true},
-                                       {"1sm/deferred", 1, 1, true, true},
+                                       {"1sm/deferred/bulk", 1, 1, true, true, false, false, true},
                                        {"h200/snapshot/late-kv", 132, 3, true, false, true}};
   if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
     check_forced_splits();
@@ -902,10 +992,12 @@ int main(int argc, char** argv) {
                [&](const AttnCase& c, uint64_t seed) { run_case(c, seed, configs); });
   // Fused RoPE: copies that read their sources at issue and land at the wait (the order in which
   // a load of a new key's cache row, issued before the prologue writes it, would land stale), on
-  // both device models; and read-late copies without early_kv.
-  const std::vector<Config> fused_configs = {{"h200/snapshot", 132, 3, true, true, true},
-                                             {"1sm/snapshot", 1, 1, true, true, true},
-                                             {"1sm/deferred/late-kv", 1, 1, true, false}};
+  // both device models (the 1-SM one with the earlier keys as bulk copies); and read-late copies
+  // without early_kv.
+  const std::vector<Config> fused_configs = {
+      {"h200/snapshot", 132, 3, true, true, true},
+      {"1sm/snapshot/bulk", 1, 1, true, true, true, false, true},
+      {"1sm/deferred/late-kv", 1, 1, true, false}};
   for_selected(cases, quick, filter, "fused ", 1000,
                [&](const AttnCase& c, uint64_t seed) { run_fused(c, seed, fused_configs); });
   for_selected(rope_cases(), quick, filter, "rope ", 5000,

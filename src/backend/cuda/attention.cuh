@@ -113,6 +113,10 @@ struct PagedAttentionArgs {
   /// slower; PERFX_CUDA_ATTN_EARLY_PAIRS=N moves the limit) and not PERFX_CUDA_PDL_EARLY=0
   /// (docs/cuda_attention_notes.md).
   bool early_kv = false;
+  /// With early_kv: stage those keys with one bulk (TMA) copy per key row of K and of V instead of
+  /// 16-byte cp.async (sm_90+, fp16/bf16 caches; elsewhere ignored). paged_attention sets it
+  /// unless PERFX_CUDA_ATTN_BULK=0 (docs/cuda_linear_notes.md §24).
+  bool early_bulk = false;
   /// Non-null: RoPE + KV store happen inside the split-KV kernel (decode), as rope_norm_kv_store
   /// followed by paged_attention would do them, bit for bit. q and rope->k / rope->v are then the
   /// QKV projection's unrotated output; token i of sequence s is at position seq_kv_len[s] - q_len

@@ -113,6 +113,13 @@ int64_t early_kv_max_pairs() {
   return n;
 }
 
+/// PERFX_CUDA_ATTN_BULK=0|1 (read once; default 1): early_kv's staging as bulk copies
+/// (TileArgs::early_bulk; 7B decode +1-2 %, docs/cuda_linear_notes.md §24); 0: cp.async.
+bool early_bulk_enabled() {
+  static const bool on = env_count("PERFX_CUDA_ATTN_BULK", "0 or 1", 0, 1, 1) != 0;
+  return on;
+}
+
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
@@ -201,6 +208,7 @@ void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   PagedAttentionArgs b = a;
   b.early_kv = a.early_kv && pdl_early_reads() &&
                static_cast<int64_t>(a.n_seqs) * a.n_kv_heads <= early_kv_max_pairs();
+  b.early_bulk = b.early_kv && early_bulk_enabled();
   execute_plan(b, p, CudaLauncher{a.dtype, a.head_dim, stream});
 }
 

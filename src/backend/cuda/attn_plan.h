@@ -46,9 +46,10 @@ struct TileArgs {
   int skip_rows;     // prefill: sequences with q_len * group <= skip_rows are left to split-KV
   int n_splits;      // split-KV: split s covers [s*chunk, (s+1)*chunk), the last one up to kv_len
   int chunk;
-  float* ws_o;   // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
-  float* ws_ml;  // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
-  int early_kv;  // split-KV: stage the keys before the first new token before the PDL wait
+  float* ws_o;     // [n_seqs, n_kv_heads, kSplitRows, n_splits, D] unnormalized partial O
+  float* ws_ml;    // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
+  int early_kv;    // split-KV: stage the keys before the first new token before the PDL wait
+  int early_bulk;  // early_kv's staging as bulk copies (sm_90; fp16/bf16 caches), not cp.async
   // Fused RoPE + KV store (split-KV only; PagedAttentionArgs::rope): rope_tokens > 0 turns it on
   // and sizes the dynamic shared memory after the tile's (rope_smem_bytes).
   int rope_tokens;
@@ -256,6 +257,7 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
   t.ws_o = nullptr;
   t.ws_ml = nullptr;
   t.early_kv = a.early_kv ? 1 : 0;
+  t.early_bulk = a.early_kv && a.early_bulk ? 1 : 0;
   t.rope_tokens = 0;
   if (a.rope != nullptr) {  // validate() has checked that only the split-KV kernel runs
     const AttnRopeArgs& r = *a.rope;

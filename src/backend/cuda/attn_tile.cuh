@@ -159,6 +159,58 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Bulk (TMA) copies that complete on an mbarrier (PTX ISA 8.0, "cp.async.bulk", "mbarrier";
+// sm_90+). The kernel uses them only where kHasBulkCopy; the sm_80 build keeps cp.async.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kHasBulkCopy = true;
+#else
+constexpr bool kHasBulkCopy = false;
+#endif
+
+/// Initializes the mbarrier at `bar` (shared, 8-byte aligned) for `count` arrivals a phase and
+/// makes the initialization visible to the async proxy (before any bulk copy names it).
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count)
+               : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+/// One arrival on `bar` that also expects `bytes` more transaction bytes in the current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+/// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared
+/// memory; completion counts `bytes` against `bar`'s transaction count.
+__device__ __forceinline__ void bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes,
+                                              uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(smem_u32(smem)),
+      "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+#endif
+}
+
+/// Waits until the phase of `bar` with the given parity has completed (its arrivals and bytes).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
 #endif  // !PERFX_ATTN_EMULATION
 
 // ---------------------------------------------------------------------------------------------
@@ -510,7 +562,39 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   constexpr int kAll = 0x7fffffff;
   static_assert(kStages == 2, "tile t + 1 goes to stage (t + 1) & 1 below");
   const int early_end = early ? max(k_begin, min(ctx, k_end)) : k_begin;
-  if (early_end > k_begin) {
+  // TileArgs::early_bulk: those keys come as one bulk copy per K row and per V row, thread tid
+  // taking key row tid % 64 of stage tid / 64, completing on the stage's mbarrier s_bar[st]
+  // (64 arrivals, each expecting its row's bytes), instead of 16-byte cp.async.
+#if defined(PERFX_ATTN_EMULATION)
+  static uint64_t s_bar[kStages];  // the emulator runs one CTA at a time: shared by its threads
+#else
+  __shared__ __align__(8) uint64_t s_bar[kStages];
+#endif
+  const bool bulk = kHasBulkCopy && !kQ8 && a.early_bulk != 0 && early_end > k_begin;
+  if (bulk) {
+    static_assert(kThreads == kStages * kTileKeys, "one thread per key row of the ring");
+    if (tid < kStages) mbar_init(&s_bar[tid], kTileKeys);
+    __syncthreads();
+    trace_probe(3);  // trace builds: the mbarriers' init published
+    const int st = tid / kTileKeys, r = tid - st * kTileKeys, j = k_begin + st * kTileKeys + r;
+    T* dk = sK + st * C::kKvElems + r * C::kStride;
+    T* dv = sV + st * C::kKvElems + r * C::kStride;
+    const int64_t slot = j < early_end ? slot_of(j) : -1;
+    if (slot < 0 && j < early_end) {  // a hole in the block table: zeros, as cp.async's zero-fill
+#pragma unroll
+      for (int ch = 0; ch < C::kChunks; ++ch)
+        reinterpret_cast<uint4*>(dk)[ch] = reinterpret_cast<uint4*>(dv)[ch] =
+            make_uint4(0, 0, 0, 0);
+    }
+    constexpr unsigned kRow = D * sizeof(T);
+    mbar_arrive_expect_tx(&s_bar[st], slot < 0 ? 0u : 2 * kRow);
+    trace_probe(4);  // trace builds: the row's block-table entry read, its bytes announced
+    if (slot >= 0) {
+      const int64_t off = slot * slot_stride + head_off;
+      bulk_copy_g2s(dk, kc + off, kRow, &s_bar[st]);
+      bulk_copy_g2s(dv, vc + off, kRow, &s_bar[st]);
+    }
+  } else if (early_end > k_begin) {
 #pragma unroll
     for (int st = 0; st < kStages; ++st)
       if (st < n_tiles) load_kv(k_begin + st * kTileKeys, st, k_begin, early_end);
@@ -573,6 +657,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
               kAll, new_lo, t + 1 < kStages ? new_hi : 0);
     cp_async_commit();   // possibly empty: keeps one group per iteration
     cp_async_wait<1>();  // everything but the newest group: tile t is here
+    if (bulk && t < kStages) mbar_wait(&s_bar[t], 0);  // ... and its bulk-copied rows
     __syncthreads();
     if constexpr (kQ8) {
       dequant_stage(t & 1);
