@@ -9,11 +9,12 @@
 //   S = Q K^T (mma, fp32 accumulate) -> scale, causal/end mask -> online softmax in fp32
 //   (running max m, running sum l, O rescaled by exp2(m_old - m_new)) -> O += P V (P rounded to T).
 // K/V tiles are gathered slot by slot through the block table (PagedAttention, arXiv 2309.06180)
-// with 16-byte cp.async into a 2-stage ring; keys past the CTA's range are zero-filled (never
-// read). At the end each warp's (O, m, l) goes to shared memory; the WN slices are merged by
-// log-sum-exp and written either normalized to `out` (T) or, for split-KV with n_splits > 1, as
-// fp32 partials (unnormalized O, m, l) that split_reduce_kernel — or, with split counters, the
-// split that finishes last — merges across splits (flash-decoding).
+// with 16-byte cp.async into a 2-stage ring (the split-KV kernel's keys of earlier steps, staged
+// before its PDL wait: one bulk copy a row on sm_90, TileArgs::early_bulk); keys past the CTA's
+// range are zero-filled (never read). At the end each warp's (O, m, l) goes to shared memory; the
+// WN slices are merged by log-sum-exp and written either normalized to `out` (T) or, for split-KV
+// with n_splits > 1, as fp32 partials (unnormalized O, m, l) that split_reduce_kernel — or, with
+// split counters, the split that finishes last — merges across splits (flash-decoding).
 //
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", f16/bf16): lane = 4 * g + t
 //   A 16x16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1],
@@ -558,7 +559,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
 
   const int n_tiles = (k_end - k_begin + kTileKeys - 1) / kTileKeys;
   // Keys [k_begin, early_end) of the first kStages tiles were written by earlier steps: with
-  // `early` they are staged before the wait (one group), the rest of those tiles after it.
+  // `early` they are staged before the wait (one cp.async group, or bulk copies on the stages'
+  // mbarriers), the rest of those tiles after it.
   constexpr int kAll = 0x7fffffff;
   static_assert(kStages == 2, "tile t + 1 goes to stage (t + 1) & 1 below");
   const int early_end = early ? max(k_begin, min(ctx, k_end)) : k_begin;
@@ -582,9 +584,10 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     const int64_t slot = j < early_end ? slot_of(j) : -1;
     if (slot < 0 && j < early_end) {  // a hole in the block table: zeros, as cp.async's zero-fill
 #pragma unroll
-      for (int ch = 0; ch < C::kChunks; ++ch)
-        reinterpret_cast<uint4*>(dk)[ch] = reinterpret_cast<uint4*>(dv)[ch] =
-            make_uint4(0, 0, 0, 0);
+      for (int ch = 0; ch < C::kChunks; ++ch) {
+        reinterpret_cast<uint4*>(dk)[ch] = make_uint4(0, 0, 0, 0);
+        reinterpret_cast<uint4*>(dv)[ch] = make_uint4(0, 0, 0, 0);
+      }
     }
     constexpr unsigned kRow = D * sizeof(T);
     mbar_arrive_expect_tx(&s_bar[st], slot < 0 ? 0u : 2 * kRow);
