@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "common.h"
-#include "perfx/model_config.h"
 #include "core/thread_pool.h"
+#include "perfx/model_config.h"
 #include "perfx/status.h"
 #include "subcommand.h"
 
@@ -30,7 +30,7 @@ struct BenchArgs {
 
 struct Result {
   int n_prompt = 0, n_gen = 0, batch = 1;
-  size_t peak_rss = 0;  // of the process after this test
+  size_t peak_rss = 0;     // of the process after this test
   std::vector<double> ns;  // per repetition
   double avg_ts() const {
     double s = 0;
@@ -282,7 +282,8 @@ Register reg("bench", 55, [](CLI::App& app) {
   add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
   sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
       ->capture_default_str();
-  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], opencl[:N]")->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], opencl[:N]")
+      ->capture_default_str();
   add_max_alloc_option(sub);
   sub->add_option("-o,--output", a->output, "md or json")->capture_default_str();
   sub->callback([a, p, n, b] {

@@ -16,20 +16,21 @@ namespace perfx {
 struct ModelConfig;
 
 struct EngineOptions {
-  std::string model_path;        // HF checkpoint folder (safetensors), a .gguf file or "random:SHAPE[:FMT]"
-  std::string tokenizer_path;    // HF folder whose tokenizer replaces the model's ("" = the model's own;
-                                 // required for "random:" models, which have none)
-  std::string device = "cpu";    // backend name
-  int n_threads = 0;             // <= 0: all cores
-  int ctx = 0;                   // max tokens per sequence; 0: min(max_position_embeddings, 4096)
-  int kv_cache_tokens = 0;       // KV capacity over all sequences; 0: see gpu_memory_utilization
+  std::string
+      model_path;  // HF checkpoint folder (safetensors), a .gguf file or "random:SHAPE[:FMT]"
+  std::string tokenizer_path;  // HF folder whose tokenizer replaces the model's ("" = the model's
+                               // own; required for "random:" models, which have none)
+  std::string device = "cpu";  // backend name
+  int n_threads = 0;           // <= 0: all cores
+  int ctx = 0;                 // max tokens per sequence; 0: min(max_position_embeddings, 4096)
+  int kv_cache_tokens = 0;     // KV capacity over all sequences; 0: see gpu_memory_utilization
   /// With kv_cache_tokens 0 on a device with its own memory (a GPU): the KV cache takes this
   /// fraction of the device's memory left after the weights and a scratch reserve (vLLM's
   /// --gpu-memory-utilization); 0 = size it for one sequence of ctx tokens (the CPU's rule).
   double gpu_memory_utilization = 0;
-  int max_step_tokens = 0;       // most tokens one step carries (the server's budget); the GPU
-                                 // KV sizing keeps activation room for max(512, this) tokens
-  int block_size = 16;           // tokens per KV block
+  int max_step_tokens = 0;  // most tokens one step carries (the server's budget); the GPU
+                            // KV sizing keeps activation room for max(512, this) tokens
+  int block_size = 16;      // tokens per KV block
   /// KV cache element types, llama.cpp's --cache-type-k / --cache-type-v: "f32", "f16", "q8_0";
   /// "" = the backend's activation dtype (f32 on the CPU).
   std::string cache_type_k, cache_type_v;
@@ -57,7 +58,8 @@ class Engine {
 
   // ---- sequences over the paged KV cache
   virtual SeqId create_sequence() = 0;
-  /// Frees the sequence's blocks (prefix-shared blocks are reference counted). Unknown ids are ignored.
+  /// Frees the sequence's blocks (prefix-shared blocks are reference counted). Unknown ids are
+  /// ignored.
   virtual void release_sequence(SeqId id) = 0;
   /// Tokens already in the sequence's cache.
   virtual int seq_len(SeqId id) const = 0;

@@ -22,8 +22,7 @@ Tensor Tensor::cols_view(int64_t c0, int64_t n) const {
   return t;
 }
 
-double Backend::kv_bytes_per_token(int n_kv_heads, int head_dim,
-                                   const KvCacheTypes& types) const {
+double Backend::kv_bytes_per_token(int n_kv_heads, int head_dim, const KvCacheTypes& types) const {
   auto elem = [&](std::optional<DType> t) {
     const DType d = t.value_or(act_dtype());
     return (double)dtype_block_bytes(d) / (double)dtype_block_elems(d);

@@ -237,8 +237,8 @@ class Backend {
     attention(q, kv, layer, n_q_heads, scale, b, out);
   }
   /// add_rms_norm(residual, x, norm_w, eps, h) then linear(h, w, bias, y): h [T, n] is written too.
-  virtual void add_rms_norm_linear(Tensor residual, Tensor x, const Weight& norm_w, float eps, Tensor h,
-                                   const Weight& w, const Weight* bias, Tensor y) {
+  virtual void add_rms_norm_linear(Tensor residual, Tensor x, const Weight& norm_w, float eps,
+                                   Tensor h, const Weight& w, const Weight* bias, Tensor y) {
     add_rms_norm(residual, x, norm_w, eps, h);
     linear(h, w, bias, y);
   }
@@ -247,7 +247,8 @@ class Backend {
   /// first, as linear then silu_mul (a backend may add the bias after that rounding instead of
   /// before). gu [T, 2I] is scratch (contents afterwards unspecified).
   /// Default: linear(x, w, bias, gu) then silu_mul(gu, act).
-  virtual void linear_silu_mul(Tensor x, const Weight& w, const Weight* bias, Tensor gu, Tensor act) {
+  virtual void linear_silu_mul(Tensor x, const Weight& w, const Weight* bias, Tensor gu,
+                               Tensor act) {
     linear(x, w, bias, gu);
     silu_mul(gu, act);
   }

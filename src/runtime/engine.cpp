@@ -1,9 +1,9 @@
 // Engine: model + tokenizer + paged KV cache on one backend.
 #include "perfx/engine.h"
 
-#include <new>
 #include <algorithm>
 #include <chrono>
+#include <new>
 
 #include "backend/backend.h"
 #include "formats/gguf.h"
@@ -35,16 +35,18 @@ struct SequenceRelease {
 class EngineImpl : public Engine {
  public:
   explicit EngineImpl(const EngineOptions& o) {
-    check(o.n_threads >= 0 && o.n_threads <= 1024, "thread count " + std::to_string(o.n_threads) +
-                                                        " is out of range (0..1024)");
-    check(o.ctx >= 0 && o.ctx <= kMaxCtx, "context size " + std::to_string(o.ctx) + " is out of range (0 = model default, or 1.." +
+    check(o.n_threads >= 0 && o.n_threads <= 1024,
+          "thread count " + std::to_string(o.n_threads) + " is out of range (0..1024)");
+    check(o.ctx >= 0 && o.ctx <= kMaxCtx, "context size " + std::to_string(o.ctx) +
+                                              " is out of range (0 = model default, or 1.." +
                                               std::to_string(kMaxCtx) + ")");
     check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= 64 * kMaxCtx,
-          "--kv-cache-tokens " + std::to_string(o.kv_cache_tokens) + " is out of range (0 = default, or up to " +
-              std::to_string(64 * kMaxCtx) + ")");
+          "--kv-cache-tokens " + std::to_string(o.kv_cache_tokens) +
+              " is out of range (0 = default, or up to " + std::to_string(64 * kMaxCtx) + ")");
     check(o.block_size > 0 && o.block_size <= 4096, "KV block size must be 1..4096");
     check(o.gpu_memory_utilization >= 0 && o.gpu_memory_utilization <= 1,
-          "GPU memory utilization must be in (0, 1], got " + std::to_string(o.gpu_memory_utilization));
+          "GPU memory utilization must be in (0, 1], got " +
+              std::to_string(o.gpu_memory_utilization));
     ck_ = open_checkpoint(o.model_path);
     backend_ = create_backend(o.device, o.n_threads);
     model_ = std::make_unique<LlamaModel>(ck_, *backend_);
@@ -53,13 +55,14 @@ class EngineImpl : public Engine {
     else if (ck_.naming == TensorNaming::Gguf)
       tokenizer_ = Tokenizer::from_gguf(*ck_.gguf);
     else if (is_synthetic_path(o.model_path))
-      throw Error("model '" + o.model_path + "' has no tokenizer: give one (EngineOptions::tokenizer_path)");
+      throw Error("model '" + o.model_path +
+                  "' has no tokenizer: give one (EngineOptions::tokenizer_path)");
     else
       tokenizer_ = Tokenizer::from_hf_dir(o.model_path);
     const ModelConfig& c = model_->config();
     check(tokenizer_->vocab_size() <= c.vocab_size,
-          "tokenizer has " + std::to_string(tokenizer_->vocab_size()) + " tokens but the model only " +
-              std::to_string(c.vocab_size));
+          "tokenizer has " + std::to_string(tokenizer_->vocab_size()) +
+              " tokens but the model only " + std::to_string(c.vocab_size));
     ctx_ = o.ctx > 0 ? o.ctx : (int)std::min<int64_t>(c.max_position_embeddings, 4096);
     PERFX_CHECK(c.sliding_window <= 0 || ctx_ <= c.sliding_window,
                 "context " + std::to_string(ctx_) + " exceeds the model's sliding_window " +
@@ -85,7 +88,8 @@ class EngineImpl : public Engine {
     kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
     int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
     size_t free_b = 0, total_b = 0;
-    if (o.kv_cache_tokens == 0 && o.gpu_memory_utilization > 0 && backend_->device_memory(&free_b, &total_b)) {
+    if (o.kv_cache_tokens == 0 && o.gpu_memory_utilization > 0 &&
+        backend_->device_memory(&free_b, &total_b)) {
       // vLLM's rule: weights + activations + KV within utilization · total; activations get a
       // reserve (the scratch of the largest step, at least 512 tokens; logits for 512 rows, one per
       // sequence; plus 1 GiB for workspaces).
@@ -93,33 +97,36 @@ class EngineImpl : public Engine {
       const size_t step = (size_t)std::max(512, o.max_step_tokens);
       const size_t scratch = step * (size_t)(6 * c.hidden_size + 4 * c.intermediate_size) * act +
                              (size_t)512 * (size_t)c.vocab_size * 4 + (size_t(1) << 30);
-      const double budget = o.gpu_memory_utilization * (double)total_b - (double)(total_b - free_b) - (double)scratch;
+      const double budget =
+          o.gpu_memory_utilization * (double)total_b - (double)(total_b - free_b) - (double)scratch;
       const double per_token =
           (double)c.num_hidden_layers *
           backend_->kv_bytes_per_token((int)c.num_key_value_heads, (int)c.head_dim, kvt);
       const double fit = budget / per_token;
-      PERFX_CHECK(fit >= ctx_, "GPU memory: the KV cache for one sequence of " + std::to_string(ctx_) + " tokens needs " +
-                                   std::to_string((size_t)(per_token * ctx_) >> 20) + " MiB, but only " +
-                                   std::to_string(budget > 0 ? (size_t)budget >> 20 : 0) +
-                                   " MiB are left within the GPU memory utilization " +
-                                   std::to_string(o.gpu_memory_utilization) +
-                                   " (lower -c or raise it; on CUDA, PERFX_CUDA_DENSE_WEIGHTS=0 drops the "
-                                   "dequantized weight copies)");
+      PERFX_CHECK(fit >= ctx_,
+                  "GPU memory: the KV cache for one sequence of " + std::to_string(ctx_) +
+                      " tokens needs " + std::to_string((size_t)(per_token * ctx_) >> 20) +
+                      " MiB, but only " + std::to_string(budget > 0 ? (size_t)budget >> 20 : 0) +
+                      " MiB are left within the GPU memory utilization " +
+                      std::to_string(o.gpu_memory_utilization) +
+                      " (lower -c or raise it; on CUDA, PERFX_CUDA_DENSE_WEIGHTS=0 drops the "
+                      "dequantized weight copies)");
       kv_tokens = (int)std::min<double>(fit, 64.0 * kMaxCtx);
     }
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
     try {
-      kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size, (int)c.num_key_value_heads,
-                                (int)c.head_dim, kvt);
+      kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size,
+                                (int)c.num_key_value_heads, (int)c.head_dim, kvt);
     } catch (const std::bad_alloc&) {
-      throw Error("cannot allocate the KV cache (" + std::to_string((int64_t)n_blocks * o.block_size) +
+      throw Error("cannot allocate the KV cache (" +
+                  std::to_string((int64_t)n_blocks * o.block_size) +
                   " tokens): out of memory; lower --kv-cache-tokens, --kv-cache-mib or -c");
     } catch (const Error& e) {
       // A cache type the backend does not store is the flag's problem, not an allocation's.
       if (std::string(e.what()).find("--cache-type") != std::string::npos) throw;
-      throw Error("cannot allocate the KV cache (" + std::to_string((int64_t)n_blocks * o.block_size) +
-                  " tokens): " + e.what());
+      throw Error("cannot allocate the KV cache (" +
+                  std::to_string((int64_t)n_blocks * o.block_size) + " tokens): " + e.what());
     }
     eos_ = eos_ids();
     // A device backend holds its own copy of the weights: the host checkpoint can go (mmapped
@@ -156,7 +163,8 @@ class EngineImpl : public Engine {
   int block_size() const override { return blocks_->block_size(); }
 
   bool allocate_slots(SeqId id, int n_new) override {
-    PERFX_CHECK(blocks_->has_sequence(id), "allocate_slots: unknown sequence " + std::to_string(id));
+    PERFX_CHECK(blocks_->has_sequence(id),
+                "allocate_slots: unknown sequence " + std::to_string(id));
     return blocks_->allocate(id, n_new);
   }
 
@@ -167,22 +175,27 @@ class EngineImpl : public Engine {
     int need = 0;
     for (size_t i = 0; i < items.size(); ++i)
       for (size_t j = 0; j < i; ++j)
-        PERFX_CHECK(items[i].seq != items[j].seq, "step: sequence " + std::to_string(items[i].seq) + " appears twice");
+        PERFX_CHECK(items[i].seq != items[j].seq,
+                    "step: sequence " + std::to_string(items[i].seq) + " appears twice");
     for (const auto& it : items) {
       PERFX_CHECK(!it.tokens.empty(), "step: a sequence with no new tokens");
-      PERFX_CHECK(blocks_->has_sequence(it.seq), "step: unknown sequence " + std::to_string(it.seq));
-      PERFX_CHECK(!it.sampler || it.want_logits || it.all_logits, "step: a sampler on an item with no logits row");
+      PERFX_CHECK(blocks_->has_sequence(it.seq),
+                  "step: unknown sequence " + std::to_string(it.seq));
+      PERFX_CHECK(!it.sampler || it.want_logits || it.all_logits,
+                  "step: a sampler on an item with no logits row");
       const int len = blocks_->seq_len(it.seq);
       PERFX_CHECK(len + (int)it.tokens.size() <= ctx_,
-            "sequence would have " + std::to_string(len + it.tokens.size()) + " tokens, more than the context size " +
-                std::to_string(ctx_));
+                  "sequence would have " + std::to_string(len + it.tokens.size()) +
+                      " tokens, more than the context size " + std::to_string(ctx_));
       for (int32_t t : it.tokens)
         PERFX_CHECK(t >= 0 && t < config().vocab_size,
-              "token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(config().vocab_size) + ")");
+                    "token id " + std::to_string(t) + " is outside the vocabulary (" +
+                        std::to_string(config().vocab_size) + ")");
       need += blocks_->blocks_needed(it.seq, (int)it.tokens.size());
     }
-    PERFX_CHECK(need <= blocks_->free_blocks(), "KV cache is full: " + std::to_string(need) + " blocks needed, " +
-                                              std::to_string(blocks_->free_blocks()) + " free");
+    PERFX_CHECK(need <= blocks_->free_blocks(),
+                "KV cache is full: " + std::to_string(need) + " blocks needed, " +
+                    std::to_string(blocks_->free_blocks()) + " free");
     std::vector<int> first_row(items.size()), n_rows(items.size());
     for (int i = 0; i < b.n_seqs; ++i) {
       const auto& it = items[i];
@@ -190,7 +203,8 @@ class EngineImpl : public Engine {
       const std::vector<int32_t> slots = blocks_->append(it.seq, it.tokens);
       first_row[i] = (int)b.logit_rows.size();
       for (size_t j = 0; j < it.tokens.size(); ++j) {
-        if (it.all_logits || (it.want_logits && j + 1 == it.tokens.size())) b.logit_rows.push_back(b.n_tokens);
+        if (it.all_logits || (it.want_logits && j + 1 == it.tokens.size()))
+          b.logit_rows.push_back(b.n_tokens);
         b.token_ids.push_back(it.tokens[j]);
         b.positions.push_back(len + (int)j);
         b.slots.push_back(slots[j]);
@@ -243,7 +257,8 @@ class EngineImpl : public Engine {
     o.sampling.validate();
     check(o.max_tokens >= 0, "max tokens must be >= 0, got " + std::to_string(o.max_tokens));
     check((int)prompt.size() < ctx_, "prompt has " + std::to_string(prompt.size()) +
-                                         " tokens, which does not fit the context size " + std::to_string(ctx_));
+                                         " tokens, which does not fit the context size " +
+                                         std::to_string(ctx_));
     GenerateResult r;
     r.prompt_tokens = (int)prompt.size();
     const SeqId seq = create_sequence();
@@ -339,6 +354,8 @@ void Engine::prompt_logits(const std::vector<int32_t>& ids, std::vector<float>& 
   step_logits({StepItem{release.seq, ids, true, true}}, logits);
 }
 
-std::unique_ptr<Engine> Engine::load(const EngineOptions& o) { return std::make_unique<EngineImpl>(o); }
+std::unique_ptr<Engine> Engine::load(const EngineOptions& o) {
+  return std::make_unique<EngineImpl>(o);
+}
 
 }  // namespace perfx

@@ -49,9 +49,13 @@ const BlockManager::Seq& BlockManager::find_seq(int64_t seq) const {
   return it->second;
 }
 
-int BlockManager::seq_len(int64_t seq) const { return find_seq(seq).n_tokens; }
+int BlockManager::seq_len(int64_t seq) const {
+  return find_seq(seq).n_tokens;
+}
 
-const std::vector<int32_t>& BlockManager::block_table(int64_t seq) const { return find_seq(seq).blocks; }
+const std::vector<int32_t>& BlockManager::block_table(int64_t seq) const {
+  return find_seq(seq).blocks;
+}
 
 int32_t BlockManager::take_block() {
   int32_t b;
@@ -105,7 +109,8 @@ int BlockManager::match_prefix(int64_t seq, const std::vector<int32_t>& tokens) 
     // Verify: same tokens and same parent block (a hash match alone could be a collision).
     const int32_t parent = s.blocks.empty() ? -1 : s.blocks.back();
     if (block_parent_[b] != parent ||
-        !std::equal(block_tokens_[b].begin(), block_tokens_[b].end(), tokens.begin() + i * block_size_) ||
+        !std::equal(block_tokens_[b].begin(), block_tokens_[b].end(),
+                    tokens.begin() + i * block_size_) ||
         (int)block_tokens_[b].size() != block_size_)
       break;
     if (refs_[b] == 0) {
@@ -142,8 +147,8 @@ bool BlockManager::allocate(int64_t seq, int n_tokens) {
 std::vector<int32_t> BlockManager::append(int64_t seq, const std::vector<int32_t>& tokens) {
   Seq& s = find_seq(seq);
   check(blocks_needed(seq, (int)tokens.size()) <= free_blocks(),
-        "KV cache is full: " + std::to_string(blocks_needed(seq, (int)tokens.size())) + " blocks needed, " +
-            std::to_string(free_blocks()) + " free");
+        "KV cache is full: " + std::to_string(blocks_needed(seq, (int)tokens.size())) +
+            " blocks needed, " + std::to_string(free_blocks()) + " free");
   std::vector<int32_t> slots;
   slots.reserve(tokens.size());
   for (int32_t tok : tokens) {
@@ -165,7 +170,8 @@ void BlockManager::commit(int64_t seq) {
     if (!cached_.count(h) && block_hash_[b] == 0) {
       cached_[h] = b;
       block_hash_[b] = h;
-      block_tokens_[b].assign(s.tokens.begin() + bi * block_size_, s.tokens.begin() + (bi + 1) * block_size_);
+      block_tokens_[b].assign(s.tokens.begin() + bi * block_size_,
+                              s.tokens.begin() + (bi + 1) * block_size_);
       block_parent_[b] = bi == 0 ? -1 : s.blocks[bi - 1];
     }
   }

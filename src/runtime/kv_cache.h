@@ -1,7 +1,7 @@
-// Paged KV cache bookkeeping (vLLM's PagedAttention, Kwon et al. 2023, arXiv 2309.06180): fixed-size
-// blocks, per-sequence block tables, a free list, reference counts and prefix caching of full blocks
-// keyed by a hash of all tokens up to and including the block. The storage itself is the backend's
-// KvStorage; this class only hands out block ids.
+// Paged KV cache bookkeeping (vLLM's PagedAttention, Kwon et al. 2023, arXiv 2309.06180):
+// fixed-size blocks, per-sequence block tables, a free list, reference counts and prefix caching of
+// full blocks keyed by a hash of all tokens up to and including the block. The storage itself is
+// the backend's KvStorage; this class only hands out block ids.
 #pragma once
 
 #include <cstdint>
@@ -65,11 +65,11 @@ class BlockManager {
   Seq& find_seq(int64_t seq);
   const Seq& find_seq(int64_t seq) const;
 
-  std::vector<uint64_t> block_hash_;               // 0 = not a cached full block
+  std::vector<uint64_t> block_hash_;                // 0 = not a cached full block
   std::vector<std::vector<int32_t>> block_tokens_;  // tokens of a cached block (hits are verified)
-  std::vector<int32_t> block_parent_;              // previous block of a cached block (-1: first)
-  std::unordered_map<uint64_t, int32_t> cached_;   // hash -> block
-  std::list<int32_t> evictable_;                   // cached blocks with ref 0, LRU order
+  std::vector<int32_t> block_parent_;               // previous block of a cached block (-1: first)
+  std::unordered_map<uint64_t, int32_t> cached_;    // hash -> block
+  std::list<int32_t> evictable_;                    // cached blocks with ref 0, LRU order
   std::unordered_map<int32_t, std::list<int32_t>::iterator> evictable_pos_;
   std::map<int64_t, Seq> seqs_;
 };

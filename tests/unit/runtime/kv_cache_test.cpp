@@ -33,7 +33,8 @@ TEST(BlockManager, PrefixCachingSharesFullBlocks) {
   bm.add_sequence(1);
   bm.append(1, {1, 2, 3, 4, 5});
   bm.add_sequence(9);
-  EXPECT_EQ(bm.match_prefix(9, {1, 2, 3, 4, 5}), 0) << "blocks whose K/V were not written yet are shared";
+  EXPECT_EQ(bm.match_prefix(9, {1, 2, 3, 4, 5}), 0)
+      << "blocks whose K/V were not written yet are shared";
   bm.remove_sequence(9);
   bm.commit(1);
   bm.add_sequence(2);
@@ -78,7 +79,8 @@ TEST(BlockManager, EvictsPrefixTailsBeforeRoots) {
   bm.add_sequence(2);
   bm.append(2, {9, 9, 9});  // takes the free block and evicts one cached block
   bm.add_sequence(3);
-  EXPECT_EQ(bm.match_prefix(3, {1, 2, 3, 4, 5, 6, 7}), 4) << "the root of the cached prefix was evicted first";
+  EXPECT_EQ(bm.match_prefix(3, {1, 2, 3, 4, 5, 6, 7}), 4)
+      << "the root of the cached prefix was evicted first";
 }
 
 TEST(BlockManager, UnknownSequenceIsAClearError) {
