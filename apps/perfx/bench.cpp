@@ -1,7 +1,8 @@
 // perfx bench: llama-bench-style prompt processing (pp) and text generation (tg) throughput.
 //   pp N: one sequence prefills N tokens from an empty cache in one step; tokens/s = N / time.
 //   tg N: one sequence (or -B sequences at once) decodes N tokens one step at a time from an empty
-//         cache, each step sampling greedily on the backend; tokens/s = N · B / time.
+//         cache, each step sampling greedily on the backend, the next step queued before this
+//         one's ids reach the host (Engine::step_begin); tokens/s = N · B / time.
 // Each test runs once to warm up, then -r times; the table gives mean ± sample standard deviation
 // of tokens/s over the repetitions (llama-bench's avg_ts / stddev_ts). -o json writes llama-bench's
 // field names, one object per test in a list.
@@ -105,9 +106,16 @@ double run_tg(Engine& e, int n, int batch, int salt) {
   }
   Engine::StepResult r;
   const double t0 = now_ns();
+  // Overlapped decode (Engine::step_begin): step i + 1 is queued, its tokens fed from step i's
+  // samples on the device, before step i's ids reach the host (PERFX_DECODE_OVERLAP=0: not).
+  if (n > 0) e.step_begin(items);
+  for (auto& it : items) {
+    it.tokens.clear();
+    it.token_from_sample = true;
+  }
   for (int i = 0; i < n; ++i) {
-    e.step(items, r);
-    for (int b = 0; b < batch; ++b) items[(size_t)b].tokens = {r.tokens[(size_t)b]};
+    if (i + 1 < n) e.step_begin(items);
+    e.step_end(r);
   }
   const double t = now_ns() - t0;
   for (SeqId s : seqs) e.release_sequence(s);

@@ -87,6 +87,9 @@ class Engine {
     /// recorded: call sampler->accept().
     Sampler* sampler = nullptr;
     bool copy_logits = false;  // copy the item's rows to the host (before sampling: raw logits)
+    /// step_begin only: the item's one token (tokens left empty) is the id its sampler drew in the
+    /// step begun just before, which may not have reached the host yet (see step_begin).
+    bool token_from_sample = false;
   };
   struct StepResult {
     std::vector<int32_t> tokens;  // [items.size()]: the sampled id of items with a sampler, else -1
@@ -95,8 +98,34 @@ class Engine {
   /// One forward pass over several sequences (continuous batching): appends each item's tokens to
   /// its KV cache (allocating the blocks not yet allocated), samples on the backend and copies
   /// to the host only the rows asked for. Throws perfx::Error when blocks run out (check
-  /// allocate_slots first) or a sequence passes ctx().
+  /// allocate_slots first), a sequence passes ctx(), or a step_begin is outstanding.
   virtual void step(const std::vector<StepItem>& items, StepResult& out) = 0;
+  /// Overlapped decode (vLLM's async scheduling, TensorRT-LLM's overlap scheduler): step_begin
+  /// queues a step and may return before its samples reach the host, so that the host prepares
+  /// and queues the next step while the device runs this one; step_end waits for the oldest step
+  /// begun and not ended and fills `out` as step() would. step() is step_begin then step_end. At
+  /// most two steps are outstanding. A step whose items have token_from_sample takes each item's
+  /// token from the step begun just before it, which must have sampled exactly these sequences,
+  /// one row each, in this order; on a backend that samples ahead (CUDA, CPU) the ids go from
+  /// the sampler to the embedding on the device. Steps only overlap when every sampler is greedy
+  /// or a plain temperature draw without penalties (sampler_overlaps) and PERFX_DECODE_OVERLAP is
+  /// not 0; otherwise step_begin samples at once (same tokens, no overlap). The sequences'
+  /// blocks are offered to prefix caching at step_end. Throws perfx::Error as step() does, for
+  /// a third outstanding step, and for token_from_sample items that break those rules. The base
+  /// class (an engine without a backend: test fakes) throws "does not overlap steps".
+  virtual void step_begin(const std::vector<StepItem>& items);
+  /// Throws perfx::Error when no step is outstanding or the device failed.
+  virtual void step_end(StepResult& out);
+  /// Ends the one outstanding step and forgets it: its samples are dropped and its sequences go
+  /// back to their lengths before it (a step begun past the end of generation: EOS, a stop
+  /// string). Throws perfx::Error unless exactly one step is outstanding.
+  virtual void step_cancel();
+  /// Steps begun and not yet ended (0..2).
+  virtual int steps_outstanding() const { return 0; }
+  /// True when a sampler with these parameters lets steps overlap: greedy or a plain temperature
+  /// draw (no top-k / top-p / min-p), and no penalties (which need the previous token on the host).
+  static bool sampler_overlaps(const SamplingParams& p);
+
   /// step() with every wanted row copied to the host, item by item, into `logits` [rows, vocab].
   void step_logits(std::vector<StepItem> items, std::vector<float>& logits);
 

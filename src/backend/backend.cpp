@@ -30,6 +30,14 @@ double Backend::kv_bytes_per_token(int n_kv_heads, int head_dim, const KvCacheTy
   return (double)n_kv_heads * head_dim * (elem(types.k) + elem(types.v));
 }
 
+void Backend::sample_begin(Tensor, const std::vector<SampleRow>&) {
+  throw Error(name() + " does not sample ahead (overlapped decode)");
+}
+
+void Backend::sample_end(int32_t*) {
+  throw Error(name() + " does not sample ahead (overlapped decode)");
+}
+
 Tensor Tensor::rows_view(int64_t r0, int64_t n) const {
   check(r0 >= 0 && r0 + n <= rows, "Tensor::rows_view out of range");
   Tensor t = *this;

@@ -98,6 +98,11 @@ struct BatchLayout {
   int max_blocks = 0;                 // block-table width
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] physical block ids (-1 = none)
   std::vector<int32_t> logit_rows;    // token rows whose logits are wanted, in output order
+  /// Overlapped decode (Backend::sample_begin): token t's id is the one the last sample_begin drew
+  /// for its row t, still on the backend; token_ids holds placeholders the backend must not read.
+  /// Only on a backend whose samples_ahead() is true, for a step whose n_tokens equals that
+  /// sample's row count.
+  bool tokens_from_sample = false;
 };
 
 /// RoPE parameters (HF modeling_rope_utils.py; FORMATS.md §5.2–5.3), resolved on the host.
@@ -257,6 +262,26 @@ class Backend {
   /// sampled may be modified) by SampleRow's rules and writes the ids to the host array `ids`
   /// [rows.size()]. Blocks until done.
   virtual void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) = 0;
+
+  // ---- overlapped decode (vLLM's async scheduling, TensorRT-LLM's overlap scheduler): the next
+  // step is queued before this step's ids reach the host, its token ids fed from the device.
+  /// True when sample_begin / sample_end and BatchLayout::tokens_from_sample are implemented.
+  virtual bool samples_ahead() const { return false; }
+  /// sample() without the wait: queues the draw of `rows` (each greedy or a plain temperature
+  /// draw — no top-k / top-p / min-p, no penalties — so the backend always picks on its own) and
+  /// keeps the ids for a next prepare_batch with tokens_from_sample (row r feeds token r). At most
+  /// two samples are outstanding. Throws perfx::Error for a row it does not take, or when
+  /// samples_ahead() is false.
+  virtual void sample_begin(Tensor logits, const std::vector<SampleRow>& rows);
+  /// Waits for the oldest outstanding sample_begin and writes its ids to the host array `ids`
+  /// [its rows.size()]. Throws perfx::Error when none is outstanding or a kernel failed.
+  virtual void sample_end(int32_t* ids);
+  /// True when sample_begin takes `r` (greedy or a plain temperature draw, no penalties).
+  static bool samples_ahead_row(const SampleRow& r) {
+    return (r.temperature <= 0 || (r.top_k <= 0 && r.top_p >= 1 && r.min_p <= 0)) &&
+           (r.repeat_penalty == 1 || r.repeat_ids.empty()) &&
+           ((r.presence_penalty == 0 && r.frequency_penalty == 0) || r.counts.empty());
+  }
 };
 
 /// Creates a backend by name: "cpu", or a device compiled in ("cuda", "cuda:N", "opencl[:N]"), or

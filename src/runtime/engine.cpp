@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <deque>
 #include <new>
+#include <string>
 
 #include "backend/backend.h"
 #include "formats/gguf.h"
@@ -129,6 +132,11 @@ class EngineImpl : public Engine {
                   std::to_string((int64_t)n_blocks * o.block_size) + " tokens): " + e.what());
     }
     eos_ = eos_ids();
+    if (const char* ov = std::getenv("PERFX_DECODE_OVERLAP"); ov && *ov) {
+      const std::string v = ov;
+      check(v == "0" || v == "1", "PERFX_DECODE_OVERLAP must be 0 or 1, got '" + v + "'");
+      overlap_ = v == "1";
+    }
     // A device backend holds its own copy of the weights: the host checkpoint can go (mmapped
     // pages, a synthetic model's memory), keeping the host's resident memory small.
     if (!backend_->reads_host_weights()) {
@@ -169,87 +177,50 @@ class EngineImpl : public Engine {
   }
 
   void step(const std::vector<StepItem>& items, StepResult& out) override {
-    check(!items.empty(), "step: no sequences");
-    BatchLayout b;
-    b.n_seqs = (int)items.size();
-    int need = 0;
-    for (size_t i = 0; i < items.size(); ++i)
-      for (size_t j = 0; j < i; ++j)
-        PERFX_CHECK(items[i].seq != items[j].seq,
-                    "step: sequence " + std::to_string(items[i].seq) + " appears twice");
-    for (const auto& it : items) {
-      PERFX_CHECK(!it.tokens.empty(), "step: a sequence with no new tokens");
-      PERFX_CHECK(blocks_->has_sequence(it.seq),
-                  "step: unknown sequence " + std::to_string(it.seq));
-      PERFX_CHECK(!it.sampler || it.want_logits || it.all_logits,
-                  "step: a sampler on an item with no logits row");
-      const int len = blocks_->seq_len(it.seq);
-      PERFX_CHECK(len + (int)it.tokens.size() <= ctx_,
-                  "sequence would have " + std::to_string(len + it.tokens.size()) +
-                      " tokens, more than the context size " + std::to_string(ctx_));
-      for (int32_t t : it.tokens)
-        PERFX_CHECK(t >= 0 && t < config().vocab_size,
-                    "token id " + std::to_string(t) + " is outside the vocabulary (" +
-                        std::to_string(config().vocab_size) + ")");
-      need += blocks_->blocks_needed(it.seq, (int)it.tokens.size());
-    }
-    PERFX_CHECK(need <= blocks_->free_blocks(),
-                "KV cache is full: " + std::to_string(need) + " blocks needed, " +
-                    std::to_string(blocks_->free_blocks()) + " free");
-    std::vector<int> first_row(items.size()), n_rows(items.size());
-    for (int i = 0; i < b.n_seqs; ++i) {
-      const auto& it = items[i];
-      const int len = blocks_->seq_len(it.seq);
-      const std::vector<int32_t> slots = blocks_->append(it.seq, it.tokens);
-      first_row[i] = (int)b.logit_rows.size();
-      for (size_t j = 0; j < it.tokens.size(); ++j) {
-        if (it.all_logits || (it.want_logits && j + 1 == it.tokens.size()))
-          b.logit_rows.push_back(b.n_tokens);
-        b.token_ids.push_back(it.tokens[j]);
-        b.positions.push_back(len + (int)j);
-        b.slots.push_back(slots[j]);
-        b.token_seq.push_back(i);
-        b.n_tokens++;
-      }
-      n_rows[i] = (int)b.logit_rows.size() - first_row[i];
-      b.max_blocks = std::max(b.max_blocks, (int)blocks_->block_table(it.seq).size());
-    }
-    b.block_tables.assign((size_t)b.n_seqs * b.max_blocks, -1);
-    for (int i = 0; i < b.n_seqs; ++i) {
-      const auto& bt = blocks_->block_table(items[i].seq);
-      std::copy(bt.begin(), bt.end(), b.block_tables.begin() + (size_t)i * b.max_blocks);
-    }
-    const Tensor lg = model_->forward(b, *kv_);
-    for (const auto& it : items) blocks_->commit(it.seq);  // K/V written: blocks may be shared now
-    // Raw rows to the host first (logprobs want them before penalties), then sample on the device.
-    const size_t V = (size_t)config().vocab_size;
-    size_t copy_rows = 0;
-    for (size_t i = 0; i < items.size(); ++i)
-      if (items[i].copy_logits) copy_rows += (size_t)n_rows[i];
-    out.logits.resize(copy_rows * V);
-    size_t at = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].copy_logits || n_rows[i] == 0) continue;
-      backend_->to_host(out.logits.data() + at * V, lg.rows_view(first_row[i], n_rows[i]).data,
-                        (size_t)n_rows[i] * V * sizeof(float));
-      at += (size_t)n_rows[i];
-    }
-    out.tokens.assign(items.size(), -1);
-    std::vector<SampleRow> rows;
-    std::vector<size_t> row_item;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].sampler || n_rows[i] == 0) continue;
-      rows.emplace_back();
-      items[i].sampler->fill_row(rows.back());
-      rows.back().row = first_row[i] + n_rows[i] - 1;
-      row_item.push_back(i);
-    }
-    if (!rows.empty()) {
-      std::vector<int32_t> ids(rows.size());
-      backend_->sample(lg, rows, ids.data());
-      for (size_t r = 0; r < rows.size(); ++r) out.tokens[row_item[r]] = ids[r];
-    }
+    PERFX_CHECK(pending_.empty(), "step: " + std::to_string(pending_.size()) +
+                                      " step_begin still outstanding (call step_end first)");
+    begin(items, /*may_overlap=*/false);
+    step_end(out);
   }
+
+  void step_begin(const std::vector<StepItem>& items) override { begin(items, overlap_); }
+
+  void step_end(StepResult& out) override {
+    PERFX_CHECK(!pending_.empty(), "step_end: no step is outstanding");
+    Pending& p = pending_.front();
+    if (p.ahead) {
+      std::vector<int32_t> ids(p.row_item.size());
+      p.ahead = false;  // ended, even when sample_end throws
+      backend_->sample_end(ids.data());
+      for (size_t r = 0; r < ids.size(); ++r) p.result.tokens[p.row_item[r]] = ids[r];
+    }
+    // The next step's placeholders (token_from_sample) are these samples.
+    if (pending_.size() > 1 && pending_[1].fed)
+      for (size_t i = 0; i < p.seqs.size(); ++i)
+        if (blocks_->has_sequence(p.seqs[i]))
+          blocks_->set_token(p.seqs[i], pending_[1].start_len[i], p.result.tokens[i]);
+    // K/V written (or queued before any step that could read them): the step's full blocks may
+    // be shared now.
+    for (size_t i = 0; i < p.seqs.size(); ++i)
+      if (blocks_->has_sequence(p.seqs[i])) blocks_->commit(p.seqs[i], p.end_len[i]);
+    out = std::move(p.result);
+    pending_.pop_front();
+  }
+
+  void step_cancel() override {
+    PERFX_CHECK(pending_.size() == 1, "step_cancel: " + std::to_string(pending_.size()) +
+                                          " steps are outstanding (cancel needs exactly one)");
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    if (p.ahead) {
+      std::vector<int32_t> ids(p.row_item.size());
+      backend_->sample_end(ids.data());
+    }
+    for (size_t i = 0; i < p.seqs.size(); ++i)
+      if (blocks_->has_sequence(p.seqs[i])) blocks_->truncate(p.seqs[i], p.start_len[i]);
+  }
+
+  int steps_outstanding() const override { return (int)pending_.size(); }
 
   GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
                           const std::function<bool(const std::string&)>& on_text) override {
@@ -283,28 +254,52 @@ class EngineImpl : public Engine {
     r.prefill_seconds = now_seconds() - t0;
     t0 = now_seconds();
     r.finish_reason = "length";
+    // Overlapped decode: the step that makes token n + 2 is queued (its input, token n + 1, fed
+    // on the device) before token n + 1 reaches the host; a step begun past the end is cancelled.
+    const bool overlap = sampler_overlaps(o.sampling);
     bool keep_going = true;
-    for (int n = 0; n < budget && keep_going; ++n) {
-      const int32_t tok = res.tokens[0];
-      sampler.accept(tok);
-      if (!o.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) {
-        r.finish_reason = "stop";
-        break;
+    try {
+      for (int n = 0; n < budget && keep_going; ++n) {
+        const int32_t tok = res.tokens[0];
+        sampler.accept(tok);
+        if (!o.ignore_eos && std::find(eos_.begin(), eos_.end(), tok) != eos_.end()) {
+          r.finish_reason = "stop";
+          break;
+        }
+        r.output_ids.push_back(tok);
+        const std::string piece = stop.push(dec.push(tok));
+        if (!piece.empty()) {
+          r.text += piece;
+          if (on_text && !on_text(piece)) keep_going = false;
+        }
+        if (stop.stopped()) {
+          r.finish_reason = "stop";
+          break;
+        }
+        if (n + 1 >= budget || !keep_going) continue;
+        if (!overlap) {
+          step({StepItem{seq, {tok}, true, false, &sampler, false}}, res);
+          continue;
+        }
+        if (pending_.empty()) step_begin({StepItem{seq, {tok}, true, false, &sampler, false}});
+        if (n + 2 < budget) {
+          StepItem next{seq, {}, true, false, &sampler, false};
+          next.token_from_sample = true;
+          step_begin({next});
+        }
+        step_end(res);
       }
-      r.output_ids.push_back(tok);
-      const std::string piece = stop.push(dec.push(tok));
-      if (!piece.empty()) {
-        r.text += piece;
-        if (on_text && !on_text(piece)) keep_going = false;
+      if (!pending_.empty()) step_cancel();
+    } catch (...) {
+      while (!pending_.empty()) {  // leave no step outstanding (the sequence is released next)
+        try {
+          StepResult drop;
+          step_end(drop);
+        } catch (...) {
+          pending_.pop_front();
+        }
       }
-      if (stop.stopped()) {
-        r.finish_reason = "stop";
-        break;
-      }
-      if (n + 1 < budget && keep_going) {
-        StepItem it{seq, {tok}, true, false, &sampler, false};
-        step({it}, res);
-      }
+      throw;
     }
     if (!stop.stopped()) {
       const std::string tail = stop.push(dec.finish()) + stop.flush();
@@ -318,6 +313,143 @@ class EngineImpl : public Engine {
   }
 
  private:
+  /// A step begun and not ended.
+  struct Pending {
+    std::vector<SeqId> seqs;              // the items' sequences, in order
+    std::vector<int> start_len, end_len;  // their lengths before and after the step
+    std::vector<size_t> row_item;         // item of each sampled row
+    bool ahead = false;                   // sampled by sample_begin: ids at sample_end
+    bool fed = false;                     // tokens taken from the previous step's samples on
+                                          // the device (placeholders in the block manager)
+    StepResult result;                    // tokens (unless ahead) and copied logits
+  };
+
+  void begin(const std::vector<StepItem>& items, bool may_overlap) {
+    check(!items.empty(), "step: no sequences");
+    PERFX_CHECK(pending_.size() < 2, "step_begin: two steps are already outstanding");
+    BatchLayout b;
+    b.n_seqs = (int)items.size();
+    int need = 0;
+    for (size_t i = 0; i < items.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        PERFX_CHECK(items[i].seq != items[j].seq,
+                    "step: sequence " + std::to_string(items[i].seq) + " appears twice");
+    // token_from_sample: every item or none; the previous step sampled these sequences in order.
+    const bool from_sample = items[0].token_from_sample;
+    const Pending* prev = pending_.empty() ? nullptr : &pending_.back();
+    if (from_sample) {
+      PERFX_CHECK(prev, "step_begin: token_from_sample without a step begun before it");
+      PERFX_CHECK(prev->seqs.size() == items.size() && prev->row_item.size() == items.size(),
+                  "step_begin: token_from_sample needs the step before to have sampled these " +
+                      std::to_string(items.size()) + " sequences (it sampled " +
+                      std::to_string(prev->row_item.size()) + " of " +
+                      std::to_string(prev->seqs.size()) + ")");
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      PERFX_CHECK(it.token_from_sample == from_sample,
+                  "step: token_from_sample must be set on every item or on none");
+      if (from_sample) {
+        PERFX_CHECK(it.tokens.empty(), "step: an item with token_from_sample and tokens");
+        PERFX_CHECK(prev->seqs[i] == it.seq && prev->row_item[i] == i,
+                    "step_begin: token_from_sample item " + std::to_string(i) + " (sequence " +
+                        std::to_string(it.seq) + ") was not row " + std::to_string(i) +
+                        " of the step before");
+      } else {
+        PERFX_CHECK(!it.tokens.empty(), "step: a sequence with no new tokens");
+      }
+      PERFX_CHECK(blocks_->has_sequence(it.seq),
+                  "step: unknown sequence " + std::to_string(it.seq));
+      PERFX_CHECK(!it.sampler || it.want_logits || it.all_logits,
+                  "step: a sampler on an item with no logits row");
+      const int n_new = from_sample ? 1 : (int)it.tokens.size();
+      const int len = blocks_->seq_len(it.seq);
+      PERFX_CHECK(len + n_new <= ctx_, "sequence would have " + std::to_string(len + n_new) +
+                                           " tokens, more than the context size " +
+                                           std::to_string(ctx_));
+      for (int32_t t : it.tokens)
+        PERFX_CHECK(t >= 0 && t < config().vocab_size,
+                    "token id " + std::to_string(t) + " is outside the vocabulary (" +
+                        std::to_string(config().vocab_size) + ")");
+      need += blocks_->blocks_needed(it.seq, n_new);
+    }
+    PERFX_CHECK(need <= blocks_->free_blocks(),
+                "KV cache is full: " + std::to_string(need) + " blocks needed, " +
+                    std::to_string(blocks_->free_blocks()) + " free");
+    // The ids: on the device when the step before sampled ahead, else already on the host.
+    b.tokens_from_sample = from_sample && prev->ahead;
+    Pending p;
+    p.fed = b.tokens_from_sample;
+    std::vector<int> first_row(items.size()), n_rows(items.size());
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < b.n_seqs; ++i) {
+      const auto& it = items[i];
+      if (!from_sample)
+        tokens = it.tokens;
+      else
+        tokens.assign(1, prev->ahead ? 0 : prev->result.tokens[(size_t)i]);  // 0: a placeholder
+      const int len = blocks_->seq_len(it.seq);
+      const std::vector<int32_t> slots = blocks_->append(it.seq, tokens);
+      p.seqs.push_back(it.seq);
+      p.start_len.push_back(len);
+      p.end_len.push_back(len + (int)tokens.size());
+      first_row[i] = (int)b.logit_rows.size();
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        if (it.all_logits || (it.want_logits && j + 1 == tokens.size()))
+          b.logit_rows.push_back(b.n_tokens);
+        b.token_ids.push_back(tokens[j]);
+        b.positions.push_back(len + (int)j);
+        b.slots.push_back(slots[j]);
+        b.token_seq.push_back(i);
+        b.n_tokens++;
+      }
+      n_rows[i] = (int)b.logit_rows.size() - first_row[i];
+      b.max_blocks = std::max(b.max_blocks, (int)blocks_->block_table(it.seq).size());
+    }
+    b.block_tables.assign((size_t)b.n_seqs * b.max_blocks, -1);
+    for (int i = 0; i < b.n_seqs; ++i) {
+      const auto& bt = blocks_->block_table(items[i].seq);
+      std::copy(bt.begin(), bt.end(), b.block_tables.begin() + (size_t)i * b.max_blocks);
+    }
+    const Tensor lg = model_->forward(b, *kv_);
+    // Raw rows to the host first (logprobs want them before penalties), then sample on the device.
+    const size_t V = (size_t)config().vocab_size;
+    StepResult& out = p.result;
+    size_t copy_rows = 0;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].copy_logits) copy_rows += (size_t)n_rows[i];
+    out.logits.resize(copy_rows * V);
+    size_t at = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].copy_logits || n_rows[i] == 0) continue;
+      backend_->to_host(out.logits.data() + at * V, lg.rows_view(first_row[i], n_rows[i]).data,
+                        (size_t)n_rows[i] * V * sizeof(float));
+      at += (size_t)n_rows[i];
+    }
+    out.tokens.assign(items.size(), -1);
+    std::vector<SampleRow> rows;
+    bool ahead = may_overlap && backend_->samples_ahead();
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].sampler || n_rows[i] == 0) continue;
+      rows.emplace_back();
+      items[i].sampler->fill_row(rows.back());
+      rows.back().row = first_row[i] + n_rows[i] - 1;
+      p.row_item.push_back(i);
+      ahead = ahead && sampler_overlaps(items[i].sampler->params());
+    }
+    if (!rows.empty()) {
+      if (ahead) {
+        backend_->sample_begin(lg, rows);
+        p.ahead = true;
+      } else {
+        std::vector<int32_t> ids(rows.size());
+        backend_->sample(lg, rows, ids.data());
+        for (size_t r = 0; r < rows.size(); ++r) out.tokens[p.row_item[r]] = ids[r];
+      }
+    }
+    pending_.push_back(std::move(p));
+  }
+
   Checkpoint ck_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<LlamaModel> model_;
@@ -328,9 +460,26 @@ class EngineImpl : public Engine {
   int ctx_ = 0;
   SeqId next_seq_ = 1;
   std::string name_;
+  std::deque<Pending> pending_;  // steps begun and not ended, oldest first
+  bool overlap_ = true;          // PERFX_DECODE_OVERLAP (0: step_begin samples at once)
 };
 
 }  // namespace
+
+void Engine::step_begin(const std::vector<StepItem>&) {
+  throw Error("this engine does not overlap steps");
+}
+void Engine::step_end(StepResult&) {
+  throw Error("this engine does not overlap steps");
+}
+void Engine::step_cancel() {
+  throw Error("this engine does not overlap steps");
+}
+
+bool Engine::sampler_overlaps(const SamplingParams& p) {
+  const bool plain = p.temperature <= 0 || (p.top_k <= 0 && p.top_p >= 1 && p.min_p <= 0);
+  return plain && p.repeat_penalty == 1 && p.presence_penalty == 0 && p.frequency_penalty == 0;
+}
 
 std::vector<int32_t> Engine::eos_ids() const {
   std::vector<int32_t> ids = config().eos_token_ids;

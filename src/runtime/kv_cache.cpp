@@ -161,9 +161,13 @@ std::vector<int32_t> BlockManager::append(int64_t seq, const std::vector<int32_t
   return slots;
 }
 
-void BlockManager::commit(int64_t seq) {
+void BlockManager::commit(int64_t seq, int n_written) {
   Seq& s = find_seq(seq);
-  for (int bi = s.n_committed; bi < s.n_tokens / block_size_; ++bi) {
+  check(n_written <= s.n_tokens, "commit: " + std::to_string(n_written) +
+                                     " tokens written, but the sequence has " +
+                                     std::to_string(s.n_tokens));
+  const int full = (n_written < 0 ? s.n_tokens : n_written) / block_size_;
+  for (int bi = s.n_committed; bi < full; ++bi) {
     const uint64_t h = hash_block(s.last_hash, s.tokens.data() + bi * block_size_, block_size_);
     s.last_hash = h;
     const int32_t b = s.blocks[bi];
@@ -175,7 +179,26 @@ void BlockManager::commit(int64_t seq) {
       block_parent_[b] = bi == 0 ? -1 : s.blocks[bi - 1];
     }
   }
-  s.n_committed = s.n_tokens / block_size_;
+  s.n_committed = std::max(s.n_committed, full);
+}
+
+void BlockManager::set_token(int64_t seq, int pos, int32_t token) {
+  Seq& s = find_seq(seq);
+  check(pos >= s.n_committed * block_size_ && pos < s.n_tokens,
+        "set_token: position " + std::to_string(pos) + " is not an uncommitted token of sequence " +
+            std::to_string(seq) + " (" + std::to_string(s.n_tokens) + " tokens, " +
+            std::to_string(s.n_committed * block_size_) + " committed)");
+  s.tokens[(size_t)pos] = token;
+}
+
+void BlockManager::truncate(int64_t seq, int n_tokens) {
+  Seq& s = find_seq(seq);
+  check(n_tokens >= s.n_committed * block_size_ && n_tokens <= s.n_tokens,
+        "truncate: sequence " + std::to_string(seq) + " cannot go from " +
+            std::to_string(s.n_tokens) + " to " + std::to_string(n_tokens) + " tokens (" +
+            std::to_string(s.n_committed * block_size_) + " committed)");
+  s.tokens.resize((size_t)n_tokens);
+  s.n_tokens = n_tokens;
 }
 
 }  // namespace perfx

@@ -42,10 +42,17 @@ class BlockManager {
   /// Appends tokens: allocates blocks as needed and returns each token's slot. Throws perfx::Error
   /// if not enough blocks are free (the caller checks blocks_needed first).
   std::vector<int32_t> append(int64_t seq, const std::vector<int32_t>& tokens);
-  /// Makes the sequence's newly filled blocks available to prefix matching. Call only after the
-  /// forward pass that wrote their K/V has completed (a block whose K/V were never written must
-  /// never be shared).
-  void commit(int64_t seq);
+  /// Makes the sequence's newly filled blocks among its first `n_written` tokens (-1: all of them)
+  /// available to prefix matching. Call only after the forward pass that wrote their K/V has
+  /// completed (a block whose K/V were never written must never be shared).
+  void commit(int64_t seq, int n_written = -1);
+  /// Overlapped decode: replaces the token at `pos`, appended as a placeholder before it was
+  /// sampled. Throws perfx::Error when pos is outside the sequence or in a committed block.
+  void set_token(int64_t seq, int pos, int32_t token);
+  /// Overlapped decode: forgets the tokens from `n_tokens` on (a step begun past the end of
+  /// generation); the sequence keeps its blocks. Throws perfx::Error when that would cut into a
+  /// committed block or lengthen the sequence.
+  void truncate(int64_t seq, int n_tokens);
 
  private:
   struct Seq {

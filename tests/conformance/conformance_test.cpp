@@ -1183,6 +1183,93 @@ TEST_P(Conformance, SampleGreedyFullVocabulary) {
 // Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a
 // 1024-thread block, so device kernels must split the vocabulary), with and without penalties,
 // at the ends of u's range: the same ids as the reference sampler.
+// Overlapped decode (Backend::sample_begin): the ids of a queued draw reach the next step's
+// embedding on the backend (BatchLayout::tokens_from_sample, row r -> token r) and the host at
+// sample_end, equal to the reference sampler's picks: greedy rows, plain temperature rows, a mix of
+// the two, rows read out of order, and two draws outstanding at once (the later one feeds).
+TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
+  Backend& be = d().be();
+  if (!be.samples_ahead()) {
+    EXPECT_THROW(be.sample_begin(Tensor{}, {}), Error);
+    GTEST_SKIP() << be.name() << " does not sample ahead";
+  }
+  const int V = 37, H = 96;
+  std::mt19937 rng(31);
+  const HostWeight w = make_weight("F32", V, H, rng);
+  auto table = be.load_embedding(w.source("token_embd.weight").weight);
+  auto logits = [&](int R) {  // distinct values on a grid, shuffled per row
+    std::vector<float> lg((size_t)R * V);
+    for (int r = 0; r < R; ++r) {
+      std::vector<int> perm(V);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int i = 0; i < V; ++i) lg[(size_t)(r * V + i)] = -2.0f + 0.125f * (float)perm[(size_t)i];
+    }
+    return lg;
+  };
+  auto draws = [&](const std::vector<float>& temps) {  // temperature <= 0: greedy
+    std::vector<SampleRow> rows;
+    for (size_t i = 0; i < temps.size(); ++i) {
+      SampleRow r;
+      r.temperature = temps[i];
+      r.u = 0.1 + 0.8 * (double)i / (double)temps.size();
+      r.row = (int)(temps.size() - 1 - i);  // out of order
+      rows.push_back(r);
+    }
+    return rows;
+  };
+  auto fed_embedding = [&](int T) {  // the embedding of a step fed by the last sample_begin
+    BatchLayout b = one_sequence(std::vector<int32_t>((size_t)T, 0));
+    b.tokens_from_sample = true;
+    be.prepare_batch(b);
+    Tensor out = d().poisoned(T, H, H + 5);
+    be.embedding(*table, b, out);
+    return d().download(out);
+  };
+  auto table_rows = [&](const std::vector<int32_t>& ids) {
+    std::vector<double> ref;
+    for (int32_t id : ids)
+      for (int c = 0; c < H; ++c) ref.push_back(round_to(d().act(), w.deq[(size_t)(id * H + c)]));
+    return ref;
+  };
+  for (const auto& temps :
+       std::vector<std::vector<float>>{{0, 0, 0, 0, 0}, {0.7f, 1.0f, 1.6f}, {0, 0.9f, 0, 1.2f}}) {
+    const auto rows = draws(temps);
+    const int R = (int)rows.size();
+    const auto lg = logits(R);
+    const auto want = reference_picks(lg, V, rows);
+    Tensor t = d().upload(lg, R, V, V + 3, DType::F32, false);
+    be.sample_begin(t, rows);
+    expect_close(fed_embedding(R), table_rows(want), 1e-7, "fed embedding");
+    std::vector<int32_t> got((size_t)R, -1);
+    be.sample_end(got.data());
+    EXPECT_EQ(got, want) << "temperatures[0] " << temps[0];
+  }
+  // Two outstanding: the later feeds; sample_end returns the older first.
+  const auto ra = draws({0, 0, 0}), rb = draws({0, 0});
+  const auto la = logits(3), lb = logits(2);
+  Tensor ta = d().upload(la, 3, V, V, DType::F32, false),
+         tb = d().upload(lb, 2, V, V, DType::F32, false);
+  be.sample_begin(ta, ra);
+  be.sample_begin(tb, rb);
+  EXPECT_THROW(be.sample_begin(tb, rb), Error) << "a third outstanding draw";
+  const auto wb = reference_picks(lb, V, rb);
+  expect_close(fed_embedding(2), table_rows(wb), 1e-7, "fed by the later draw");
+  std::vector<int32_t> ga(3, -1), gb(2, -1);
+  be.sample_end(ga.data());
+  be.sample_end(gb.data());
+  EXPECT_EQ(ga, reference_picks(la, V, ra));
+  EXPECT_EQ(gb, wb);
+  EXPECT_THROW(be.sample_end(ga.data()), Error) << "none outstanding";
+  // Rows the backend cannot always pick alone, and a fed step of the wrong size, are refused.
+  auto topk = draws({0.8f});
+  topk[0].top_k = 5;
+  EXPECT_THROW(be.sample_begin(tb, topk), Error);
+  BatchLayout b = one_sequence({0, 0, 0});
+  b.tokens_from_sample = true;
+  EXPECT_THROW(be.prepare_batch(b), Error) << "3 tokens fed by a draw of 2 rows";
+}
+
 TEST_P(Conformance, SampleFullVocabulary) {
   const int V = 32003;
   std::mt19937 rng(29);

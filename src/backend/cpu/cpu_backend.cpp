@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "backend/cpu/attention.h"
@@ -409,6 +410,10 @@ class CpuBackend : public Backend {
 
   void prepare_batch(const BatchLayout& b) override {
     for (int32_t p : b.positions) PERFX_CHECK(p >= 0, "prepare_batch: negative position");
+    PERFX_CHECK(!b.tokens_from_sample || (int)fed_.size() == b.n_tokens,
+                "prepare_batch: tokens_from_sample needs a sample_begin of " +
+                    std::to_string(b.n_tokens) + " rows before it (the last had " +
+                    std::to_string(fed_.size()) + ")");
 #ifdef __GLIBC__
     // Loading is over by the first step: return what the loader's freed decode buffers left in
     // glibc's heap (~25 MB of a Llama-2-7B AWQ load) before the resident set peaks.
@@ -422,16 +427,17 @@ class CpuBackend : public Backend {
     const auto& w = as_cpu(table);
     const Part& p = w.parts[0];
     check(p.w4 == nullptr, "int4 embeddings are not supported");
+    const int32_t* ids = b.tokens_from_sample ? fed_.data() : b.token_ids.data();
     for (int t = 0; t < b.n_tokens; ++t) {
-      const int32_t id = b.token_ids[t];
+      const int32_t id = ids[t];
       PERFX_CHECK(id >= 0 && id < w.out, "token id " + std::to_string(id) +
                                              " is outside the vocabulary of " +
                                              std::to_string(w.out));
     }
     pool_.parallel_for(b.n_tokens, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
-        dequantize_row_fast(p.dtype, p.data + p.row_bytes * b.token_ids[t],
-                            out.f32() + t * out.stride, w.in);
+        dequantize_row_fast(p.dtype, p.data + p.row_bytes * ids[t], out.f32() + t * out.stride,
+                            w.in);
     });
   }
 
@@ -649,8 +655,31 @@ class CpuBackend : public Backend {
     });
   }
 
+  // Overlapped decode: the draw happens at once; the ids wait in a queue for sample_end and feed
+  // the next step's embedding (the engine's overlap path runs in CI on this backend).
+  bool samples_ahead() const override {
+    return true;
+  }
+  void sample_begin(Tensor logits, const std::vector<SampleRow>& rows) override {
+    PERFX_CHECK(pending_.size() < 2, "sample_begin: two samples are already outstanding");
+    for (const auto& r : rows)
+      PERFX_CHECK(samples_ahead_row(r),
+                  "sample_begin: a row with top-k / top-p / min-p or penalties (use sample)");
+    std::vector<int32_t> ids(rows.size());
+    sample(logits, rows, ids.data());
+    fed_ = ids;
+    pending_.push_back(std::move(ids));
+  }
+  void sample_end(int32_t* ids) override {
+    PERFX_CHECK(!pending_.empty(), "sample_end: no sample_begin is outstanding");
+    std::copy(pending_.front().begin(), pending_.front().end(), ids);
+    pending_.pop_front();
+  }
+
  private:
   ThreadPool pool_;
+  std::deque<std::vector<int32_t>> pending_;  // sample_begin's ids, oldest first
+  std::vector<int32_t> fed_;                  // the last sample_begin's ids
   const bool act_quant_;  // int8 activations for int4 / Q8_0 weights (PERFX_ACT_QUANT)
   QActivations act_;      // the current linear's quantized activations
   std::vector<AttnItem> attn_items_;

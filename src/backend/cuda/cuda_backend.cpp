@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <initializer_list>
 #include <list>
 #include <map>
@@ -309,7 +310,10 @@ class CudaBackend : public Backend {
     trace_.reset();  // writes the PERFX_CUDA_TRACE file
     clear_graphs();
     if (pinned_) (void)cudaFreeHost(pinned_);
-    if (pinned_sample_) (void)cudaFreeHost(pinned_sample_);
+    for (SampleSlot& sl : slots_) {
+      if (sl.host) (void)cudaFreeHost(sl.host);
+      if (sl.done) (void)cudaEventDestroy(sl.done);
+    }
     if (cublas_) (void)cublasDestroy(cublas_);
     (void)cudaEventDestroy(staged_);
     (void)cudaStreamDestroy(stream_);
@@ -543,10 +547,14 @@ class CudaBackend : public Backend {
                     (int)b.slots.size() == T && (int)b.token_seq.size() == T &&
                     (int)b.block_tables.size() == S * b.max_blocks,
                 "prepare_batch: inconsistent batch layout");
+    PERFX_CHECK(!b.tokens_from_sample || (fed_d_ && fed_n_ == T),
+                "prepare_batch: tokens_from_sample needs a sample_begin of " + std::to_string(T) +
+                    " rows before it (the last had " + std::to_string(fed_n_) + ")");
     for (int t = 0; t < T; ++t) {
-      PERFX_CHECK(b.token_ids[t] >= 0 && (vocab_ == 0 || b.token_ids[t] < vocab_),
-                  "token id " + std::to_string(b.token_ids[t]) + " is outside the vocabulary of " +
-                      std::to_string(vocab_));
+      PERFX_CHECK(
+          b.tokens_from_sample || (b.token_ids[t] >= 0 && (vocab_ == 0 || b.token_ids[t] < vocab_)),
+          "token id " + std::to_string(b.token_ids[t]) + " is outside the vocabulary of " +
+              std::to_string(vocab_));
       PERFX_CHECK(b.positions[t] >= 0, "prepare_batch: negative position");
     }
     // Per-sequence rows and key counts; tokens of a sequence must be contiguous and consecutive.
@@ -602,6 +610,10 @@ class CudaBackend : public Backend {
     cuda_ok(cudaMemcpyAsync(batch_dev_.get(), h, at * 4, cudaMemcpyHostToDevice, stream_),
             "upload batch");
     cuda_ok(cudaEventRecord(staged_, stream_), "cudaEventRecord");
+    if (b.tokens_from_sample)  // the ids come first (o_ids 0): the last draw's, in row order
+      cuda_ok(cudaMemcpyAsync(batch_dev_.get(), fed_d_, (size_t)T * 4, cudaMemcpyDeviceToDevice,
+                              stream_),
+              "feed sampled ids");
     int32_t* d = static_cast<int32_t*>(batch_dev_.get());
     ids_d_ = d + o_ids;
     pos_d_ = d + o_pos;
@@ -985,7 +997,11 @@ class CudaBackend : public Backend {
     for (const auto& r : rows)
       PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
     std::vector<RowState> state(rows.size(), RowState::Host);
-    sample_on_gpu(logits, rows, ids, state);
+    SampleJob job;
+    if (sample_enqueue(logits, rows, job)) {
+      cuda_ok(cudaEventSynchronize(slots_[job.slot].done), "sample");
+      sample_collect(job, ids, state);
+    }
     // The other rows travel to the host and the reference sampler picks (same draws as the CPU
     // backend); a row the GPU handed back already carries its penalties.
     std::vector<float> row((size_t)logits.cols);
@@ -1002,6 +1018,57 @@ class CudaBackend : public Backend {
       to_host(row.data(), logits.rows_view(r->row, 1).data, row.size() * 4);
       ids[i] = cpu::sample_logits(row.data(), (int)logits.cols, *r, sample_scratch_);
     }
+  }
+
+  // Overlapped decode: the draw is queued behind the step; the ids stay in the slot's device
+  // buffer (the next tokens_from_sample step copies them into its token ids, device to device)
+  // and travel to the slot's pinned buffer, which sample_end reads after the slot's event.
+  bool samples_ahead() const override { return true; }
+  void sample_begin(Tensor logits, const std::vector<SampleRow>& rows) override {
+    PERFX_CHECK(pending_.size() < 2, "sample_begin: two samples are already outstanding");
+    for (const auto& r : rows)
+      PERFX_CHECK(samples_ahead_row(r),
+                  "sample_begin: a row with top-k / top-p / min-p or penalties (use sample)");
+    finish_forward();
+    PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
+    for (const auto& r : rows)
+      PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    bool greedy = false, drawn = false;
+    for (const auto& r : rows) (r.temperature <= 0 ? greedy : drawn) = true;
+    SampleJob job;
+    if ((greedy && drawn) || !sample_enqueue(logits, rows, job)) {
+      // The kernels write greedy ids before drawn ones, so a mix of the two is not in row order
+      // (and PERFX_CUDA_GPU_SAMPLING=0 draws on the host): pick now, upload the ids to feed.
+      job = SampleJob{};
+      job.ids.resize(rows.size());
+      sample(logits, rows, job.ids.data());
+      job.ready = true;
+      SampleSlot& sl = slot_for(rows.size() * 4, job.slot);
+      std::memcpy(sl.host, job.ids.data(), rows.size() * 4);
+      cuda_ok(
+          cudaMemcpyAsync(sl.dev.get(), sl.host, rows.size() * 4, cudaMemcpyHostToDevice, stream_),
+          "sampled ids");
+      cuda_ok(cudaEventRecord(sl.done, stream_), "cudaEventRecord");
+      job.out_d = static_cast<const int32_t*>(sl.dev.get());
+    }
+    fed_d_ = job.out_d;
+    fed_n_ = (int)rows.size();
+    job.n_rows = rows.size();
+    pending_.push_back(std::move(job));
+  }
+  void sample_end(int32_t* ids) override {
+    PERFX_CHECK(!pending_.empty(), "sample_end: no sample_begin is outstanding");
+    SampleJob job = std::move(pending_.front());
+    pending_.pop_front();
+    if (job.ready) {
+      std::copy(job.ids.begin(), job.ids.end(), ids);
+      return;
+    }
+    cuda_ok(cudaEventSynchronize(slots_[job.slot].done), "sample (a kernel of the step failed)");
+    std::vector<RowState> state(job.n_rows, RowState::Host);
+    sample_collect(job, ids, state);
+    for (RowState st : state)
+      PERFX_CHECK(st == RowState::Picked, "sample_end: a row was not picked on the GPU");
   }
 
  private:
@@ -1180,15 +1247,79 @@ class CudaBackend : public Backend {
   /// (ids[i] written), Penalized (a row handed back: more than 1024 logits tie with its k-th, or
   /// its top-p / min-p cut lies past the 1024 most likely ids) or leaves Host (top_k > 1024;
   /// PERFX_CUDA_GPU_SAMPLING=0: every row with a temperature). Only ids cross to the host.
-  void sample_on_gpu(const Tensor& logits, const std::vector<SampleRow>& rows, int32_t* ids,
-                     std::vector<RowState>& state) {
+  /// One queued Backend::sample GPU part: where its ids land and which rows they belong to.
+  struct SampleJob {
+    int slot = 0;                    // SampleSlot (pinned + device buffers, event)
+    size_t o_out = 0;                // byte offset of the ids in the slot's buffers
+    const int32_t* out_d = nullptr;  // the ids on the device (greedy, softmax, top-k order)
+    std::vector<size_t> greedy_at, soft_at, topk_at;  // row index of each id
+    size_t n_rows = 0;
+    bool ready = false;  // sample_begin picked on the host: ids below
+    std::vector<int32_t> ids;
+  };
+  /// Pinned staging + device buffer pair; two alternate so that a queued sample's staging is
+  /// never overwritten by the next one (at most two are outstanding). `done` follows the ids'
+  /// copy to the host.
+  struct SampleSlot {
+    void* host = nullptr;
+    size_t cap = 0;
+    DevMem dev;
+    cudaEvent_t done = nullptr;
+  };
+  /// The next slot, its buffers grown to `bytes` (waiting for its previous use first).
+  SampleSlot& slot_for(size_t bytes, int& index) {
+    index = next_slot_;
+    next_slot_ ^= 1;
+    SampleSlot& sl = slots_[index];
+    if (!sl.done)
+      cuda_ok(cudaEventCreateWithFlags(&sl.done, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_ok(cudaEventSynchronize(sl.done), "sample");  // its previous copies have run
+    if (bytes > sl.cap) {
+      const size_t cap = std::max(bytes, sl.cap * 2);
+      cuda_ok(cudaStreamSynchronize(stream_), "sample");  // nothing queued reads the old buffers
+      if (sl.host) (void)cudaFreeHost(sl.host);
+      sl.host = nullptr;
+      sl.cap = 0;
+      cuda_ok(cudaHostAlloc(&sl.host, cap, cudaHostAllocDefault), "cudaHostAlloc");
+      sl.dev.alloc(cap, "sampling", dev_);
+      sl.cap = cap;
+    }
+    return sl;
+  }
+
+  /// The ids of a job whose slot event has completed, into ids / state (see sample_enqueue).
+  void sample_collect(const SampleJob& job, int32_t* ids, std::vector<RowState>& state) {
+    const int32_t* got = reinterpret_cast<const int32_t*>(
+        static_cast<const char*>(slots_[job.slot].host) + job.o_out);
+    auto take = [&](const std::vector<size_t>& at, size_t first) {
+      for (size_t i = 0; i < at.size(); ++i) {
+        const int32_t id = got[first + i];
+        state[at[i]] = id >= 0 ? RowState::Picked : RowState::Penalized;
+        if (id >= 0) ids[at[i]] = id;
+      }
+    };
+    take(job.greedy_at, 0);
+    take(job.soft_at, job.greedy_at.size());
+    take(job.topk_at, job.greedy_at.size() + job.soft_at.size());
+  }
+
+  /// Queues Backend::sample's GPU part; false when it takes no row. For the rows it takes it
+  /// applies the penalties in place, then
+  /// picks: argmax for greedy rows, the softmax draw for rows with a temperature and no top-k /
+  /// top-p / min-p, the top-k draw (top-p / min-p inside) for 1 <= top_k <= 1024 and for top-p /
+  /// min-p without top-k (sample.cu; the reference sampler's arithmetic). After the slot's event,
+  /// sample_collect sets state[i] to Picked
+  /// (ids[i] written), Penalized (a row handed back: more than 1024 logits tie with its k-th, or
+  /// its top-p / min-p cut lies past the 1024 most likely ids) or leaves Host (top_k > 1024;
+  /// PERFX_CUDA_GPU_SAMPLING=0: every row with a temperature). Only ids cross to the host.
+  bool sample_enqueue(const Tensor& logits, const std::vector<SampleRow>& rows, SampleJob& job) {
     static const bool gpu_draws = [] {
       const char* e = std::getenv("PERFX_CUDA_GPU_SAMPLING");
       return !(e && std::string(e) == "0");
     }();
     const int V = (int)logits.cols;
     std::vector<int32_t> greedy_rows;
-    std::vector<size_t> greedy_at, soft_at, topk_at;
+    std::vector<size_t>&greedy_at = job.greedy_at, &soft_at = job.soft_at, &topk_at = job.topk_at;
     std::vector<SampleDraw> soft;
     std::vector<SampleDrawTopK> topk;
     std::vector<PenaltyEntry> pen;
@@ -1224,16 +1355,16 @@ class CudaBackend : public Backend {
     }
     const size_t n_greedy = greedy_rows.size(), n_soft = soft.size(), n_topk = topk.size();
     const size_t n_out = n_greedy + n_soft + n_topk;
-    if (n_out == 0) return;
+    if (n_out == 0) return false;
     // staging: penalties | softmax draws | top-k draws (both 16-byte aligned) | greedy rows |
     // ids out (greedy, softmax, top-k)
     const size_t o_soft = (pen.size() * sizeof(PenaltyEntry) + 15) & ~size_t(15);
     const size_t o_topk = o_soft + n_soft * sizeof(SampleDraw);
     const size_t o_rows = o_topk + n_topk * sizeof(SampleDrawTopK);
     const size_t o_out = o_rows + n_greedy * 4;
-    ensure_sample_staging(o_out + n_out * 4 + 64);
-    char* h = static_cast<char*>(pinned_sample_);
-    char* d = static_cast<char*>(sample_dev_.get());
+    SampleSlot& sl = slot_for(o_out + n_out * 4 + 64, job.slot);
+    char* h = static_cast<char*>(sl.host);
+    char* d = static_cast<char*>(sl.dev.get());
     std::memcpy(h, pen.data(), pen.size() * sizeof(PenaltyEntry));
     std::memcpy(h + o_soft, soft.data(), n_soft * sizeof(SampleDraw));
     std::memcpy(h + o_topk, topk.data(), n_topk * sizeof(SampleDrawTopK));
@@ -1253,28 +1384,10 @@ class CudaBackend : public Backend {
     cuda_ok(cudaGetLastError(), "sample (argmax, draws)");
     cuda_ok(cudaMemcpyAsync(h + o_out, out, n_out * 4, cudaMemcpyDeviceToHost, stream_),
             "sampled ids");
-    cuda_ok(cudaStreamSynchronize(stream_), "sample");
-    const int32_t* got = reinterpret_cast<const int32_t*>(h + o_out);
-    auto take = [&](const std::vector<size_t>& at, size_t first) {
-      for (size_t i = 0; i < at.size(); ++i) {
-        const int32_t id = got[first + i];
-        state[at[i]] = id >= 0 ? RowState::Picked : RowState::Penalized;
-        if (id >= 0) ids[at[i]] = id;
-      }
-    };
-    take(greedy_at, 0);
-    take(soft_at, n_greedy);
-    take(topk_at, n_greedy + n_soft);
-  }
-
-  void ensure_sample_staging(size_t bytes) {
-    if (bytes <= sample_cap_) return;
-    const size_t cap = std::max(bytes, sample_cap_ * 2);
-    if (pinned_sample_) (void)cudaFreeHost(pinned_sample_);
-    pinned_sample_ = nullptr;
-    cuda_ok(cudaHostAlloc(&pinned_sample_, cap, cudaHostAllocDefault), "cudaHostAlloc");
-    sample_dev_.alloc(cap, "sampling", dev_);
-    sample_cap_ = cap;
+    cuda_ok(cudaEventRecord(sl.done, stream_), "cudaEventRecord");
+    job.o_out = o_out;
+    job.out_d = out;
+    return true;
   }
 
   /// The linear kernels' workspace, at least `need` bytes. Growing it invalidates graphs; during a
@@ -1400,7 +1513,7 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_, sample_dev_;
+  DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_;
   enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
   int skip_ = 0;                             // PERFX_CUDA_SKIP (timing only)
   const CudaWeight* last_linear_ = nullptr;  // the latest linear's weight (mark_feeds_attention)
@@ -1420,8 +1533,11 @@ class CudaBackend : public Backend {
   // staging
   void* pinned_ = nullptr;
   size_t staging_cap_ = 0;
-  void* pinned_sample_ = nullptr;
-  size_t sample_cap_ = 0;
+  SampleSlot slots_[2];
+  int next_slot_ = 0;
+  std::deque<SampleJob> pending_;   // sample_begin's jobs, oldest first
+  const int32_t* fed_d_ = nullptr;  // the last sample_begin's ids on the device (row order)
+  int fed_n_ = 0;
   std::vector<std::pair<float, int32_t>> sample_scratch_;
 
   // the prepared step

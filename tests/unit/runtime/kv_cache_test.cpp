@@ -89,3 +89,54 @@ TEST(BlockManager, UnknownSequenceIsAClearError) {
   EXPECT_THROW(bm.match_prefix(42, {1, 2, 3}), Error);
   EXPECT_THROW(bm.commit(42), Error);
 }
+
+// Overlapped decode: a step is appended with a placeholder token before its id is sampled; the id
+// is set later, only up to the tokens written are committed, and a step begun past the end of
+// generation is forgotten again.
+TEST(BlockManager, CommitsOnlyTheTokensWritten) {
+  BlockManager bm(8, 2);
+  bm.add_sequence(1);
+  bm.append(1, {1, 2, 3, 4, 5});
+  bm.commit(1, 3);  // the step that wrote tokens 3.. is still running
+  bm.add_sequence(2);
+  EXPECT_EQ(bm.match_prefix(2, {1, 2, 3, 4, 5}), 2) << "only the first block was written";
+  bm.remove_sequence(2);
+  bm.commit(1);
+  bm.add_sequence(3);
+  EXPECT_EQ(bm.match_prefix(3, {1, 2, 3, 4, 5}), 4);
+  EXPECT_THROW(bm.commit(1, 6), Error) << "more tokens than the sequence has";
+}
+
+TEST(BlockManager, SetTokenReplacesAPlaceholderBeforeCommit) {
+  BlockManager bm(8, 2);
+  bm.add_sequence(1);
+  bm.append(1, {1, 2, 3});
+  bm.append(1, {0});  // placeholder for an id still on the device
+  bm.set_token(1, 3, 4);
+  bm.commit(1);
+  bm.add_sequence(2);
+  EXPECT_EQ(bm.match_prefix(2, {1, 2, 3, 4, 9}), 4) << "the block holds the real token";
+  EXPECT_THROW(bm.set_token(1, 1, 7), Error) << "a committed token";
+  EXPECT_THROW(bm.set_token(1, 4, 7), Error) << "past the end";
+}
+
+TEST(BlockManager, TruncateForgetsUncommittedTokensAndKeepsTheBlocks) {
+  BlockManager bm(8, 2);
+  bm.add_sequence(1);
+  const auto s = bm.append(1, {1, 2, 3});
+  bm.commit(1, 2);
+  const int used = bm.used_blocks();
+  bm.truncate(1, 2);
+  EXPECT_EQ(bm.seq_len(1), 2);
+  EXPECT_EQ(bm.used_blocks(), used) << "the blocks stay allocated to the sequence";
+  EXPECT_EQ(bm.append(1, {7})[0], s[2]) << "the next token takes the forgotten one's slot";
+  EXPECT_THROW(bm.truncate(1, 1), Error) << "into a committed block";
+  EXPECT_THROW(bm.truncate(1, 4), Error) << "longer than the sequence";
+  bm.append(1, {8});
+  bm.commit(1);
+  bm.add_sequence(2);
+  EXPECT_EQ(bm.match_prefix(2, {1, 2, 3, 8, 9}), 2) << "the forgotten 3 is not cached";
+  bm.remove_sequence(2);
+  bm.add_sequence(3);
+  EXPECT_EQ(bm.match_prefix(3, {1, 2, 7, 8, 9}), 4) << "the block holds 7";
+}

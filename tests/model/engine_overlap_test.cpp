@@ -1,0 +1,204 @@
+// Overlapped decode (Engine::step_begin / step_end / step_cancel): the next step is queued, its
+// tokens fed from this step's samples, before those reach the host. The tokens must be the plain
+// steps' tokens, a generation that stops must leave its sequence as the plain path does (the step
+// begun past the end cancelled), and the prefix cache must hold the sampled tokens, not the
+// placeholders the queued steps were appended with. On the CPU (which samples ahead), f16-ref
+// (which does not: the engine's fallback) and PERFX_TEST_DEVICE.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "perfx/engine.h"
+#include "perfx/model_config.h"
+#include "perfx/status.h"
+#include "support/test_support.h"
+
+namespace perfx::test {
+namespace {
+
+class EngineOverlap : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Engine> load(bool overlap = true) {
+    std::string why;
+    if (!device_available(GetParam(), &why)) return nullptr;
+    EngineOptions eo;
+    eo.model_path = shared_path("models/stories260K-hf");
+    eo.n_threads = 2;
+    eo.device = GetParam();
+    eo.kv_cache_tokens = 4096;
+    if (!overlap) setenv("PERFX_DECODE_OVERLAP", "0", 1);
+    auto e = Engine::load(eo);
+    unsetenv("PERFX_DECODE_OVERLAP");
+    return e;
+  }
+};
+
+SamplingParams greedy() {
+  SamplingParams p;
+  p.temperature = 0;
+  return p;
+}
+
+SamplingParams plain_temperature() {
+  SamplingParams p;
+  p.temperature = 1.1f;
+  p.top_k = 0;
+  p.top_p = 1;
+  p.min_p = 0;
+  p.seed = 5;
+  return p;
+}
+
+/// n decode steps after prompting each sequence with its prompt; overlapped or one step at a time.
+std::vector<std::vector<int32_t>> decode(Engine& e,
+                                         const std::vector<std::vector<int32_t>>& prompts,
+                                         const SamplingParams& sp, int n, bool overlapped) {
+  std::vector<Sampler> samplers(prompts.size(), Sampler(sp));
+  std::vector<Engine::StepItem> items(prompts.size());
+  std::vector<SeqId> seqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    seqs.push_back(e.create_sequence());
+    items[i].seq = seqs.back();
+    items[i].tokens = prompts[i];
+    items[i].sampler = &samplers[i];
+  }
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  Engine::StepResult r;
+  if (!overlapped) {
+    for (int s = 0; s < n; ++s) {
+      e.step(items, r);
+      for (size_t i = 0; i < items.size(); ++i) {
+        out[i].push_back(r.tokens[i]);
+        items[i].tokens = {r.tokens[i]};
+      }
+    }
+  } else {
+    e.step_begin(items);
+    for (auto& it : items) {
+      it.tokens.clear();
+      it.token_from_sample = true;
+    }
+    for (int s = 0; s < n; ++s) {
+      if (s + 1 < n) e.step_begin(items);
+      EXPECT_EQ(e.steps_outstanding(), s + 1 < n ? 2 : 1);
+      e.step_end(r);
+      for (size_t i = 0; i < items.size(); ++i) out[i].push_back(r.tokens[i]);
+    }
+  }
+  EXPECT_EQ(e.steps_outstanding(), 0);
+  for (size_t i = 0; i < seqs.size(); ++i)
+    EXPECT_EQ(e.seq_len(seqs[i]), (int)prompts[i].size() + n - 1) << "sequence " << i;
+  for (SeqId s : seqs) e.release_sequence(s);
+  return out;
+}
+
+TEST_P(EngineOverlap, OverlappedStepsGiveThePlainStepsTokens) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  auto e = load();
+  if (!e) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
+  const std::vector<std::vector<int32_t>> one = {{1, 403, 407}},
+                                          two = {{1, 403, 407}, {1, 300, 11, 90}};
+  for (const auto& sp : {greedy(), plain_temperature()})
+    for (const auto& prompts : {one, two}) {
+      SCOPED_TRACE("temperature " + std::to_string(sp.temperature) + ", " +
+                   std::to_string(prompts.size()) + " sequences");
+      const auto plain = decode(*e, prompts, sp, 40, false);
+      const auto over = decode(*e, prompts, sp, 40, true);
+      EXPECT_EQ(over, plain);
+    }
+}
+
+/// Tokens of a sequence that the prefix cache can hand out again: match_prefix on a new sequence.
+int cached_prefix(Engine& e, const std::vector<int32_t>& tokens) {
+  const SeqId s = e.create_sequence();
+  const int n = e.match_prefix(s, tokens);
+  e.release_sequence(s);
+  return n;
+}
+
+TEST_P(EngineOverlap, GenerationEndsAsThePlainPathAndCachesTheSampledTokens) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  auto plain = load(/*overlap=*/false);
+  if (!plain) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
+  auto over = load();
+  const int bs = over->block_size();
+  const std::vector<int32_t> prompt = {1};
+  Engine::GenerateOptions o;
+  o.max_tokens = 60;
+  o.sampling = greedy();
+  const auto full = plain->generate(prompt, o, nullptr);
+  ASSERT_EQ(full.output_ids.size(), 60u);
+  // A stop string that ends the text in its middle: the step begun for the token after is
+  // cancelled.
+  const std::string mid = full.text.substr(full.text.size() / 2, 6);
+  for (const auto& stop : {std::vector<std::string>{}, std::vector<std::string>{mid}}) {
+    SCOPED_TRACE(stop.empty() ? "length" : "stop '" + mid + "'");
+    o.stop = stop;
+    const auto want = plain->generate(prompt, o, nullptr);
+    const auto got = over->generate(prompt, o, nullptr);
+    EXPECT_EQ(got.output_ids, want.output_ids);
+    EXPECT_EQ(got.text, want.text);
+    EXPECT_EQ(got.finish_reason, want.finish_reason);
+    EXPECT_EQ(over->steps_outstanding(), 0);
+    EXPECT_EQ(over->free_blocks(), over->total_blocks()) << "the sequence's blocks are back";
+    // The sequence held the prompt and every output token but the last (never stepped); its full
+    // blocks are cached with the sampled tokens (a placeholder left in would break the match).
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), got.output_ids.begin(), got.output_ids.end());
+    const int stepped = (int)all.size() - 1;
+    EXPECT_EQ(cached_prefix(*over, all), stepped / bs * bs);
+  }
+}
+
+TEST_P(EngineOverlap, RulesAreChecked) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  auto e = load();
+  if (!e) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
+  Sampler g(greedy());
+  const SeqId a = e->create_sequence(), b = e->create_sequence();
+  Engine::StepItem fed{a, {}, true, false, &g, false};
+  fed.token_from_sample = true;
+  Engine::StepResult r;
+  EXPECT_THROW(e->step_begin({fed}), Error) << "nothing sampled before";
+  EXPECT_THROW(e->step_end(r), Error) << "none outstanding";
+  EXPECT_THROW(e->step_cancel(), Error) << "none outstanding";
+  e->step_begin({Engine::StepItem{a, {1, 403}, true, false, &g, false}});
+  EXPECT_THROW(e->step({Engine::StepItem{b, {1}, true, false, &g, false}}, r), Error)
+      << "step() with a step outstanding";
+  Engine::StepItem fed_b = fed;
+  fed_b.seq = b;
+  EXPECT_THROW(e->step_begin({fed_b}), Error) << "b was not sampled by the step before";
+  Engine::StepItem both = fed;
+  both.tokens = {5};
+  EXPECT_THROW(e->step_begin({both}), Error) << "token_from_sample with tokens";
+  e->step_begin({fed});
+  EXPECT_THROW(e->step_begin({fed}), Error) << "a third outstanding step";
+  EXPECT_THROW(e->step_cancel(), Error) << "cancel needs exactly one outstanding";
+  e->step_end(r);
+  EXPECT_EQ(e->seq_len(a), 3);
+  e->step_cancel();
+  EXPECT_EQ(e->seq_len(a), 2) << "the cancelled step's token is forgotten";
+  EXPECT_EQ(e->steps_outstanding(), 0);
+  e->step({Engine::StepItem{a, {r.tokens[0]}, true, false, &g, false}}, r);
+  EXPECT_EQ(e->seq_len(a), 3);
+  e->release_sequence(a);
+  e->release_sequence(b);
+}
+
+std::vector<std::string> overlap_devices() {
+  std::vector<std::string> d = {"cpu", "f16-ref"};
+  for (const auto& x : env_test_devices())
+    if (x != "cpu" && x != "f16-ref") d.push_back(x);
+  return d;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, EngineOverlap, ::testing::ValuesIn(overlap_devices()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;
+                           for (char& c : n)
+                             if (!isalnum((unsigned char)c)) c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace perfx::test
