@@ -190,8 +190,12 @@ class EngineImpl : public Engine {
     Pending& p = pending_.front();
     if (p.ahead) {
       std::vector<int32_t> ids(p.row_item.size());
-      p.ahead = false;  // ended, even when sample_end throws
-      backend_->sample_end(ids.data());
+      try {
+        backend_->sample_end(ids.data());
+      } catch (...) {
+        abandon_pending();  // the device failed: no step is left to end
+        throw;
+      }
       for (size_t r = 0; r < ids.size(); ++r) p.result.tokens[p.row_item[r]] = ids[r];
     }
     // The next step's placeholders (token_from_sample) are these samples.
@@ -221,6 +225,22 @@ class EngineImpl : public Engine {
   }
 
   int steps_outstanding() const override { return (int)pending_.size(); }
+
+  /// Forgets every outstanding step (their sequences back to their lengths before the oldest;
+  /// nothing committed), draining the backend's outstanding draws and ignoring their errors.
+  void abandon_pending() {
+    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+      for (size_t i = 0; i < it->seqs.size(); ++i)
+        if (blocks_->has_sequence(it->seqs[i])) blocks_->truncate(it->seqs[i], it->start_len[i]);
+    }
+    for (size_t k = 1; k < pending_.size(); ++k)
+      if (pending_[k].ahead) try {
+          std::vector<int32_t> ids(pending_[k].row_item.size());
+          backend_->sample_end(ids.data());
+        } catch (...) {
+        }
+    pending_.clear();
+  }
 
   GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,
                           const std::function<bool(const std::string&)>& on_text) override {
@@ -256,7 +276,7 @@ class EngineImpl : public Engine {
     r.finish_reason = "length";
     // Overlapped decode: the step that makes token n + 2 is queued (its input, token n + 1, fed
     // on the device) before token n + 1 reaches the host; a step begun past the end is cancelled.
-    const bool overlap = sampler_overlaps(o.sampling);
+    const bool overlap = overlap_ && backend_->samples_ahead() && sampler_overlaps(o.sampling);
     bool keep_going = true;
     try {
       for (int n = 0; n < budget && keep_going; ++n) {
@@ -291,14 +311,7 @@ class EngineImpl : public Engine {
       }
       if (!pending_.empty()) step_cancel();
     } catch (...) {
-      while (!pending_.empty()) {  // leave no step outstanding (the sequence is released next)
-        try {
-          StepResult drop;
-          step_end(drop);
-        } catch (...) {
-          pending_.pop_front();
-        }
-      }
+      abandon_pending();  // leave no step outstanding (the sequence is released next)
       throw;
     }
     if (!stop.stopped()) {
@@ -411,6 +424,19 @@ class EngineImpl : public Engine {
       const auto& bt = blocks_->block_table(items[i].seq);
       std::copy(bt.begin(), bt.end(), b.block_tables.begin() + (size_t)i * b.max_blocks);
     }
+    try {
+      run_and_sample(items, b, first_row, n_rows, may_overlap, p);
+    } catch (...) {  // the step never ran: its tokens (placeholders too) must not stay
+      for (size_t i = 0; i < p.seqs.size(); ++i) blocks_->truncate(p.seqs[i], p.start_len[i]);
+      throw;
+    }
+    pending_.push_back(std::move(p));
+  }
+
+  /// begin()'s forward pass and draw for the appended step `b`, into p.
+  void run_and_sample(const std::vector<StepItem>& items, const BatchLayout& b,
+                      const std::vector<int>& first_row, const std::vector<int>& n_rows,
+                      bool may_overlap, Pending& p) {
     const Tensor lg = model_->forward(b, *kv_);
     // Raw rows to the host first (logprobs want them before penalties), then sample on the device.
     const size_t V = (size_t)config().vocab_size;
@@ -447,7 +473,6 @@ class EngineImpl : public Engine {
         for (size_t r = 0; r < rows.size(); ++r) out.tokens[p.row_item[r]] = ids[r];
       }
     }
-    pending_.push_back(std::move(p));
   }
 
   Checkpoint ck_;

@@ -1180,9 +1180,6 @@ TEST_P(Conformance, SampleGreedyFullVocabulary) {
       {40000, 70000});
 }
 
-// Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a
-// 1024-thread block, so device kernels must split the vocabulary), with and without penalties,
-// at the ends of u's range: the same ids as the reference sampler.
 // Overlapped decode (Backend::sample_begin): the ids of a queued draw reach the next step's
 // embedding on the backend (BatchLayout::tokens_from_sample, row r -> token r) and the host at
 // sample_end, equal to the reference sampler's picks: greedy rows, plain temperature rows, a mix of
@@ -1261,6 +1258,23 @@ TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
   EXPECT_EQ(ga, reference_picks(la, V, ra));
   EXPECT_EQ(gb, wb);
   EXPECT_THROW(be.sample_end(ga.data()), Error) << "none outstanding";
+  // A greedy draw outstanding while a larger mixed one is begun (CUDA picks a mix at once and
+  // uploads its ids through a sampling slot): neither may take the other's buffers.
+  const auto rc = draws({0, 0.8f, 0, 1.3f, 0}), rd = draws({0, 0.7f, 0, 1.1f, 0, 0.9f, 0});
+  const auto lc = logits(5), ld = logits(7);
+  Tensor tc = d().upload(lc, 5, V, V, DType::F32, false),
+         td = d().upload(ld, 7, V, V, DType::F32, false);
+  be.sample_begin(ta, ra);
+  be.sample_begin(td, rd);
+  expect_close(fed_embedding(7), table_rows(reference_picks(ld, V, rd)), 1e-7, "fed by the mix");
+  be.sample_end(ga.data());
+  EXPECT_EQ(ga, reference_picks(la, V, ra)) << "the greedy draw begun before the mix";
+  std::vector<int32_t> gd(7, -1), gc(5, -1);
+  be.sample_begin(tc, rc);
+  be.sample_end(gd.data());
+  EXPECT_EQ(gd, reference_picks(ld, V, rd));
+  be.sample_end(gc.data());
+  EXPECT_EQ(gc, reference_picks(lc, V, rc));
   // Rows the backend cannot always pick alone, and a fed step of the wrong size, are refused.
   auto topk = draws({0.8f});
   topk[0].top_k = 5;
@@ -1270,6 +1284,9 @@ TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
   EXPECT_THROW(be.prepare_batch(b), Error) << "3 tokens fed by a draw of 2 rows";
 }
 
+// Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a
+// 1024-thread block, so device kernels must split the vocabulary), with and without penalties,
+// at the ends of u's range: the same ids as the reference sampler.
 TEST_P(Conformance, SampleFullVocabulary) {
   const int V = 32003;
   std::mt19937 rng(29);

@@ -589,6 +589,7 @@ class CudaBackend : public Backend {
     const size_t L = b.logit_rows.size();
     const size_t n_int = (size_t)T * 4 + L + (size_t)S * 2 + 1 + (size_t)S * width_;
     ensure_staging(n_int);
+    if (eligible || b.tokens_from_sample) ensure_step_ids(T);
     cuda_ok(cudaEventSynchronize(staged_), "staging");  // the previous copy has read the buffer
     int32_t* h = static_cast<int32_t*>(pinned_);
     size_t at = 0;
@@ -610,12 +611,14 @@ class CudaBackend : public Backend {
     cuda_ok(cudaMemcpyAsync(batch_dev_.get(), h, at * 4, cudaMemcpyHostToDevice, stream_),
             "upload batch");
     cuda_ok(cudaEventRecord(staged_, stream_), "cudaEventRecord");
-    if (b.tokens_from_sample)  // the ids come first (o_ids 0): the last draw's, in row order
-      cuda_ok(cudaMemcpyAsync(batch_dev_.get(), fed_d_, (size_t)T * 4, cudaMemcpyDeviceToDevice,
-                              stream_),
+    // A fed step reads its ids from step_ids_, where an argmax inside the last graph wrote them;
+    // a draw made elsewhere (a sampling slot) is copied there first, device to device.
+    int32_t* step_ids = static_cast<int32_t*>(step_ids_.get());
+    if (b.tokens_from_sample && fed_d_ != step_ids)
+      cuda_ok(cudaMemcpyAsync(step_ids, fed_d_, (size_t)T * 4, cudaMemcpyDeviceToDevice, stream_),
               "feed sampled ids");
     int32_t* d = static_cast<int32_t*>(batch_dev_.get());
-    ids_d_ = d + o_ids;
+    ids_d_ = b.tokens_from_sample ? step_ids : d + o_ids;
     pos_d_ = d + o_pos;
     slots_d_ = d + o_slots;
     seq_d_ = d + o_seq;
@@ -628,7 +631,7 @@ class CudaBackend : public Backend {
     max_q_ = max_q;
     max_kv_ = max_kv;
     graph_step_ = eligible;
-    if (eligible) begin_graph_step(T);
+    if (eligible) begin_graph_step(T, b.tokens_from_sample);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -991,11 +994,19 @@ class CudaBackend : public Backend {
   }
 
   void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
-    finish_forward();
     OpTimer timer(*this, profile_ ? "sample" : "");
     PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
     for (const auto& r : rows)
       PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    if (graph_argmax(logits, rows)) {
+      finish_forward();
+      SampleJob job = copy_step_ids((int)rows.size());
+      cuda_ok(cudaEventSynchronize(slots_[job.slot].done), "sample");
+      std::vector<RowState> state(rows.size(), RowState::Host);
+      sample_collect(job, ids, state);
+      return;
+    }
+    finish_forward();
     std::vector<RowState> state(rows.size(), RowState::Host);
     SampleJob job;
     if (sample_enqueue(logits, rows, job)) {
@@ -1029,10 +1040,18 @@ class CudaBackend : public Backend {
     for (const auto& r : rows)
       PERFX_CHECK(samples_ahead_row(r),
                   "sample_begin: a row with top-k / top-p / min-p or penalties (use sample)");
-    finish_forward();
     PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
     for (const auto& r : rows)
       PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    if (graph_argmax(logits, rows)) {
+      finish_forward();
+      SampleJob job = copy_step_ids((int)rows.size());
+      fed_d_ = job.out_d;
+      fed_n_ = (int)rows.size();
+      pending_.push_back(std::move(job));
+      return;
+    }
+    finish_forward();
     bool greedy = false, drawn = false;
     for (const auto& r : rows) (r.temperature <= 0 ? greedy : drawn) = true;
     SampleJob job;
@@ -1154,21 +1173,28 @@ class CudaBackend : public Backend {
   struct GraphKey {
     int n_tokens, width;
     uint64_t gen;
+    bool fed;  // token ids read from step_ids_ (tokens_from_sample), not from the layout
     bool operator<(const GraphKey& o) const {
-      return std::tie(n_tokens, width, gen) < std::tie(o.n_tokens, o.width, o.gen);
+      return std::tie(n_tokens, width, gen, fed) < std::tie(o.n_tokens, o.width, o.gen, o.fed);
     }
+  };
+  struct GraphExec {
+    cudaGraphExec_t exec = nullptr;
+    bool argmax = false;  // ends with the greedy argmax of every row into step_ids_
   };
 
   bool replaying() const { return state_ == State::Replaying; }
 
-  void begin_graph_step(int n_tokens) {
-    const GraphKey key{n_tokens, width_, gen_->value.load()};
+  void begin_graph_step(int n_tokens, bool fed) {
+    const GraphKey key{n_tokens, width_, gen_->value.load(), fed};
     auto it = graphs_.find(key);
     if (it != graphs_.end()) {
       state_ = State::Replaying;
-      replay_ = it->second;
+      replay_ = it->second.exec;
+      replay_argmax_ = it->second.argmax;
       return;
     }
+    capture_argmax_ = false;
     if (graphs_.size() >= kMaxGraphs) clear_graphs();
     cuda_ok(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed),
             "cudaStreamBeginCapture");
@@ -1196,18 +1222,18 @@ class CudaBackend : public Backend {
     // Graphs made over an older scratch generation can never replay again.
     for (auto it = graphs_.begin(); it != graphs_.end();) {
       if (it->first.gen != capture_key_.gen) {
-        (void)cudaGraphExecDestroy(it->second);
+        (void)cudaGraphExecDestroy(it->second.exec);
         it = graphs_.erase(it);
       } else {
         ++it;
       }
     }
-    graphs_[capture_key_] = exec;
+    graphs_[capture_key_] = GraphExec{exec, capture_argmax_};
     cuda_ok(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
   }
 
   void clear_graphs() {
-    for (auto& [k, g] : graphs_) (void)cudaGraphExecDestroy(g);
+    for (auto& [k, g] : graphs_) (void)cudaGraphExecDestroy(g.exec);
     graphs_.clear();
   }
 
@@ -1240,13 +1266,6 @@ class CudaBackend : public Backend {
 
   enum class RowState : uint8_t { Host, Picked, Penalized };
 
-  /// Backend::sample's GPU part. For the rows it takes it applies the penalties in place, then
-  /// picks: argmax for greedy rows, the softmax draw for rows with a temperature and no top-k /
-  /// top-p / min-p, the top-k draw (top-p / min-p inside) for 1 <= top_k <= 1024 and for top-p /
-  /// min-p without top-k (sample.cu; the reference sampler's arithmetic). Sets state[i] to Picked
-  /// (ids[i] written), Penalized (a row handed back: more than 1024 logits tie with its k-th, or
-  /// its top-p / min-p cut lies past the 1024 most likely ids) or leaves Host (top_k > 1024;
-  /// PERFX_CUDA_GPU_SAMPLING=0: every row with a temperature). Only ids cross to the host.
   /// One queued Backend::sample GPU part: where its ids land and which rows they belong to.
   struct SampleJob {
     int slot = 0;                    // SampleSlot (pinned + device buffers, event)
@@ -1257,9 +1276,9 @@ class CudaBackend : public Backend {
     bool ready = false;  // sample_begin picked on the host: ids below
     std::vector<int32_t> ids;
   };
-  /// Pinned staging + device buffer pair; two alternate so that a queued sample's staging is
-  /// never overwritten by the next one (at most two are outstanding). `done` follows the ids'
-  /// copy to the host.
+  /// Pinned staging + device buffer pair. slot_for never hands out the slot of an outstanding
+  /// sample_begin whose ids are still to be read, and waits for a slot's earlier copies (`done`
+  /// follows the last of them) before its buffers are written again.
   struct SampleSlot {
     void* host = nullptr;
     size_t cap = 0;
@@ -1269,7 +1288,16 @@ class CudaBackend : public Backend {
   /// The next slot, its buffers grown to `bytes` (waiting for its previous use first).
   SampleSlot& slot_for(size_t bytes, int& index) {
     index = next_slot_;
-    next_slot_ ^= 1;
+    auto held = [&](int i) {
+      for (const SampleJob& j : pending_)
+        if (!j.ready && j.slot == i) return true;
+      return false;
+    };
+    if (held(index)) index ^= 1;
+    PERFX_CHECK(!held(index),
+                "sample: two outstanding sample_begin draws hold both sampling "
+                "slots (call sample_end first)");
+    next_slot_ = index ^ 1;
     SampleSlot& sl = slots_[index];
     if (!sl.done)
       cuda_ok(cudaEventCreateWithFlags(&sl.done, cudaEventDisableTiming), "cudaEventCreate");
@@ -1285,6 +1313,60 @@ class CudaBackend : public Backend {
       sl.cap = cap;
     }
     return sl;
+  }
+
+  /// Whether this step's draw is the argmax inside its graph (PERFX_CUDA_GRAPH_ARGMAX, default
+  /// 1): a graph step whose rows are greedy, without penalties, row i for token i. While the
+  /// graph is captured the argmax is launched into it (PDL behind the lm_head, rows from the
+  /// constant iota, ids into step_ids_, where a fed next step's embedding reads them); a replayed
+  /// graph captured so runs it. Call before finish_forward().
+  bool graph_argmax(const Tensor& logits, const std::vector<SampleRow>& rows) {
+    static const bool on = env_switch("PERFX_CUDA_GRAPH_ARGMAX");
+    if (!on || !graph_step_ || state_ == State::Eager || (int)rows.size() != n_tokens_)
+      return false;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const SampleRow& r = rows[i];
+      if (r.row != (int)i || r.temperature > 0 ||
+          (r.repeat_penalty != 1 && !r.repeat_ids.empty()) ||
+          ((r.presence_penalty != 0 || r.frequency_penalty != 0) && !r.counts.empty()))
+        return false;
+    }
+    if (state_ == State::Replaying) return replay_argmax_;
+    launch_argmax(logits.f32(), logits.stride, static_cast<const int32_t*>(step_rows_.get()),
+                  n_tokens_, (int)logits.cols, static_cast<int32_t*>(step_ids_.get()), stream_);
+    launched("argmax (in the graph)");
+    capture_argmax_ = true;
+    return true;
+  }
+  /// Queues the copy of step_ids_'s first n ids to a sampling slot; the job reads them there.
+  SampleJob copy_step_ids(int n) {
+    SampleJob job;
+    SampleSlot& sl = slot_for((size_t)n * 4 + 64, job.slot);
+    cuda_ok(
+        cudaMemcpyAsync(sl.host, step_ids_.get(), (size_t)n * 4, cudaMemcpyDeviceToHost, stream_),
+        "sampled ids");
+    cuda_ok(cudaEventRecord(sl.done, stream_), "cudaEventRecord");
+    job.out_d = static_cast<const int32_t*>(step_ids_.get());
+    job.n_rows = (size_t)n;
+    for (int i = 0; i < n; ++i) job.greedy_at.push_back((size_t)i);
+    return job;
+  }
+  /// step_ids_ (the graph argmax's ids, a fed step's token ids) and step_rows_ (0, 1, ...) for n
+  /// tokens; growing them (outside any capture) invalidates the graphs.
+  void ensure_step_ids(int n) {
+    if ((size_t)n <= step_ids_cap_) return;
+    const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 256});
+    cuda_ok(cudaStreamSynchronize(stream_), "step ids");
+    // A draw kept in the old buffer is gone (a fed step never grows it: its draw filled it).
+    if (fed_d_ == step_ids_.get()) fed_d_ = nullptr, fed_n_ = 0;
+    step_ids_.alloc(cap * 4, "the step's token ids", dev_);
+    step_rows_.alloc(cap * 4, "the step's rows", dev_);
+    std::vector<int32_t> iota(cap);
+    for (size_t i = 0; i < cap; ++i) iota[i] = (int32_t)i;
+    cuda_ok(cudaMemcpy(step_rows_.get(), iota.data(), cap * 4, cudaMemcpyHostToDevice),
+            "step rows");
+    step_ids_cap_ = cap;
+    gen_->value++;
   }
 
   /// The ids of a job whose slot event has completed, into ids / state (see sample_enqueue).
@@ -1513,7 +1595,8 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_;
+  DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_, step_ids_, step_rows_;
+  size_t step_ids_cap_ = 0;
   enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
   int skip_ = 0;                             // PERFX_CUDA_SKIP (timing only)
   const CudaWeight* last_linear_ = nullptr;  // the latest linear's weight (mark_feeds_attention)
@@ -1556,9 +1639,11 @@ class CudaBackend : public Backend {
 
   // graphs
   State state_ = State::Eager;
-  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  std::map<GraphKey, GraphExec> graphs_;
   cudaGraphExec_t replay_ = nullptr;
-  GraphKey capture_key_{0, 0, 0};
+  bool replay_argmax_ = false;   // the graph being replayed ends with the greedy argmax
+  bool capture_argmax_ = false;  // the graph being captured does
+  GraphKey capture_key_{0, 0, 0, false};
 };
 
 }  // namespace
