@@ -1031,9 +1031,10 @@ class CudaBackend : public Backend {
     }
   }
 
-  // Overlapped decode: the draw is queued behind the step; the ids stay in the slot's device
-  // buffer (the next tokens_from_sample step copies them into its token ids, device to device)
-  // and travel to the slot's pinned buffer, which sample_end reads after the slot's event.
+  // Overlapped decode: the draw is queued behind the step; its ids stay on the device for the
+  // next tokens_from_sample step (in step_ids_ when the graph's argmax drew them, else in the
+  // slot's device buffer, copied to step_ids_ by prepare_batch) and travel to the slot's pinned
+  // buffer, which sample_end reads after the slot's event.
   bool samples_ahead() const override { return true; }
   void sample_begin(Tensor logits, const std::vector<SampleRow>& rows) override {
     PERFX_CHECK(pending_.size() < 2, "sample_begin: two samples are already outstanding");
