@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <new>
 #include <string>
 
@@ -193,6 +194,7 @@ class EngineImpl : public Engine {
       try {
         backend_->sample_end(ids.data());
       } catch (...) {
+        p.ahead = false;    // the backend dropped this draw
         abandon_pending();  // the device failed: no step is left to end
         throw;
       }
@@ -214,32 +216,29 @@ class EngineImpl : public Engine {
   void step_cancel() override {
     PERFX_CHECK(pending_.size() == 1, "step_cancel: " + std::to_string(pending_.size()) +
                                           " steps are outstanding (cancel needs exactly one)");
-    Pending p = std::move(pending_.front());
-    pending_.pop_front();
-    if (p.ahead) {
-      std::vector<int32_t> ids(p.row_item.size());
-      backend_->sample_end(ids.data());
-    }
-    for (size_t i = 0; i < p.seqs.size(); ++i)
-      if (blocks_->has_sequence(p.seqs[i])) blocks_->truncate(p.seqs[i], p.start_len[i]);
+    if (const std::exception_ptr e = abandon_pending()) std::rethrow_exception(e);
   }
 
   int steps_outstanding() const override { return (int)pending_.size(); }
 
-  /// Forgets every outstanding step (their sequences back to their lengths before the oldest;
-  /// nothing committed), draining the backend's outstanding draws and ignoring their errors.
-  void abandon_pending() {
-    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
-      for (size_t i = 0; i < it->seqs.size(); ++i)
-        if (blocks_->has_sequence(it->seqs[i])) blocks_->truncate(it->seqs[i], it->start_len[i]);
-    }
-    for (size_t k = 1; k < pending_.size(); ++k)
-      if (pending_[k].ahead) try {
-          std::vector<int32_t> ids(pending_[k].row_item.size());
+  /// Forgets every outstanding step: its sequences go back to their lengths before it (nothing
+  /// was committed) and the backend's draws still outstanding are waited for and dropped. Returns
+  /// the first error such a draw reported (null when none).
+  std::exception_ptr abandon_pending() {
+    std::exception_ptr err;
+    for (const Pending& p : pending_) {
+      if (p.ahead) try {
+          std::vector<int32_t> ids(p.row_item.size());
           backend_->sample_end(ids.data());
         } catch (...) {
+          if (!err) err = std::current_exception();
         }
+      for (size_t i = 0; i < p.seqs.size(); ++i)
+        if (blocks_->has_sequence(p.seqs[i]) && blocks_->seq_len(p.seqs[i]) > p.start_len[i])
+          blocks_->truncate(p.seqs[i], p.start_len[i]);
+    }
     pending_.clear();
+    return err;
   }
 
   GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& o,

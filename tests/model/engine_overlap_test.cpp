@@ -150,6 +150,29 @@ TEST_P(EngineOverlap, GenerationEndsAsThePlainPathAndCachesTheSampledTokens) {
   }
 }
 
+// A text callback that throws mid-generation, with a step queued: the engine and the backend are
+// left with nothing outstanding (a draw left behind would be handed to the next generation).
+TEST_P(EngineOverlap, ACallbackThatThrowsLeavesNothingOutstanding) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  auto e = load();
+  if (!e) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
+  Engine::GenerateOptions o;
+  o.max_tokens = 40;
+  o.sampling = greedy();
+  const auto want = e->generate({1}, o, nullptr);
+  int pieces = 0;
+  EXPECT_THROW(e->generate({1}, o,
+                           [&](const std::string&) {
+                             if (++pieces == 3) throw Error("client went away");
+                             return true;
+                           }),
+               Error);
+  EXPECT_EQ(e->steps_outstanding(), 0);
+  EXPECT_EQ(e->free_blocks(), e->total_blocks());
+  const auto again = e->generate({1}, o, nullptr);
+  EXPECT_EQ(again.output_ids, want.output_ids);
+}
+
 TEST_P(EngineOverlap, RulesAreChecked) {
   PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
   auto e = load();

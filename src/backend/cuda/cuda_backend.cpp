@@ -995,9 +995,7 @@ class CudaBackend : public Backend {
 
   void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) override {
     OpTimer timer(*this, profile_ ? "sample" : "");
-    PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
-    for (const auto& r : rows)
-      PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    check_sample_rows(logits, rows);
     if (graph_argmax(logits, rows)) {
       finish_forward();
       SampleJob job = copy_step_ids((int)rows.size());
@@ -1031,6 +1029,12 @@ class CudaBackend : public Backend {
     }
   }
 
+  static void check_sample_rows(const Tensor& logits, const std::vector<SampleRow>& rows) {
+    PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
+    for (const auto& r : rows)
+      PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+  }
+
   // Overlapped decode: the draw is queued behind the step; its ids stay on the device for the
   // next tokens_from_sample step (in step_ids_ when the graph's argmax drew them, else in the
   // slot's device buffer, copied to step_ids_ by prepare_batch) and travel to the slot's pinned
@@ -1041,9 +1045,7 @@ class CudaBackend : public Backend {
     for (const auto& r : rows)
       PERFX_CHECK(samples_ahead_row(r),
                   "sample_begin: a row with top-k / top-p / min-p or penalties (use sample)");
-    PERFX_CHECK(logits.dtype == DType::F32, "sample: logits must be F32");
-    for (const auto& r : rows)
-      PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
+    check_sample_rows(logits, rows);
     if (graph_argmax(logits, rows)) {
       finish_forward();
       SampleJob job = copy_step_ids((int)rows.size());
@@ -1325,13 +1327,9 @@ class CudaBackend : public Backend {
     static const bool on = env_switch("PERFX_CUDA_GRAPH_ARGMAX");
     if (!on || !graph_step_ || state_ == State::Eager || (int)rows.size() != n_tokens_)
       return false;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const SampleRow& r = rows[i];
-      if (r.row != (int)i || r.temperature > 0 ||
-          (r.repeat_penalty != 1 && !r.repeat_ids.empty()) ||
-          ((r.presence_penalty != 0 || r.frequency_penalty != 0) && !r.counts.empty()))
+    for (size_t i = 0; i < rows.size(); ++i)  // greedy, no penalties, row i for token i
+      if (rows[i].row != (int)i || rows[i].temperature > 0 || !samples_ahead_row(rows[i]))
         return false;
-    }
     if (state_ == State::Replaying) return replay_argmax_;
     launch_argmax(logits.f32(), logits.stride, static_cast<const int32_t*>(step_rows_.get()),
                   n_tokens_, (int)logits.cols, static_cast<int32_t*>(step_ids_.get()), stream_);
