@@ -87,8 +87,9 @@ class Engine {
     /// recorded: call sampler->accept().
     Sampler* sampler = nullptr;
     bool copy_logits = false;  // copy the item's rows to the host (before sampling: raw logits)
-    /// step_begin only: the item's one token (tokens left empty) is the id its sampler drew in the
-    /// step begun just before, which may not have reached the host yet (see step_begin).
+    /// step_begin only: the item's one token (tokens left empty) is the id its sampler drew for
+    /// its sequence in the step begun just before, which may not have reached the host yet (see
+    /// step_begin).
     bool token_from_sample = false;
   };
   struct StepResult {
@@ -104,14 +105,17 @@ class Engine {
   /// queues a step and may return before its samples reach the host, so that the host prepares
   /// and queues the next step while the device runs this one; step_end waits for the oldest step
   /// begun and not ended and fills `out` as step() would. step() is step_begin then step_end. At
-  /// most two steps are outstanding. A step whose items have token_from_sample takes each item's
-  /// token from the step begun just before it, which must have sampled exactly these sequences,
-  /// one row each, in this order; on a backend that samples ahead (CUDA, CPU) the ids go from
-  /// the sampler to the embedding on the device. Steps only overlap when every sampler is greedy
+  /// most two steps are outstanding. An item with token_from_sample takes its token from the
+  /// step begun just before it, which must have sampled a row of the item's sequence; the other
+  /// items carry their tokens, and sequences of that step may be left out (vLLM's async
+  /// scheduling: a server's sequences end and join between steps). On a backend that samples
+  /// ahead (CUDA, CPU) the ids go from the sampler to the embedding on the device (a subset or
+  /// another order is gathered there). Steps only overlap when every sampler is greedy
   /// or a plain temperature draw without penalties (sampler_overlaps) and PERFX_DECODE_OVERLAP is
   /// not 0; otherwise step_begin samples at once (same tokens, no overlap). The sequences'
-  /// blocks are offered to prefix caching at step_end. Throws perfx::Error as step() does, for
-  /// a third outstanding step, and for token_from_sample items that break those rules. The base
+  /// blocks are offered to prefix caching at step_end. Throws perfx::Error as step()
+  /// does, for a third outstanding step, and for a token_from_sample item whose sequence the step
+  /// before did not sample. The base
   /// class (an engine without a backend: test fakes) throws "does not overlap steps".
   virtual void step_begin(const std::vector<StepItem>& items);
   /// Throws perfx::Error when no step is outstanding or the device failed.
@@ -122,6 +126,10 @@ class Engine {
   virtual void step_cancel();
   /// Steps begun and not yet ended (0..2).
   virtual int steps_outstanding() const { return 0; }
+  /// True when step_begin returns before the device has run the step: the backend samples ahead
+  /// and queues its work (a GPU), and PERFX_DECODE_OVERLAP is not 0. A server then plans the next
+  /// step while this one runs; elsewhere overlapping would only delay each token by a step.
+  virtual bool overlaps_steps() const { return false; }
   /// True when a sampler with these parameters lets steps overlap: greedy or a plain temperature
   /// draw (no top-k / top-p / min-p), and no penalties (which need the previous token on the host).
   static bool sampler_overlaps(const SamplingParams& p);

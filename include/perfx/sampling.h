@@ -47,6 +47,10 @@ struct SamplingParams {
   /// [0, 1], repeat_penalty > 0, repeat_last_n >= -1, finite presence / frequency penalties.
   /// Throws InvalidSamplingParam (a perfx::Error) naming the first field out of range.
   void validate() const;
+  /// True when a penalty is on (the next draw then depends on the tokens drawn before it).
+  bool has_penalties() const {
+    return repeat_penalty != 1.0f || presence_penalty != 0 || frequency_penalty != 0;
+  }
 };
 
 /// One alternative with its log-probability (natural log, over the full vocabulary of raw logits).

@@ -38,6 +38,20 @@ void Backend::sample_end(int32_t*) {
   throw Error(name() + " does not sample ahead (overlapped decode)");
 }
 
+void Backend::check_fed_rows(const BatchLayout& b, int n_fed) {
+  if (!b.fed()) return;
+  PERFX_CHECK((int)b.fed_rows.size() == b.n_tokens,
+              "prepare_batch: fed_rows has " + std::to_string(b.fed_rows.size()) + " entries for " +
+                  std::to_string(b.n_tokens) + " tokens");
+  PERFX_CHECK(n_fed > 0, "prepare_batch: fed_rows without a sample_begin before it");
+  for (int t = 0; t < b.n_tokens; ++t) {
+    const int32_t r = b.fed_rows[(size_t)t];
+    PERFX_CHECK(r >= -1 && r < n_fed, "prepare_batch: token " + std::to_string(t) +
+                                          " is fed from row " + std::to_string(r) +
+                                          " of a sample of " + std::to_string(n_fed) + " rows");
+  }
+}
+
 Tensor Tensor::rows_view(int64_t r0, int64_t n) const {
   check(r0 >= 0 && r0 + n <= rows, "Tensor::rows_view out of range");
   Tensor t = *this;

@@ -98,11 +98,13 @@ struct BatchLayout {
   int max_blocks = 0;                 // block-table width
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks] physical block ids (-1 = none)
   std::vector<int32_t> logit_rows;    // token rows whose logits are wanted, in output order
-  /// Overlapped decode (Backend::sample_begin): token t's id is the one the last sample_begin drew
-  /// for its row t, still on the backend; token_ids holds placeholders the backend must not read.
-  /// Only on a backend whose samples_ahead() is true, for a step whose n_tokens equals that
-  /// sample's row count.
-  bool tokens_from_sample = false;
+  /// Overlapped decode (Backend::sample_begin): empty, or [n_tokens] where fed_rows[t] = r >= 0
+  /// makes token t's id the one the last sample_begin drew for its row r, still on the backend
+  /// (token_ids[t] is then a placeholder the backend must not read), and -1 takes token_ids[t].
+  /// Any subset of that sample's rows, in any order (vLLM's async scheduling: sequences that end
+  /// drop out, new ones join with host tokens). Only on a backend whose samples_ahead() is true.
+  std::vector<int32_t> fed_rows;
+  bool fed() const { return !fed_rows.empty(); }
 };
 
 /// RoPE parameters (HF modeling_rope_utils.py; FORMATS.md §5.2–5.3), resolved on the host.
@@ -265,17 +267,25 @@ class Backend {
 
   // ---- overlapped decode (vLLM's async scheduling, TensorRT-LLM's overlap scheduler): the next
   // step is queued before this step's ids reach the host, its token ids fed from the device.
-  /// True when sample_begin / sample_end and BatchLayout::tokens_from_sample are implemented.
+  /// True when sample_begin / sample_end and BatchLayout::fed_rows are implemented.
   virtual bool samples_ahead() const { return false; }
+  /// True when a step's ops and sample_begin return before the device has run them (a GPU
+  /// stream), so the host can prepare the next step meanwhile; false when they run in the call
+  /// (the CPU), where overlapping steps only delays each token's handling by a step.
+  virtual bool queues_work() const { return false; }
   /// sample() without the wait: queues the draw of `rows` (each greedy or a plain temperature
   /// draw — no top-k / top-p / min-p, no penalties — so the backend always picks on its own) and
-  /// keeps the ids for a next prepare_batch with tokens_from_sample (row r feeds token r). At most
+  /// keeps the ids for a next prepare_batch with fed_rows (fed_rows[t] = r feeds row r's id to
+  /// token t). At most
   /// two samples are outstanding. Throws perfx::Error for a row it does not take, or when
   /// samples_ahead() is false.
   virtual void sample_begin(Tensor logits, const std::vector<SampleRow>& rows);
   /// Waits for the oldest outstanding sample_begin and writes its ids to the host array `ids`
   /// [its rows.size()]. Throws perfx::Error when none is outstanding or a kernel failed.
   virtual void sample_end(int32_t* ids);
+  /// prepare_batch's check of b.fed_rows against the last sample_begin's row count `n_fed`
+  /// (0: none kept). Throws perfx::Error naming the token and row at fault.
+  static void check_fed_rows(const BatchLayout& b, int n_fed);
   /// True when sample_begin takes `r` (greedy or a plain temperature draw, no penalties).
   static bool samples_ahead_row(const SampleRow& r) {
     return (r.temperature <= 0 || (r.top_k <= 0 && r.top_p >= 1 && r.min_p <= 0)) &&

@@ -135,8 +135,10 @@ class EngineImpl : public Engine {
     eos_ = eos_ids();
     if (const char* ov = std::getenv("PERFX_DECODE_OVERLAP"); ov && *ov) {
       const std::string v = ov;
-      check(v == "0" || v == "1", "PERFX_DECODE_OVERLAP must be 0 or 1, got '" + v + "'");
-      overlap_ = v == "1";
+      check(v == "0" || v == "1" || v == "2",
+            "PERFX_DECODE_OVERLAP must be 0, 1 or 2, got '" + v + "'");
+      overlap_ = v != "0";
+      overlap_everywhere_ = v == "2";
     }
     // A device backend holds its own copy of the weights: the host checkpoint can go (mmapped
     // pages, a synthetic model's memory), keeping the host's resident memory small.
@@ -201,10 +203,12 @@ class EngineImpl : public Engine {
       for (size_t r = 0; r < ids.size(); ++r) p.result.tokens[p.row_item[r]] = ids[r];
     }
     // The next step's placeholders (token_from_sample) are these samples.
-    if (pending_.size() > 1 && pending_[1].fed)
-      for (size_t i = 0; i < p.seqs.size(); ++i)
-        if (blocks_->has_sequence(p.seqs[i]))
-          blocks_->set_token(p.seqs[i], pending_[1].start_len[i], p.result.tokens[i]);
+    if (pending_.size() > 1) {
+      const Pending& nx = pending_[1];
+      for (size_t j = 0; j < nx.seqs.size(); ++j)
+        if (nx.fed_item[j] >= 0 && blocks_->has_sequence(nx.seqs[j]))
+          blocks_->set_token(nx.seqs[j], nx.start_len[j], p.result.tokens[(size_t)nx.fed_item[j]]);
+    }
     // K/V written (or queued before any step that could read them): the step's full blocks may
     // be shared now.
     for (size_t i = 0; i < p.seqs.size(); ++i)
@@ -220,6 +224,10 @@ class EngineImpl : public Engine {
   }
 
   int steps_outstanding() const override { return (int)pending_.size(); }
+  bool overlaps_steps() const override {
+    return overlap_ && backend_->samples_ahead() &&
+           (backend_->queues_work() || overlap_everywhere_);
+  }
 
   /// Forgets every outstanding step: its sequences go back to their lengths before it (nothing
   /// was committed) and the backend's draws still outstanding are waited for and dropped. Returns
@@ -331,8 +339,9 @@ class EngineImpl : public Engine {
     std::vector<int> start_len, end_len;  // their lengths before and after the step
     std::vector<size_t> row_item;         // item of each sampled row
     bool ahead = false;                   // sampled by sample_begin: ids at sample_end
-    bool fed = false;                     // tokens taken from the previous step's samples on
-                                          // the device (placeholders in the block manager)
+    std::vector<int> fed_item;            // per item: the previous step's item whose sample, on
+                                          // the device, is its token (a placeholder in the block
+                                          // manager until that step ends); -1: none
     StepResult result;                    // tokens (unless ahead) and copied logits
   };
 
@@ -346,27 +355,23 @@ class EngineImpl : public Engine {
       for (size_t j = 0; j < i; ++j)
         PERFX_CHECK(items[i].seq != items[j].seq,
                     "step: sequence " + std::to_string(items[i].seq) + " appears twice");
-    // token_from_sample: every item or none; the previous step sampled these sequences in order.
-    const bool from_sample = items[0].token_from_sample;
+    // token_from_sample: the item's sequence had a sampled row in the step begun just before;
+    // fed_row[i] is that row (the index of its id in the draw), fed_item[i] that step's item.
     const Pending* prev = pending_.empty() ? nullptr : &pending_.back();
-    if (from_sample) {
-      PERFX_CHECK(prev, "step_begin: token_from_sample without a step begun before it");
-      PERFX_CHECK(prev->seqs.size() == items.size() && prev->row_item.size() == items.size(),
-                  "step_begin: token_from_sample needs the step before to have sampled these " +
-                      std::to_string(items.size()) + " sequences (it sampled " +
-                      std::to_string(prev->row_item.size()) + " of " +
-                      std::to_string(prev->seqs.size()) + ")");
-    }
+    std::vector<int> fed_row(items.size(), -1), fed_item(items.size(), -1);
     for (size_t i = 0; i < items.size(); ++i) {
       const auto& it = items[i];
-      PERFX_CHECK(it.token_from_sample == from_sample,
-                  "step: token_from_sample must be set on every item or on none");
-      if (from_sample) {
+      if (it.token_from_sample) {
+        PERFX_CHECK(prev, "step_begin: token_from_sample without a step begun before it");
         PERFX_CHECK(it.tokens.empty(), "step: an item with token_from_sample and tokens");
-        PERFX_CHECK(prev->seqs[i] == it.seq && prev->row_item[i] == i,
-                    "step_begin: token_from_sample item " + std::to_string(i) + " (sequence " +
-                        std::to_string(it.seq) + ") was not row " + std::to_string(i) +
-                        " of the step before");
+        for (size_t r = 0; r < prev->row_item.size() && fed_row[i] < 0; ++r)
+          if (prev->seqs[prev->row_item[r]] == it.seq) {
+            fed_row[i] = (int)r;
+            fed_item[i] = (int)prev->row_item[r];
+          }
+        PERFX_CHECK(fed_row[i] >= 0, "step_begin: token_from_sample item " + std::to_string(i) +
+                                         " (sequence " + std::to_string(it.seq) +
+                                         ") was not sampled in the step before");
       } else {
         PERFX_CHECK(!it.tokens.empty(), "step: a sequence with no new tokens");
       }
@@ -374,7 +379,7 @@ class EngineImpl : public Engine {
                   "step: unknown sequence " + std::to_string(it.seq));
       PERFX_CHECK(!it.sampler || it.want_logits || it.all_logits,
                   "step: a sampler on an item with no logits row");
-      const int n_new = from_sample ? 1 : (int)it.tokens.size();
+      const int n_new = it.token_from_sample ? 1 : (int)it.tokens.size();
       const int len = blocks_->seq_len(it.seq);
       PERFX_CHECK(len + n_new <= ctx_, "sequence would have " + std::to_string(len + n_new) +
                                            " tokens, more than the context size " +
@@ -389,17 +394,20 @@ class EngineImpl : public Engine {
                 "KV cache is full: " + std::to_string(need) + " blocks needed, " +
                     std::to_string(blocks_->free_blocks()) + " free");
     // The ids: on the device when the step before sampled ahead, else already on the host.
-    b.tokens_from_sample = from_sample && prev->ahead;
+    bool fed = false;
+    for (const auto& it : items) fed = fed || (it.token_from_sample && prev->ahead);
     Pending p;
-    p.fed = b.tokens_from_sample;
     std::vector<int> first_row(items.size()), n_rows(items.size());
     std::vector<int32_t> tokens;
     for (int i = 0; i < b.n_seqs; ++i) {
       const auto& it = items[i];
-      if (!from_sample)
+      if (!it.token_from_sample)
         tokens = it.tokens;
+      else if (fed)
+        tokens.assign(1, 0);  // a placeholder, patched at the step before's end
       else
-        tokens.assign(1, prev->ahead ? 0 : prev->result.tokens[(size_t)i]);  // 0: a placeholder
+        tokens.assign(1, prev->result.tokens[(size_t)fed_item[(size_t)i]]);
+      p.fed_item.push_back(it.token_from_sample && fed ? fed_item[(size_t)i] : -1);
       const int len = blocks_->seq_len(it.seq);
       const std::vector<int32_t> slots = blocks_->append(it.seq, tokens);
       p.seqs.push_back(it.seq);
@@ -410,6 +418,7 @@ class EngineImpl : public Engine {
         if (it.all_logits || (it.want_logits && j + 1 == tokens.size()))
           b.logit_rows.push_back(b.n_tokens);
         b.token_ids.push_back(tokens[j]);
+        if (fed) b.fed_rows.push_back(it.token_from_sample ? fed_row[(size_t)i] : -1);
         b.positions.push_back(len + (int)j);
         b.slots.push_back(slots[j]);
         b.token_seq.push_back(i);
@@ -484,8 +493,11 @@ class EngineImpl : public Engine {
   int ctx_ = 0;
   SeqId next_seq_ = 1;
   std::string name_;
-  std::deque<Pending> pending_;  // steps begun and not ended, oldest first
-  bool overlap_ = true;          // PERFX_DECODE_OVERLAP (0: step_begin samples at once)
+  std::deque<Pending> pending_;      // steps begun and not ended, oldest first
+  bool overlap_ = true;              // PERFX_DECODE_OVERLAP (0: step_begin samples at once)
+  bool overlap_everywhere_ = false;  // PERFX_DECODE_OVERLAP=2: overlaps_steps() also where
+                                     // the backend runs a step inside the call (tests the
+                                     // server's overlapped loop on the CPU)
 };
 
 }  // namespace
@@ -502,7 +514,7 @@ void Engine::step_cancel() {
 
 bool Engine::sampler_overlaps(const SamplingParams& p) {
   const bool plain = p.temperature <= 0 || (p.top_k <= 0 && p.top_p >= 1 && p.min_p <= 0);
-  return plain && p.repeat_penalty == 1 && p.presence_penalty == 0 && p.frequency_penalty == 0;
+  return plain && !p.has_penalties();
 }
 
 std::vector<int32_t> Engine::eos_ids() const {

@@ -1181,9 +1181,10 @@ TEST_P(Conformance, SampleGreedyFullVocabulary) {
 }
 
 // Overlapped decode (Backend::sample_begin): the ids of a queued draw reach the next step's
-// embedding on the backend (BatchLayout::tokens_from_sample, row r -> token r) and the host at
-// sample_end, equal to the reference sampler's picks: greedy rows, plain temperature rows, a mix of
-// the two, rows read out of order, and two draws outstanding at once (the later one feeds).
+// embedding on the backend (BatchLayout::fed_rows) and the host at sample_end, equal to the
+// reference sampler's picks: greedy rows, plain temperature rows, a mix of the two, rows read out
+// of order, two draws outstanding at once (the later one feeds), and steps that take a subset of
+// the draw's rows in another order among host ids (the server's sequences leaving and joining).
 TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
   Backend& be = d().be();
   if (!be.samples_ahead()) {  // the engine samples at once there; the calls must refuse
@@ -1217,9 +1218,15 @@ TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
     }
     return rows;
   };
-  auto fed_embedding = [&](int T) {  // the embedding of a step fed by the last sample_begin
-    BatchLayout b = one_sequence(std::vector<int32_t>((size_t)T, 0));
-    b.tokens_from_sample = true;
+  // The embedding of a step fed by the last sample_begin: fed_rows[t] >= 0 takes that row's id,
+  // -1 host_ids[t]; no rows: row t feeds token t.
+  auto fed_embedding = [&](int T, std::vector<int32_t> fed_rows = {},
+                           std::vector<int32_t> host_ids = {}) {
+    if (fed_rows.empty())
+      for (int t = 0; t < T; ++t) fed_rows.push_back(t);
+    if (host_ids.empty()) host_ids.assign((size_t)T, 0);
+    BatchLayout b = one_sequence(host_ids);
+    b.fed_rows = fed_rows;
     be.prepare_batch(b);
     Tensor out = d().poisoned(T, H, H + 5);
     be.embedding(*table, b, out);
@@ -1240,6 +1247,26 @@ TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
     Tensor t = d().upload(lg, R, V, V + 3, DType::F32, false);
     be.sample_begin(t, rows);
     expect_close(fed_embedding(R), table_rows(want), 1e-7, "fed embedding");
+    // A subset of the rows in another order, host ids between them (placeholders must not be
+    // read: they are out of the vocabulary).
+    const std::vector<int32_t> sub_rows = {R - 1, -1, 0, -1, R / 2},
+                               sub_host = {-7, 5, -7, V - 1, -7};
+    expect_close(fed_embedding(5, sub_rows, sub_host),
+                 table_rows({want[(size_t)R - 1], 5, want[0], V - 1, want[(size_t)R / 2]}), 1e-7,
+                 "fed subset");
+    // More tokens than the sampled rows: 300 (past the 256 ids a device keeps at first).
+    std::vector<int32_t> long_rows(300, -1), long_host(300), long_want(300);
+    for (int t = 0; t < 300; ++t) {
+      long_host[(size_t)t] = (t * 7) % V;
+      long_want[(size_t)t] = long_host[(size_t)t];
+      if (t % 61 == 3) {
+        long_rows[(size_t)t] = (t / 61) % R;
+        long_host[(size_t)t] = -1;
+        long_want[(size_t)t] = want[(size_t)((t / 61) % R)];
+      }
+    }
+    expect_close(fed_embedding(300, long_rows, long_host), table_rows(long_want), 1e-7,
+                 "fed tokens among 300");
     std::vector<int32_t> got((size_t)R, -1);
     be.sample_end(got.data());
     EXPECT_EQ(got, want) << "temperatures[0] " << temps[0];
@@ -1282,8 +1309,12 @@ TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
   topk[0].top_k = 5;
   EXPECT_THROW(be.sample_begin(tb, topk), Error);
   BatchLayout b = one_sequence({0, 0, 0});
-  b.tokens_from_sample = true;
-  EXPECT_THROW(be.prepare_batch(b), Error) << "3 tokens fed by a draw of 2 rows";
+  b.fed_rows = {0, 1};
+  EXPECT_THROW(be.prepare_batch(b), Error) << "2 fed rows for 3 tokens";
+  b.fed_rows = {0, 5, -1};
+  EXPECT_THROW(be.prepare_batch(b), Error) << "row 5 of the last draw's 5 rows";
+  b.fed_rows = {0, -2, 1};
+  EXPECT_THROW(be.prepare_batch(b), Error) << "row -2";
 }
 
 // Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a

@@ -108,6 +108,98 @@ TEST_P(EngineOverlap, OverlappedStepsGiveThePlainStepsTokens) {
     }
 }
 
+/// Runs `schedule` (steps, each a list of sequences: a sequence's first item is its prompt, the
+/// others its last sampled token) over fresh sequences with these prompts: plainly (step(),
+/// every token on the host) or overlapped (step k + 1 begun before step k ends; a sequence sampled
+/// in step k is fed from the device). Returns each sequence's sampled tokens.
+std::vector<std::vector<int32_t>> run_schedule(Engine& e,
+                                               const std::vector<std::vector<int32_t>>& prompts,
+                                               const std::vector<std::vector<int>>& schedule,
+                                               const SamplingParams& sp, bool overlapped) {
+  const size_t n = prompts.size();
+  std::vector<Sampler> samplers(n, Sampler(sp));
+  std::vector<SeqId> seqs;
+  for (size_t i = 0; i < n; ++i) seqs.push_back(e.create_sequence());
+  std::vector<std::vector<int32_t>> out(n);
+  std::vector<bool> prompted(n, false);
+  std::vector<int> sampled_in(n, -1);  // the step whose sample is the sequence's newest token
+  Engine::StepResult r;
+  auto collect = [&](int k) {  // step k ended: its samples into out
+    for (size_t j = 0; j < schedule[(size_t)k].size(); ++j)
+      out[(size_t)schedule[(size_t)k][j]].push_back(r.tokens[j]);
+  };
+  for (size_t k = 0; k < schedule.size(); ++k) {
+    std::vector<Engine::StepItem> items;
+    for (int i : schedule[k]) {
+      Engine::StepItem it;
+      it.seq = seqs[(size_t)i];
+      it.sampler = &samplers[(size_t)i];
+      if (!prompted[(size_t)i]) {
+        it.tokens = prompts[(size_t)i];
+        prompted[(size_t)i] = true;
+      } else if (overlapped && sampled_in[(size_t)i] == (int)k - 1) {
+        it.token_from_sample = true;
+      } else {
+        it.tokens = {out[(size_t)i].back()};
+      }
+      sampled_in[(size_t)i] = (int)k;
+      items.push_back(std::move(it));
+    }
+    if (!overlapped) {
+      e.step(items, r);
+      collect((int)k);
+      continue;
+    }
+    e.step_begin(items);
+    if (k > 0) {
+      e.step_end(r);
+      collect((int)k - 1);
+    }
+  }
+  if (overlapped) {
+    e.step_end(r);
+    collect((int)schedule.size() - 1);
+  }
+  EXPECT_EQ(e.steps_outstanding(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(e.seq_len(seqs[i]), (int)(prompts[i].size() + out[i].size()) - 1) << "sequence " << i;
+    e.release_sequence(seqs[i]);
+  }
+  return out;
+}
+
+// The server's case: sequences leave the overlapped batch (their last sample unused), join it with
+// a prompt among fed tokens (300 of them: more ids than a device keeps at first), come back with a
+// host token, and are fed in another order than they were sampled. The tokens must be those of
+// the same steps run plainly.
+TEST_P(EngineOverlap, SequencesLeaveAndJoinBetweenOverlappedSteps) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  auto e = load();
+  if (!e) GTEST_SKIP() << "device " << GetParam() << " unavailable here";
+  std::vector<int32_t> long_prompt = {1};
+  for (int t = 1; t < 300; ++t) long_prompt.push_back(3 + (t * 37) % 500);
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 403, 407}, {1, 300, 11, 90}, {1, 50}, long_prompt};
+  std::vector<std::vector<int>> schedule = {
+      {0, 1, 2},     // three prompts
+      {0, 1, 2},     // all fed, in order
+      {2, 0, 3},     // 1 left out, the other two fed in another order, 3's 300-token prompt
+      {0, 3, 2, 1},  // 1 back with its host token
+      {1, 0},        // 2 and 3 left out
+      {3, 1, 2, 0},  // 3 and 2 back (host tokens), 1 and 0 fed
+  };
+  for (int k = 0; k < 12; ++k) schedule.push_back({0, 1, 2, 3});
+  schedule.push_back({3});
+  schedule.push_back({0, 3});
+  for (const auto& sp : {greedy(), plain_temperature()}) {
+    SCOPED_TRACE("temperature " + std::to_string(sp.temperature));
+    const auto plain = run_schedule(*e, prompts, schedule, sp, false);
+    const auto over = run_schedule(*e, prompts, schedule, sp, true);
+    EXPECT_EQ(over, plain);
+    EXPECT_EQ(e->free_blocks(), e->total_blocks());
+  }
+}
+
 /// Tokens of a sequence that the prefix cache can hand out again: match_prefix on a new sequence.
 int cached_prefix(Engine& e, const std::vector<int32_t>& tokens) {
   const SeqId s = e.create_sequence();

@@ -410,10 +410,7 @@ class CpuBackend : public Backend {
 
   void prepare_batch(const BatchLayout& b) override {
     for (int32_t p : b.positions) PERFX_CHECK(p >= 0, "prepare_batch: negative position");
-    PERFX_CHECK(!b.tokens_from_sample || (int)fed_.size() == b.n_tokens,
-                "prepare_batch: tokens_from_sample needs a sample_begin of " +
-                    std::to_string(b.n_tokens) + " rows before it (the last had " +
-                    std::to_string(fed_.size()) + ")");
+    check_fed_rows(b, (int)fed_.size());
 #ifdef __GLIBC__
     // Loading is over by the first step: return what the loader's freed decode buffers left in
     // glibc's heap (~25 MB of a Llama-2-7B AWQ load) before the resident set peaks.
@@ -427,7 +424,14 @@ class CpuBackend : public Backend {
     const auto& w = as_cpu(table);
     const Part& p = w.parts[0];
     check(p.w4 == nullptr, "int4 embeddings are not supported");
-    const int32_t* ids = b.tokens_from_sample ? fed_.data() : b.token_ids.data();
+    const int32_t* ids = b.token_ids.data();
+    if (b.fed()) {
+      fed_ids_.resize((size_t)b.n_tokens);
+      for (int t = 0; t < b.n_tokens; ++t)
+        fed_ids_[(size_t)t] = b.fed_rows[(size_t)t] >= 0 ? fed_[(size_t)b.fed_rows[(size_t)t]]
+                                                         : b.token_ids[(size_t)t];
+      ids = fed_ids_.data();
+    }
     for (int t = 0; t < b.n_tokens; ++t) {
       const int32_t id = ids[t];
       PERFX_CHECK(id >= 0 && id < w.out, "token id " + std::to_string(id) +
@@ -680,6 +684,7 @@ class CpuBackend : public Backend {
   ThreadPool pool_;
   std::deque<std::vector<int32_t>> pending_;  // sample_begin's ids, oldest first
   std::vector<int32_t> fed_;                  // the last sample_begin's ids
+  std::vector<int32_t> fed_ids_;              // a fed step's token ids (embedding)
   const bool act_quant_;  // int8 activations for int4 / Q8_0 weights (PERFX_ACT_QUANT)
   QActivations act_;      // the current linear's quantized activations
   std::vector<AttnItem> attn_items_;

@@ -547,14 +547,20 @@ class CudaBackend : public Backend {
                     (int)b.slots.size() == T && (int)b.token_seq.size() == T &&
                     (int)b.block_tables.size() == S * b.max_blocks,
                 "prepare_batch: inconsistent batch layout");
-    PERFX_CHECK(!b.tokens_from_sample || (fed_d_ && fed_n_ == T),
-                "prepare_batch: tokens_from_sample needs a sample_begin of " + std::to_string(T) +
-                    " rows before it (the last had " + std::to_string(fed_n_) + ")");
+    check_fed_rows(b, fed_d_ ? fed_n_ : 0);
+    const bool fed = b.fed();
+    // Row t feeds token t for every token (a whole decode batch carried on): the ids are used
+    // where the draw left them; any other mapping gathers them (launch_feed_ids).
+    bool fed_identity = fed && fed_n_ == T;
+    for (int t = 0; fed_identity && t < T; ++t) fed_identity = b.fed_rows[(size_t)t] == t;
+    PERFX_CHECK(!fed || fed_identity || fed_n_ <= kFeedIdsMaxRows,
+                "prepare_batch: a fed step from a sample of " + std::to_string(fed_n_) +
+                    " rows (at most " + std::to_string(kFeedIdsMaxRows) + ")");
     for (int t = 0; t < T; ++t) {
-      PERFX_CHECK(
-          b.tokens_from_sample || (b.token_ids[t] >= 0 && (vocab_ == 0 || b.token_ids[t] < vocab_)),
-          "token id " + std::to_string(b.token_ids[t]) + " is outside the vocabulary of " +
-              std::to_string(vocab_));
+      PERFX_CHECK((fed && b.fed_rows[(size_t)t] >= 0) ||
+                      (b.token_ids[t] >= 0 && (vocab_ == 0 || b.token_ids[t] < vocab_)),
+                  "token id " + std::to_string(b.token_ids[t]) + " is outside the vocabulary of " +
+                      std::to_string(vocab_));
       PERFX_CHECK(b.positions[t] >= 0, "prepare_batch: negative position");
     }
     // Per-sequence rows and key counts; tokens of a sequence must be contiguous and consecutive.
@@ -585,11 +591,12 @@ class CudaBackend : public Backend {
     for (int i = 0; eligible && i < T; ++i) eligible = b.logit_rows[(size_t)i] == i;
     width_ = eligible ? next_pow2(std::max(b.max_blocks, 1)) : std::max(b.max_blocks, 1);
     // Staging: ids, positions, slots, token_seq [T], logit rows [L]; q_start [S + 1]; kv_len [S];
-    // tables [S, width].
+    // tables [S, width]; fed rows [T] when gathered.
     const size_t L = b.logit_rows.size();
-    const size_t n_int = (size_t)T * 4 + L + (size_t)S * 2 + 1 + (size_t)S * width_;
+    const size_t n_gather = fed && !fed_identity ? (size_t)T : 0;
+    const size_t n_int = (size_t)T * 4 + L + (size_t)S * 2 + 1 + (size_t)S * width_ + n_gather;
     ensure_staging(n_int);
-    if (eligible || b.tokens_from_sample) ensure_step_ids(T);
+    if (eligible || fed) ensure_step_ids(T);
     cuda_ok(cudaEventSynchronize(staged_), "staging");  // the previous copy has read the buffer
     int32_t* h = static_cast<int32_t*>(pinned_);
     size_t at = 0;
@@ -608,17 +615,23 @@ class CudaBackend : public Backend {
     for (int s = 0; s < S; ++s)
       for (int j = 0; j < width_; ++j)
         h[at++] = j < b.max_blocks ? b.block_tables[(size_t)s * b.max_blocks + j] : -1;
+    const size_t o_fed = put(b.fed_rows.data(), n_gather);
     cuda_ok(cudaMemcpyAsync(batch_dev_.get(), h, at * 4, cudaMemcpyHostToDevice, stream_),
             "upload batch");
     cuda_ok(cudaEventRecord(staged_, stream_), "cudaEventRecord");
     // A fed step reads its ids from step_ids_, where an argmax inside the last graph wrote them;
-    // a draw made elsewhere (a sampling slot) is copied there first, device to device.
+    // a draw made elsewhere (a sampling slot) is copied there first, device to device; a subset
+    // of the draw's rows, or host ids among them, is gathered there.
     int32_t* step_ids = static_cast<int32_t*>(step_ids_.get());
-    if (b.tokens_from_sample && fed_d_ != step_ids)
+    int32_t* d = static_cast<int32_t*>(batch_dev_.get());
+    if (fed_identity && fed_d_ != step_ids)
       cuda_ok(cudaMemcpyAsync(step_ids, fed_d_, (size_t)T * 4, cudaMemcpyDeviceToDevice, stream_),
               "feed sampled ids");
-    int32_t* d = static_cast<int32_t*>(batch_dev_.get());
-    ids_d_ = b.tokens_from_sample ? step_ids : d + o_ids;
+    if (fed && !fed_identity) {
+      launch_feed_ids(d + o_ids, d + o_fed, fed_d_, fed_n_, step_ids, T, stream_);
+      launched("feed sampled ids");
+    }
+    ids_d_ = fed ? step_ids : d + o_ids;
     pos_d_ = d + o_pos;
     slots_d_ = d + o_slots;
     seq_d_ = d + o_seq;
@@ -631,7 +644,7 @@ class CudaBackend : public Backend {
     max_q_ = max_q;
     max_kv_ = max_kv;
     graph_step_ = eligible;
-    if (eligible) begin_graph_step(T, b.tokens_from_sample);
+    if (eligible) begin_graph_step(T, fed);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1036,10 +1049,11 @@ class CudaBackend : public Backend {
   }
 
   // Overlapped decode: the draw is queued behind the step; its ids stay on the device for the
-  // next tokens_from_sample step (in step_ids_ when the graph's argmax drew them, else in the
-  // slot's device buffer, copied to step_ids_ by prepare_batch) and travel to the slot's pinned
-  // buffer, which sample_end reads after the slot's event.
+  // next fed step, BatchLayout::fed_rows (in step_ids_ when the graph's argmax drew them, else in
+  // the slot's device buffer; prepare_batch copies or gathers them into step_ids_), and travel to
+  // the slot's pinned buffer, which sample_end reads after the slot's event.
   bool samples_ahead() const override { return true; }
+  bool queues_work() const override { return true; }
   void sample_begin(Tensor logits, const std::vector<SampleRow>& rows) override {
     PERFX_CHECK(pending_.size() < 2, "sample_begin: two samples are already outstanding");
     for (const auto& r : rows)
@@ -1176,7 +1190,7 @@ class CudaBackend : public Backend {
   struct GraphKey {
     int n_tokens, width;
     uint64_t gen;
-    bool fed;  // token ids read from step_ids_ (tokens_from_sample), not from the layout
+    bool fed;  // token ids read from step_ids_ (BatchLayout::fed_rows), not from the layout
     bool operator<(const GraphKey& o) const {
       return std::tie(n_tokens, width, gen, fed) < std::tie(o.n_tokens, o.width, o.gen, o.fed);
     }
@@ -1356,9 +1370,19 @@ class CudaBackend : public Backend {
     if ((size_t)n <= step_ids_cap_) return;
     const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 256});
     cuda_ok(cudaStreamSynchronize(stream_), "step ids");
-    // A draw kept in the old buffer is gone (a fed step never grows it: its draw filled it).
-    if (fed_d_ == step_ids_.get()) fed_d_ = nullptr, fed_n_ = 0;
+    // A draw kept in the old buffer moves with it: a fed step with more tokens than its draw had
+    // rows (new sequences joining) grows it.
+    std::vector<int32_t> kept;
+    if (fed_d_ && fed_d_ == step_ids_.get()) {
+      kept.resize((size_t)fed_n_);
+      cuda_ok(cudaMemcpy(kept.data(), fed_d_, kept.size() * 4, cudaMemcpyDeviceToHost), "step ids");
+    }
     step_ids_.alloc(cap * 4, "the step's token ids", dev_);
+    if (!kept.empty()) {
+      cuda_ok(cudaMemcpy(step_ids_.get(), kept.data(), kept.size() * 4, cudaMemcpyHostToDevice),
+              "step ids");
+      fed_d_ = static_cast<const int32_t*>(step_ids_.get());
+    }
     step_rows_.alloc(cap * 4, "the step's rows", dev_);
     std::vector<int32_t> iota(cap);
     for (size_t i = 0; i < cap; ++i) iota[i] = (int32_t)i;

@@ -609,6 +609,24 @@ void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, 
   launch_pdl(argmax_kernel, dim3(n), dim3(1024), 0, stream, logits, ld, rows, vocab, out);
 }
 
+// One CTA: the sampled ids are read into shared memory before any is written, so src may be out.
+__global__ void feed_ids_kernel(const int32_t* host_ids, const int32_t* fed_rows,
+                                const int32_t* src, int n_src, int32_t* out, int n) {
+  extern __shared__ int32_t s_src[];
+  for (int i = threadIdx.x; i < n_src; i += blockDim.x) s_src[i] = src[i];
+  __syncthreads();
+  for (int t = threadIdx.x; t < n; t += blockDim.x) {
+    const int r = fed_rows[t];
+    out[t] = r >= 0 ? s_src[r] : host_ids[t];
+  }
+}
+
+void launch_feed_ids(const int32_t* host_ids, const int32_t* fed_rows, const int32_t* src,
+                     int n_src, int32_t* out, int n, cudaStream_t stream) {
+  if (n <= 0) return;
+  feed_ids_kernel<<<1, 256, (size_t)n_src * 4, stream>>>(host_ids, fed_rows, src, n_src, out, n);
+}
+
 PERFX_TRACE_BINDER(trace_bind_kernels)
 
 }  // namespace perfx::cuda

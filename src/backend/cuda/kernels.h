@@ -61,6 +61,13 @@ void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, in
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
                    int32_t* out, cudaStream_t stream);
 
+/// Overlapped decode's token ids (BatchLayout::fed_rows): out[t] = src[fed_rows[t]] when
+/// fed_rows[t] >= 0, else host_ids[t]; int32 device arrays, out [n], src [n_src] (n_src * 4 bytes
+/// of shared memory: at most kFeedIdsMaxRows rows). src may be out.
+constexpr int kFeedIdsMaxRows = 12288;
+void launch_feed_ids(const int32_t* host_ids, const int32_t* fed_rows, const int32_t* src,
+                     int n_src, int32_t* out, int n, cudaStream_t stream);
+
 /// One row to draw from with a temperature and no truncation (sample.cu).
 struct SampleDraw {
   double u;           // uniform draw in [0, 1) (SampleRow::u)
