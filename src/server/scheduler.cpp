@@ -50,7 +50,9 @@ struct Scheduler::Seq {
   int generated = 0;
   bool admitted_once = false;
   bool done = false;
-  uint64_t order = 0;  // admission order (preemption takes the newest)
+  uint64_t order = 0;       // admission order (preemption takes the newest)
+  uint64_t last_step = 0;   // the newest step holding it (in flight while not yet ended)
+  uint64_t await_step = 0;  // the outstanding step whose sample is its next token (0: none)
   Clock::time_point first_token, last_token;
 };
 
@@ -94,6 +96,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics* metrics)
   check(opts_.prefill_chunk >= 1, "the prefill chunk must be >= 1 token");
   opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_batch + opts_.prefill_chunk);
   eos_ = engine_.eos_ids();
+  overlap_ = engine_.overlaps_steps();
   vocab_ = (int)engine_.config().vocab_size;
   if (metrics_) metrics_->set_kv_blocks(0, engine_.total_blocks());
 }
@@ -194,11 +197,12 @@ void Scheduler::loop() {
     double cpu0 = 0;       // the scheduler thread's CPU time then
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait_for(lk, std::chrono::milliseconds(100),
-                   [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      cv_.wait_for(lk, std::chrono::milliseconds(100), [&] {
+        return stopping_ || !waiting_.empty() || !running_.empty() || !outstanding_.empty();
+      });
       t0 = Clock::now();
       cpu0 = thread_cpu_seconds();
-      if (stopping_) return;
+      if (stopping_) break;
       // Waiting sequences that were cancelled or timed out leave the queue.
       const auto now = Clock::now();
       for (auto it = waiting_.begin(); it != waiting_.end();) {
@@ -221,21 +225,16 @@ void Scheduler::loop() {
     admit();
     update_gauges();
     StepTimes st;
-    bool stepped = false;
-    if (!running_.empty()) {
-      stepped = plan_and_step(res, &st);
-      if (!stepped) {
-        // Nothing could be scheduled (should not happen: admit() guarantees room for one).
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
+    const bool stepped = schedule_step(res, &st);
     update_gauges();
     // Host work per step (issue 10: scheduling, KV allocation, detokenizing, stop strings, events)
-    // against the step itself: the loop's time around Engine::step.
+    // against the step itself: the loop's time around the engine's step calls. Overlapped, the
+    // step calls return while the device runs, so most of the step's time is in step_end's wait.
     if (stepped && metrics_)
       metrics_->add_step_time(st.wall, std::max(0.0, seconds_between(t0, Clock::now()) - st.wall),
                               std::max(0.0, thread_cpu_seconds() - cpu0 - st.cpu));
   }
+  drain(res);
 }
 
 void Scheduler::update_gauges() {
@@ -246,8 +245,12 @@ void Scheduler::update_gauges() {
   metrics_->set_kv_blocks(engine_.total_blocks() - engine_.free_blocks(), engine_.total_blocks());
 }
 
+bool Scheduler::in_flight(const Seq& s) const {
+  return s.last_step > steps_ended_;
+}
+
 void Scheduler::end_sequence(Seq& s, const std::string& outcome) {
-  if (s.id >= 0) {
+  if (s.id >= 0 && !in_flight(s)) {  // else released once its last step has ended
     engine_.release_sequence(s.id);
     s.id = -1;
   }
@@ -307,7 +310,31 @@ void Scheduler::reap_running() {
       ++i;
       continue;
     }
+    if (in_flight(s)) retired_.push_back(std::move(running_[i]));
     running_.erase(running_.begin() + (long)i);
+  }
+}
+
+void Scheduler::retire_done() {
+  for (size_t i = 0; i < running_.size();) {
+    if (!running_[i]->done) {
+      ++i;
+      continue;
+    }
+    if (in_flight(*running_[i])) retired_.push_back(std::move(running_[i]));
+    running_.erase(running_.begin() + (long)i);
+  }
+}
+
+void Scheduler::release_retired() {
+  for (size_t i = 0; i < retired_.size();) {
+    Seq& s = *retired_[i];
+    if (in_flight(s)) {
+      ++i;
+      continue;
+    }
+    if (s.id >= 0) engine_.release_sequence(s.id);
+    retired_.erase(retired_.begin() + (long)i);
   }
 }
 
@@ -370,13 +397,7 @@ void Scheduler::preempt(size_t i) {
   n_running_.fetch_sub(1);
 }
 
-bool Scheduler::plan_and_step(Engine::StepResult& res, StepTimes* times) {
-  *times = StepTimes{};
-  struct Planned {
-    Seq* s;
-    int n;
-  };
-  std::vector<Planned> plan;
+bool Scheduler::make_plan(std::vector<Planned>& plan, bool may_preempt) {
   // KV allocation is the admission test (vLLM's allocate_slots): the step's items are allocated in
   // plan order; a prompt chunk that does not fit waits for a later step, a decoding token that does
   // not fit preempts the newest sequence and the plan is made again.
@@ -384,81 +405,192 @@ bool Scheduler::plan_and_step(Engine::StepResult& res, StepTimes* times) {
     plan.clear();
     int budget = opts_.max_step_tokens;
     for (auto& s : running_) {  // decoding sequences first: one token each
-      if ((int)s->tokens.size() - s->kv == 1) {
-        plan.push_back({s.get(), 1});
+      if (s->await_step) {
+        // Its next token is being sampled: carried on from the device, unless that token ends it
+        // by length (EOS and stop strings cannot be foreseen: their extra sample is dropped).
+        const bool ends =
+            s->generated + 1 >= s->spec.max_tokens || (int)s->tokens.size() + 1 >= engine_.ctx();
+        if (!ends) {
+          plan.push_back({s.get(), 1, true});
+          budget -= 1;
+        }
+      } else if ((int)s->tokens.size() - s->kv == 1) {
+        plan.push_back({s.get(), 1, false});
         budget -= 1;
       }
     }
     for (auto& s : running_) {  // then prompt chunks, oldest first, while the budget lasts
       const int pending = (int)s->tokens.size() - s->kv;
-      if (pending <= 1) continue;
+      if (s->await_step || pending <= 1) continue;
       const int n = std::min(pending, opts_.prefill_chunk - s->kv % opts_.prefill_chunk);
       if (n > budget) continue;
-      plan.push_back({s.get(), n});
+      plan.push_back({s.get(), n, false});
       budget -= n;
     }
     size_t fit = 0;
     while (fit < plan.size() && engine_.allocate_slots(plan[fit].s->id, plan[fit].n)) ++fit;
-    if (fit == plan.size()) break;
-    const bool is_chunk = (int)plan[fit].s->tokens.size() - plan[fit].s->kv > 1;
+    if (fit == plan.size()) return true;
+    const bool is_chunk = plan[fit].n > 1 || (int)plan[fit].s->tokens.size() - plan[fit].s->kv > 1;
     if (is_chunk && fit > 0) {  // defer this prompt chunk and the ones after it
       plan.resize(fit);
-      break;
+      return true;
+    }
+    if (!may_preempt) {  // the caller ends the outstanding step first
+      plan.clear();
+      return false;
     }
     if (running_.size() == 1) {
       // A single sequence that outgrew the whole KV cache: it ends as if it hit a length limit.
       finish(*running_[0], "length");
       running_.clear();
-      return false;
+      plan.clear();
+      return true;
     }
     size_t victim = 0;
     for (size_t i = 1; i < running_.size(); ++i)
       if (running_[i]->order > running_[victim]->order) victim = i;
     preempt(victim);
   }
-  if (plan.empty()) return false;
+}
 
+bool Scheduler::schedule_step(Engine::StepResult& res, StepTimes* times) {
+  *times = StepTimes{};
+  bool ended = false;
+  // A sampler with penalties needs its previous token on the host before its next row is drawn.
+  bool feedable = true;
+  for (const auto& s : running_)
+    if (s->await_step && s->sampler.params().has_penalties()) feedable = false;
+  if (!outstanding_.empty() && !feedable) {
+    end_step(res, times);
+    ended = true;
+  }
+  std::vector<Planned> plan;
+  if (!running_.empty() && !make_plan(plan, outstanding_.empty())) {
+    end_step(res, times);  // blocks ran out with a step outstanding: end it, then preempt
+    ended = true;
+    if (!running_.empty()) make_plan(plan, true);
+  }
+  const bool began = !plan.empty() && begin_step(plan, res, times);
+  // Overlapped, the step begun now runs while the one before it is handled.
+  while (outstanding_.size() > (began ? 1u : 0u)) {
+    end_step(res, times);
+    ended = true;
+  }
+  if (!began && !ended && !running_.empty()) {
+    // Nothing could be scheduled (should not happen: admit() guarantees room for one).
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return began || ended;
+}
+
+bool Scheduler::begin_step(const std::vector<Planned>& plan, Engine::StepResult& res,
+                           StepTimes* times) {
+  Step st;
+  st.id = ++steps_begun_;
+  st.plan = plan;
   std::vector<Engine::StepItem> items;
   items.reserve(plan.size());
   int n_tokens = 0;
   for (const auto& p : plan) {
     Engine::StepItem it;
     it.seq = p.s->id;
-    it.tokens.assign(p.s->tokens.begin() + p.s->kv, p.s->tokens.begin() + p.s->kv + p.n);
-    it.want_logits = p.s->kv + p.n == (int)p.s->tokens.size();
+    if (p.fed)
+      it.token_from_sample = true;
+    else
+      it.tokens.assign(p.s->tokens.begin() + p.s->kv, p.s->tokens.begin() + p.s->kv + p.n);
+    it.want_logits = p.fed || p.s->kv + p.n == (int)p.s->tokens.size();
     it.sampler = it.want_logits ? &p.s->sampler : nullptr;
     it.copy_logits = it.want_logits && p.s->spec.logprobs >= 0;
+    st.sampled.push_back(it.want_logits);
+    st.copied.push_back(it.copy_logits);
     items.push_back(std::move(it));
     n_tokens += p.n;
   }
   const auto t_step = Clock::now();
   const double cpu_step = thread_cpu_seconds();
   try {
-    engine_.step(items, res);
-    times->wall = seconds_between(t_step, Clock::now());
-    times->cpu = thread_cpu_seconds() - cpu_step;
+    if (overlap_)
+      engine_.step_begin(items);
+    else
+      engine_.step(items, res);
+    times->wall += seconds_between(t_step, Clock::now());
+    times->cpu += thread_cpu_seconds() - cpu_step;
   } catch (const std::exception& e) {
     // The engine refused the step: fail the sequences in it rather than the server.
-    for (const auto& p : plan) fail(*p.s, 500, std::string("engine error: ") + e.what());
-    running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                  [](const std::unique_ptr<Seq>& s) { return s->done; }),
-                   running_.end());
-    return true;
+    for (const auto& p : plan)
+      if (!p.s->done) fail(*p.s, 500, std::string("engine error: ") + e.what());
+    retire_done();
+    return false;
   }
   if (metrics_) metrics_->add_step(n_tokens);
-  size_t row = 0;
   for (size_t k = 0; k < plan.size(); ++k) {
     Seq& s = *plan[k].s;
     s.kv += plan[k].n;
-    if (!items[k].want_logits) continue;
+    s.last_step = st.id;
+    if (st.sampled[k]) s.await_step = st.id;
+  }
+  if (overlap_) {
+    outstanding_.push_back(std::move(st));
+  } else {
+    steps_ended_ = st.id;
+    handle_step(st, res);
+  }
+  return true;
+}
+
+void Scheduler::end_step(Engine::StepResult& res, StepTimes* times) {
+  const auto t_step = Clock::now();
+  const double cpu_step = thread_cpu_seconds();
+  try {
+    engine_.step_end(res);
+  } catch (const std::exception& e) {
+    // The device failed: the engine forgot every outstanding step; so do their sequences.
+    std::vector<Step> gone(outstanding_.begin(), outstanding_.end());
+    outstanding_.clear();
+    steps_ended_ = steps_begun_;
+    for (const Step& st : gone)
+      for (const auto& p : st.plan)
+        if (!p.s->done) fail(*p.s, 500, std::string("engine error: ") + e.what());
+    retire_done();
+    release_retired();
+    return;
+  }
+  times->wall += seconds_between(t_step, Clock::now());
+  times->cpu += thread_cpu_seconds() - cpu_step;
+  Step st = std::move(outstanding_.front());
+  outstanding_.pop_front();
+  steps_ended_ = st.id;
+  handle_step(st, res);
+}
+
+void Scheduler::handle_step(const Step& st, const Engine::StepResult& res) {
+  size_t row = 0;
+  for (size_t k = 0; k < st.plan.size(); ++k) {
+    if (!st.sampled[k]) continue;
+    Seq& s = *st.plan[k].s;
     const float* raw = nullptr;
-    if (items[k].copy_logits) raw = res.logits.data() + (row++) * (size_t)vocab_;
+    if (st.copied[k]) raw = res.logits.data() + (row++) * (size_t)vocab_;
+    if (s.done) continue;  // ended in an earlier step (or cancelled): this sample is dropped
+    if (s.await_step == st.id) s.await_step = 0;
     on_token(s, res.tokens[k], raw);
   }
-  running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                [](const std::unique_ptr<Seq>& s) { return s->done; }),
-                 running_.end());
-  return true;
+  retire_done();
+  release_retired();
+}
+
+void Scheduler::drain(Engine::StepResult& res) {
+  while (!outstanding_.empty()) {
+    try {
+      engine_.step_end(res);
+    } catch (const std::exception&) {
+      outstanding_.clear();
+      break;
+    }
+    outstanding_.pop_front();
+  }
+  steps_ended_ = steps_begun_;
+  for (auto& s : running_) s->await_step = 0;
+  release_retired();
 }
 
 void Scheduler::on_token(Seq& s, int32_t tok, const float* raw) {

@@ -9,6 +9,15 @@
 // (6) samples, detokenizes and applies stop strings per sequence, handing the results to the
 // request's handle. Requests therefore join and leave the batch between steps.
 //
+// Overlapped (vLLM's async scheduling), when the engine overlaps steps (Engine::overlaps_steps):
+// step k + 1 is planned and begun while step k runs, before its samples reach the host; each
+// sequence sampled in step k is carried on with its token fed from the device (token_from_sample),
+// unless it ends by length there. Step k's tokens are then handled (6) while step k + 1 runs. A
+// sequence that ended in step k (EOS, stop string, cancelled) drops step k + 1's sample, and its
+// KV blocks are released once no outstanding step holds it. The loop ends step k first, planning
+// as above, when step k sampled a sequence with penalties (its history needs the token) and when
+// the next step needs blocks that only a preemption frees.
+//
 // Numerics: a sequence's prefill chunks end on multiples of prefill_chunk (as Engine::generate
 // chunks), whatever else is in the batch, and the engine computes each sequence independently, so
 // greedy output does not depend on what else is being served.
@@ -158,8 +167,35 @@ class Scheduler {
   struct StepTimes {
     double wall = 0, cpu = 0;
   };
-  /// Plans and runs one step; *times = Engine::step's times (zeros if none ran).
-  bool plan_and_step(Engine::StepResult& res, StepTimes* times);
+  struct Planned {
+    Seq* s;
+    int n;     // tokens it appends
+    bool fed;  // its one token is its sample from the outstanding step (token_from_sample)
+  };
+  /// A step begun and not yet handled.
+  struct Step {
+    uint64_t id = 0;
+    std::vector<Planned> plan;
+    std::vector<char> sampled, copied;  // per item: a sampled row / its raw row copied
+  };
+  /// Plans the next step (begins it, and ends the step before it when one is outstanding);
+  /// *times = the time inside the engine's step calls. False when no step was begun or ended.
+  bool schedule_step(Engine::StepResult& res, StepTimes* times);
+  /// The next step's items into plan. With may_preempt false (a step outstanding) false when they
+  /// need blocks that only a preemption would free; the plan is then empty.
+  bool make_plan(std::vector<Planned>& plan, bool may_preempt);
+  /// Begins (overlapped) or runs and handles (otherwise) the planned step. False if it failed.
+  bool begin_step(const std::vector<Planned>& plan, Engine::StepResult& res, StepTimes* times);
+  /// Ends the oldest outstanding step and hands its tokens to the sequences.
+  void end_step(Engine::StepResult& res, StepTimes* times);
+  void handle_step(const Step& st, const Engine::StepResult& res);
+  /// Ends every outstanding step, dropping its results (the loop is stopping).
+  void drain(Engine::StepResult& res);
+  /// Moves the done sequences out of running_; those an outstanding step holds wait in retired_.
+  void retire_done();
+  /// Releases the retired sequences no outstanding step holds any more.
+  void release_retired();
+  bool in_flight(const Seq& s) const;
   /// A sequence's newly sampled token; raw = its raw logits row when logprobs were asked for.
   void on_token(Seq& s, int32_t tok, const float* raw);
   // Ends a sequence with a Finished event; `outcome` (for metrics) defaults to the reason.
@@ -182,6 +218,10 @@ class Scheduler {
   std::deque<std::unique_ptr<Seq>> waiting_;   // guarded by mu_
   bool stopping_ = false;                      // guarded by mu_
   std::vector<std::unique_ptr<Seq>> running_;  // scheduler thread only
+  std::vector<std::unique_ptr<Seq>> retired_;  // done, still held by an outstanding step
+  std::deque<Step> outstanding_;               // steps begun and not handled, oldest first
+  uint64_t steps_begun_ = 0, steps_ended_ = 0;  // step ids: 1, 2, ...
+  bool overlap_ = false;                        // Engine::overlaps_steps()
   std::atomic<int> n_running_{0};
   uint64_t next_order_ = 0;
   std::thread thread_;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -202,6 +203,60 @@ TEST(ServeE2E, MalformedRequestsGetTheRightErrorAndTheServerKeepsServing) {
   HttpResponse ok = http_request(srv.port(), "POST", "/v1/completions",
                                  R"({"prompt": "In the beginning", "max_tokens": 4})");
   EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+/// A server started with PERFX_DECODE_OVERLAP set to `value` (the previous value restored).
+std::unique_ptr<ServerProcess> server_with_overlap(const std::string& args, const char* value) {
+  const char* old = std::getenv("PERFX_DECODE_OVERLAP");
+  const std::string saved = old ? old : "";
+  setenv("PERFX_DECODE_OVERLAP", value, 1);
+  auto srv = std::make_unique<ServerProcess>(args);
+  if (old)
+    setenv("PERFX_DECODE_OVERLAP", saved.c_str(), 1);
+  else
+    unsetenv("PERFX_DECODE_OVERLAP");
+  return srv;
+}
+
+// The overlapped scheduler (a GPU's; PERFX_DECODE_OVERLAP=2 turns it on for the CPU, whose steps
+// run inside the call): 24 concurrent greedy streams of 6..40 tokens through 8 batch slots, so
+// sequences end and join between overlapped steps, give the texts a server stepping one step at a
+// time gives each prompt alone, and no KV block stays in use.
+TEST(ServeE2E, OverlappedSchedulerStreamsEqualOneStepAtATime) {
+  REQUIRE_DEFAULT_MODEL();
+  const std::string args = "-m " + sh_quote(default_model()) + " --max-batch 8";
+  const int n = 24;
+  std::vector<std::string> prompts;
+  for (int i = 0; i < n; ++i)
+    prompts.push_back("And the " + std::to_string(i + 3) + " men of the city said");
+  auto tokens = [](int i) { return 6 + (i * 11) % 35; };
+  std::vector<StreamResult> want((size_t)n), got((size_t)n);
+  {
+    auto plain = server_with_overlap(args, "0");
+    ASSERT_TRUE(plain->ok()) << plain->log();
+    for (int i = 0; i < n; ++i)
+      want[(size_t)i] = stream_completion(plain->port(), prompts[(size_t)i], tokens(i));
+  }
+  auto srv = server_with_overlap(args, "2");
+  ASSERT_TRUE(srv->ok()) << srv->log();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back(
+        [&, i] { got[(size_t)i] = stream_completion(srv->port(), prompts[(size_t)i], tokens(i)); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(want[(size_t)i].done && got[(size_t)i].done) << i << "\n" << srv->log();
+    EXPECT_EQ(got[(size_t)i].text, want[(size_t)i].text) << "request " << i;
+    EXPECT_EQ(got[(size_t)i].completion_tokens, want[(size_t)i].completion_tokens) << i;
+  }
+  std::string m;
+  for (int i = 0; i < 100; ++i) {
+    m = http_request(srv->port(), "GET", "/metrics").body;
+    if (metric(m, "perfx_kv_blocks_used") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(metric(m, "perfx_kv_blocks_used"), 0) << m;
+  EXPECT_EQ(m.find("finish_reason=\"error\""), std::string::npos) << m;
 }
 
 TEST(ServeE2E, DisconnectMidStreamFreesTheSlot) {

@@ -26,9 +26,16 @@ ServerProcess::ServerProcess(const std::string& args, bool pass_host) {
   dir_ = make_temp_dir("serve");
   int out[2];
   if (pipe(out) != 0) return;
-  const std::string cmd = "exec " + std::string(PERFX_BIN) + " serve " + args +
-                          (pass_host ? " --host 127.0.0.1" : "") + " --port 0 2>" + dir_ +
-                          "/stderr </dev/null";
+  // PERFX_TEST_SERVE_ARGS (e.g. "--device cuda"): flags added to every server a test starts, so
+  // a GPU machine runs these tests against its device.
+  const char* extra = std::getenv("PERFX_TEST_SERVE_ARGS");
+  const char* bin = std::getenv("PERFX_TEST_BIN");  // as run_perfx: away from the build tree
+  std::string cmd = "exec ";
+  cmd += bin && *bin ? bin : PERFX_BIN;
+  cmd += " serve " + args;
+  if (extra && *extra) cmd.append(" ").append(extra);
+  cmd += (pass_host ? " --host 127.0.0.1" : "");
+  cmd += " --port 0 2>" + dir_ + "/stderr </dev/null";
   pid_ = fork();
   if (pid_ == 0) {
     dup2(out[1], 1);

@@ -12,7 +12,8 @@ class ServerProcess {
  public:
   /// Starts the server and waits (up to 120 s) for its "listening on http://127.0.0.1:PORT" line.
   /// `args` are shell words. pass_host false: no --host flag (the server's default address; ok()
-  /// is then false unless that default is 127.0.0.1).
+  /// is then false unless that default is 127.0.0.1). The environment's PERFX_TEST_SERVE_ARGS
+  /// (e.g. "--device cuda") are added to every server's flags; PERFX_TEST_BIN replaces PERFX_BIN.
   explicit ServerProcess(const std::string& args, bool pass_host = true);
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;

@@ -1,6 +1,7 @@
 // FakeEngine / FakeTokenizer (see fake_engine.h).
 #include "fake_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -90,6 +91,9 @@ SeqId FakeEngine::create_sequence() {
 }
 
 void FakeEngine::release_sequence(SeqId id) {
+  for (const Pending& p : pending_)
+    for (SeqId s : p.seqs)
+      if (s == id) released_in_flight_++;
   std::lock_guard<std::mutex> lk(mu_);
   blocks_.remove_sequence(id);
   history_.erase(id);
@@ -130,6 +134,41 @@ bool FakeEngine::allocate_slots(SeqId id, int n_new) {
 }
 
 void FakeEngine::step(const std::vector<StepItem>& items, StepResult& out) {
+  check(pending_.empty(), "step: a step_begin is outstanding");
+  run(items, out);
+}
+
+void FakeEngine::step_begin(const std::vector<StepItem>& items) {
+  check(o_.overlap, "FakeEngine: overlap is off");
+  check(pending_.size() < 2, "step_begin: two steps are already outstanding");
+  // token_from_sample: the id the step begun just before drew for the item's sequence (known at
+  // once here; a device engine feeds it on the device).
+  std::vector<StepItem> resolved = items;
+  for (auto& it : resolved) {
+    if (!it.token_from_sample) continue;
+    check(!pending_.empty(), "step_begin: token_from_sample without a step before it");
+    const Pending& prev = pending_.back();
+    int32_t tok = -1;
+    for (size_t i = 0; i < prev.seqs.size(); ++i)
+      if (prev.seqs[i] == it.seq) tok = prev.result.tokens[i];
+    check(tok >= 0, "step_begin: token_from_sample for a sequence the step before did not sample");
+    it.tokens = {tok};
+    it.token_from_sample = false;
+  }
+  Pending p;
+  for (const auto& it : items) p.seqs.push_back(it.seq);
+  run(resolved, p.result);
+  pending_.push_back(std::move(p));
+  max_outstanding_ = std::max(max_outstanding_.load(), (int)pending_.size());
+}
+
+void FakeEngine::step_end(StepResult& out) {
+  check(!pending_.empty(), "step_end: no step is outstanding");
+  out = std::move(pending_.front().result);
+  pending_.pop_front();
+}
+
+void FakeEngine::run(const std::vector<StepItem>& items, StepResult& out) {
   if (o_.step_sleep_us > 0)
     std::this_thread::sleep_for(std::chrono::microseconds(o_.step_sleep_us));
   if (fail_steps_ > 0) {

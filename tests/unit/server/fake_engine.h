@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,6 +46,9 @@ struct FakeEngineOptions {
   int match_prefix_sleep_us = 0;  // simulated prefix-cache lookup time (widens admission races)
   int eos_after = 0;      // > 0: emit EOS once a sequence has this many tokens
   std::vector<int32_t> config_eos = {1};  // the config's eos_token_id(s); the tokenizer's is 1
+  /// Overlapped steps (Engine::overlaps_steps): step_begin / step_end with token_from_sample, as
+  /// the server's scheduler drives a device engine.
+  bool overlap = false;
   /// A real tokenizer to use instead of FakeTokenizer (not owned; it must outlive the engine).
   const Tokenizer* tokenizer = nullptr;
   /// The model, when set: writes the next-token logits after `history` into `row` (zeros, one per
@@ -79,6 +83,12 @@ class FakeEngine : public Engine {
   /// Rows are the fake model's logits; an item with a sampler is sampled from its row on the host
   /// (Sampler::sample), as a backend's sample op would.
   void step(const std::vector<StepItem>& items, StepResult& out) override;
+  /// With FakeEngineOptions::overlap: the step runs at once (its token_from_sample items take the
+  /// step before's ids); step_end hands its results out in order.
+  void step_begin(const std::vector<StepItem>& items) override;
+  void step_end(StepResult& out) override;
+  int steps_outstanding() const override { return (int)pending_.size(); }
+  bool overlaps_steps() const override { return o_.overlap; }
   GenerateResult generate(const std::vector<int32_t>&, const GenerateOptions&,
                           const std::function<bool(const std::string&)>&) override;
 
@@ -90,8 +100,19 @@ class FakeEngine : public Engine {
   int live_sequences() const;
   /// Makes the next `n` steps throw.
   void fail_next_steps(int n) { fail_steps_ = n; }
+  /// release_sequence calls for a sequence an outstanding step still held (a scheduler bug).
+  int released_in_flight() const { return released_in_flight_; }
+  /// The most steps outstanding at once (2 when steps overlapped).
+  int max_outstanding() const { return max_outstanding_; }
 
  private:
+  struct Pending {
+    std::vector<SeqId> seqs;
+    StepResult result;
+  };
+  void run(const std::vector<StepItem>& items, StepResult& out);
+  std::deque<Pending> pending_;  // steps begun and not ended (scheduler thread only)
+  std::atomic<int> released_in_flight_{0}, max_outstanding_{0};
   FakeEngineOptions o_;
   ModelConfig cfg_;
   FakeTokenizer tok_;

@@ -65,6 +65,17 @@ std::vector<int32_t> prompt_of(const FakeEngine& e, const std::string& text) {
   return e.tokenizer().encode(text, true, true);
 }
 
+// Every test runs twice: one step at a time, and overlapped (the engine's step_begin / step_end,
+// as on a GPU: step k + 1 planned and begun before step k's tokens are handled).
+class SchedulerLoop : public ::testing::TestWithParam<bool> {
+ protected:
+  FakeEngineOptions opts() const {
+    FakeEngineOptions o;
+    o.overlap = GetParam();
+    return o;
+  }
+};
+
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit = 5000ms) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -74,8 +85,8 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds lim
   return pred();
 }
 
-TEST(Scheduler, SingleGreedyRequestMatchesTheModel) {
-  FakeEngine engine;
+TEST_P(SchedulerLoop, SingleGreedyRequestMatchesTheModel) {
+  FakeEngine engine(opts());
   Metrics metrics;
   Scheduler s(engine, {}, &metrics);
   s.start();
@@ -93,8 +104,8 @@ TEST(Scheduler, SingleGreedyRequestMatchesTheModel) {
 
 // The step / host split of /metrics (issue 10 asks for the host work per step): time spent inside
 // Engine::step is the step's, never the scheduler's. The fake engine sleeps 2 ms in every step.
-TEST(Scheduler, StepTimeIsSeparateFromTheHostWorkAroundIt) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, StepTimeIsSeparateFromTheHostWorkAroundIt) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 2000;
   FakeEngine engine(o);
   Metrics metrics;
@@ -115,8 +126,8 @@ TEST(Scheduler, StepTimeIsSeparateFromTheHostWorkAroundIt) {
   EXPECT_NE(text.find("perfx_scheduler_host_cpu_seconds_total "), std::string::npos) << text;
 }
 
-TEST(Scheduler, ConcurrentRequestsEqualTheirSoloResultsAndShareSteps) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, ConcurrentRequestsEqualTheirSoloResultsAndShareSteps) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 200;
   FakeEngine engine(o);
   SchedulerOptions so;
@@ -141,8 +152,8 @@ TEST(Scheduler, ConcurrentRequestsEqualTheirSoloResultsAndShareSteps) {
   EXPECT_EQ(engine.free_blocks(), engine.total_blocks());
 }
 
-TEST(Scheduler, ChunkedPrefillRunsBesideDecodes) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, ChunkedPrefillRunsBesideDecodes) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 300;
   FakeEngine engine(o);
   SchedulerOptions so;
@@ -175,9 +186,9 @@ TEST(Scheduler, ChunkedPrefillRunsBesideDecodes) {
 
 // The step budget (--max-num-batched-tokens): at its least (max_batch + prefill_chunk) one prompt
 // chunk joins a step; a larger budget takes several, whole chunks only.
-TEST(Scheduler, StepBudgetBoundsPromptChunksPerStep) {
+TEST_P(SchedulerLoop, StepBudgetBoundsPromptChunksPerStep) {
   for (int budget : {0, 4 + 3 * 16}) {
-    FakeEngine engine;
+    FakeEngine engine(opts());
     SchedulerOptions o;
     o.max_batch = 4;
     o.prefill_chunk = 16;
@@ -205,8 +216,8 @@ TEST(Scheduler, StepBudgetBoundsPromptChunksPerStep) {
   }
 }
 
-TEST(Scheduler, PrefixCachingReusesPromptBlocks) {
-  FakeEngine engine;
+TEST_P(SchedulerLoop, PrefixCachingReusesPromptBlocks) {
+  FakeEngine engine(opts());
   Metrics metrics;
   Scheduler s(engine, {}, &metrics);
   s.start();
@@ -240,8 +251,8 @@ TEST(Scheduler, PrefixCachingReusesPromptBlocks) {
   EXPECT_EQ(full_prefills(), before + 1);
 }
 
-TEST(Scheduler, PreemptsByRecomputeWhenBlocksRunOutAndNeverFails) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, PreemptsByRecomputeWhenBlocksRunOutAndNeverFails) {
+  FakeEngineOptions o = opts();
   // Steps take 2 ms so the four requests overlap: with instant steps a loaded machine could let
   // the first finish before the last is submitted, and then nothing needs preempting (it failed
   // once in a full ctest -j2 run).
@@ -271,8 +282,8 @@ TEST(Scheduler, PreemptsByRecomputeWhenBlocksRunOutAndNeverFails) {
   EXPECT_TRUE(wait_until([&] { return engine.free_blocks() == engine.total_blocks(); }));
 }
 
-TEST(Scheduler, CancellationFreesTheSlotWithinAStep) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, CancellationFreesTheSlotWithinAStep) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 2000;
   o.ctx = 4096;
   FakeEngine engine(o);
@@ -290,8 +301,8 @@ TEST(Scheduler, CancellationFreesTheSlotWithinAStep) {
             std::string::npos);
 }
 
-TEST(Scheduler, BoundedQueueRefusesWhenFull) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, BoundedQueueRefusesWhenFull) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 1000;
   o.ctx = 4096;
   FakeEngine engine(o);
@@ -313,8 +324,8 @@ TEST(Scheduler, BoundedQueueRefusesWhenFull) {
 // Bug (a flaky FreeBatchSlotsCountAsQueueRoom): a sequence moved from the queue into the batch was
 // counted in neither until admission finished (its prefix-cache lookup included), so submit() saw
 // free room that was not there. A 300 ms lookup holds that window open.
-TEST(Scheduler, AdmittedSequencesCountAgainstTheQueueAtOnce) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, AdmittedSequencesCountAgainstTheQueueAtOnce) {
+  FakeEngineOptions o = opts();
   o.match_prefix_sleep_us = 300000;
   o.ctx = 4096;
   FakeEngine engine(o);
@@ -332,8 +343,8 @@ TEST(Scheduler, AdmittedSequencesCountAgainstTheQueueAtOnce) {
   s.stop();
 }
 
-TEST(Scheduler, FreeBatchSlotsCountAsQueueRoom) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, FreeBatchSlotsCountAsQueueRoom) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 1000;
   o.ctx = 4096;
   FakeEngine engine(o);
@@ -353,8 +364,8 @@ TEST(Scheduler, FreeBatchSlotsCountAsQueueRoom) {
 
 // Issue 8: stopping the scheduler (the server's SIGTERM) ends a running sequence with
 // finish_reason "abort" and its text so far (not a normal-looking "length"); a queued one gets 503.
-TEST(Scheduler, StopAbortsRunningSequencesAndFailsQueuedOnes) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, StopAbortsRunningSequencesAndFailsQueuedOnes) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 1000;
   o.ctx = 4096;
   FakeEngine engine(o);
@@ -381,8 +392,8 @@ TEST(Scheduler, StopAbortsRunningSequencesAndFailsQueuedOnes) {
   EXPECT_NE(q.error.find("shutting down"), std::string::npos) << q.error;
 }
 
-TEST(Scheduler, RequestTimeoutEndsAGeneration) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, RequestTimeoutEndsAGeneration) {
+  FakeEngineOptions o = opts();
   o.step_sleep_us = 2000;
   o.ctx = 4096;
   FakeEngine engine(o);
@@ -397,8 +408,8 @@ TEST(Scheduler, RequestTimeoutEndsAGeneration) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
 }
 
-TEST(Scheduler, StopStringsAndEos) {
-  FakeEngine engine;
+TEST_P(SchedulerLoop, StopStringsAndEos) {
+  FakeEngine engine(opts());
   Scheduler s(engine, {}, nullptr);
   s.start();
   auto prompt = prompt_of(engine, "stop test");
@@ -410,7 +421,7 @@ TEST(Scheduler, StopStringsAndEos) {
   EXPECT_EQ(r.finish_reason, "stop");
   EXPECT_EQ(r.text, full.substr(0, full.find(sp.stop[0])));
 
-  FakeEngineOptions o;
+  FakeEngineOptions o = opts();
   o.eos_after = 12;
   FakeEngine eos_engine(o);
   Scheduler s2(eos_engine, {}, nullptr);
@@ -426,16 +437,16 @@ TEST(Scheduler, StopStringsAndEos) {
   EXPECT_EQ(f.completion_tokens, 9);
 }
 
-TEST(Scheduler, StopsAtEveryEosIdOfTheEngine) {
+TEST_P(SchedulerLoop, StopsAtEveryEosIdOfTheEngine) {
   // Engine::eos_ids(): the config's ids first, then the tokenizer's (1) unless already listed.
-  FakeEngineOptions o;
+  FakeEngineOptions o = opts();
   o.config_eos = {7, 1};
   EXPECT_EQ(FakeEngine(o).eos_ids(), (std::vector<int32_t>{7, 1}));
   o.config_eos = {};
   EXPECT_EQ(FakeEngine(o).eos_ids(), (std::vector<int32_t>{1}));
 
   // A config-only EOS id ends a generation as the tokenizer's does.
-  FakeEngine plain;
+  FakeEngine plain(opts());
   const auto prompt = prompt_of(plain, "eos ids");
   const std::vector<int32_t> out = plain.solo(prompt, 20);
   ASSERT_GE(out.size(), 3u);
@@ -454,8 +465,8 @@ TEST(Scheduler, StopsAtEveryEosIdOfTheEngine) {
   EXPECT_EQ(r.ids, std::vector<int32_t>(out.begin(), out.begin() + (long)k));
 }
 
-TEST(Scheduler, LogprobsAndSeveralSequencesPerRequest) {
-  FakeEngine engine;
+TEST_P(SchedulerLoop, LogprobsAndSeveralSequencesPerRequest) {
+  FakeEngine engine(opts());
   Scheduler s(engine, {}, nullptr);
   s.start();
   auto prompt = prompt_of(engine, "lp");
@@ -483,8 +494,8 @@ TEST(Scheduler, LogprobsAndSeveralSequencesPerRequest) {
   }
 }
 
-TEST(Scheduler, EngineFailureFailsOnlyThatStep) {
-  FakeEngine engine;
+TEST_P(SchedulerLoop, EngineFailureFailsOnlyThatStep) {
+  FakeEngine engine(opts());
   Scheduler s(engine, {}, nullptr);
   s.start();
   engine.fail_next_steps(1);
@@ -496,8 +507,8 @@ TEST(Scheduler, EngineFailureFailsOnlyThatStep) {
   EXPECT_TRUE(wait_until([&] { return engine.live_sequences() == 0; }));
 }
 
-TEST(Scheduler, RejectsWhatCanNeverBeServed) {
-  FakeEngineOptions o;
+TEST_P(SchedulerLoop, RejectsWhatCanNeverBeServed) {
+  FakeEngineOptions o = opts();
   o.ctx = 64;
   o.kv_tokens = 32;
   FakeEngine engine(o);
@@ -508,6 +519,99 @@ TEST(Scheduler, RejectsWhatCanNeverBeServed) {
   EXPECT_THROW(s.submit({greedy({0, 5}, 0)}), Error);
   EXPECT_THROW(s.submit({greedy({0, 999}, 5)}), Error);  // outside the vocabulary
 }
+
+// Sequences that end at different steps (EOS, length, a stop string, a cancelled request) while
+// others join: every result is the solo one, and no sequence's blocks are released while a step
+// that holds it is outstanding (overlapped: its extra sample is dropped, its release deferred).
+TEST_P(SchedulerLoop, SequencesEndAndJoinBetweenOverlappedSteps) {
+  FakeEngineOptions o = opts();
+  o.eos_after = 30;  // EOS once a sequence holds 30 tokens
+  o.step_sleep_us = 200;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.max_batch = 6;
+  so.prefill_chunk = 8;
+  Scheduler s(engine, so, nullptr);
+  s.start();
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  std::vector<SequenceSpec> specs;
+  for (int i = 0; i < 30; ++i) {
+    // Prompts of 2..21 tokens: EOS after 28..9 generated, unless max_tokens comes first.
+    SequenceSpec sp = greedy(prompt_of(engine, std::string((size_t)(1 + i % 20), 'a' + i % 26)),
+                             5 + (i * 7) % 23);
+    if (i % 5 == 2) {  // a stop string from the middle of its solo text
+      const std::string full = engine.tokenizer().decode(engine.solo(sp.prompt, sp.max_tokens), true);
+      if (full.size() > 6) sp.stop = {full.substr(full.size() / 2, 2)};
+    }
+    specs.push_back(sp);
+    hs.push_back(s.submit({sp}));
+  }
+  hs[7]->cancel();
+  for (int i = 0; i < 30; ++i) {
+    if (i == 7) continue;
+    const SequenceSpec& sp = specs[(size_t)i];
+    Result r = run_to_end(*hs[(size_t)i]);
+    ASSERT_EQ(r.error, "") << i;
+    const std::vector<int32_t> solo = engine.solo(sp.prompt, sp.max_tokens);
+    const std::string full = engine.tokenizer().decode(solo, true);
+    if (!sp.stop.empty() && full.find(sp.stop[0]) != std::string::npos) {
+      EXPECT_EQ(r.finish_reason, "stop") << i;
+      EXPECT_EQ(r.text, full.substr(0, full.find(sp.stop[0]))) << i;
+    } else {
+      EXPECT_EQ(r.ids, solo) << "request " << i;
+      EXPECT_EQ(r.finish_reason, (int)solo.size() < sp.max_tokens ? "stop" : "length") << i;
+    }
+  }
+  EXPECT_TRUE(wait_until([&] { return engine.live_sequences() == 0; }));
+  EXPECT_EQ(engine.free_blocks(), engine.total_blocks());
+  EXPECT_EQ(engine.released_in_flight(), 0);
+  EXPECT_EQ(engine.max_outstanding(), GetParam() ? 2 : 0);
+}
+
+// Penalties need the previous token in the history before the next row is drawn, so an
+// overlapped loop ends a penalised sequence's step before planning the next. The model here
+// prefers repeating the last token (2.0) over its successor (1.9): a draw that missed the last
+// token in the repetition window would repeat it.
+TEST_P(SchedulerLoop, PenaltiesSeeEveryTokenBeforeTheNextDraw) {
+  FakeEngineOptions o = opts();
+  const int V = FakeEngine(o).tokenizer().vocab_size();
+  o.model = [V](const std::vector<int32_t>& h, std::vector<float>& row) {
+    const int32_t last = h.back();
+    row[(size_t)last] = 2.0f;
+    row[(size_t)((last + 1) % V)] = 1.9f;
+    row[(size_t)((last + 2) % V)] = 1.0f;
+  };
+  FakeEngine engine(o);
+  Scheduler s(engine, {}, nullptr);
+  s.start();
+  SequenceSpec sp = greedy(prompt_of(engine, "pen"), 12);
+  sp.sampling.repeat_penalty = 1.3f;
+  sp.sampling.repeat_last_n = 2;
+  sp.ignore_eos = true;
+  // The reference: the same sampler, one token at a time.
+  std::vector<int32_t> h = sp.prompt, want;
+  Sampler ref(sp.sampling);
+  for (int32_t t : sp.prompt) ref.accept_prompt(t);
+  for (int n = 0; n < sp.max_tokens; ++n) {
+    std::vector<float> row((size_t)V, 0.0f);
+    o.model(h, row);
+    const int32_t t = ref.sample(row.data(), V);
+    ref.accept(t);
+    want.push_back(t);
+    h.push_back(t);
+  }
+  // Two plain sequences beside it keep the batch overlapped.
+  auto plain = s.submit({greedy(prompt_of(engine, "a"), 12), greedy(prompt_of(engine, "b"), 12)});
+  Result r = run_to_end(*s.submit({sp}));
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.ids, want);
+  run_to_end(*plain);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SchedulerLoop, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "overlapped" : "one_step_at_a_time";
+                         });
 
 }  // namespace
 }  // namespace perfx::server
