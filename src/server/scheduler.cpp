@@ -358,13 +358,16 @@ void Scheduler::admit() {
     // running sequence in reserve for their next tokens.
     const int reserve = (int)running_.size();
     const bool room = engine_.blocks_needed(s->id, chunk) + reserve <= engine_.free_blocks();
-    if (running_.empty() && !engine_.allocate_slots(s->id, chunk)) {
+    // Alone with the whole cache (no sequence running, none ended and still held by an
+    // outstanding step) the first chunk must fit.
+    const bool alone = running_.empty() && retired_.empty();
+    if (alone && !engine_.allocate_slots(s->id, chunk)) {
       // Cannot happen for a prompt submit() accepted (it fits the whole cache); never spin on it.
       fail(*s, 500, "the prompt does not fit the KV cache");
       n_running_.fetch_sub(1);
       continue;
     }
-    if (!running_.empty() && (!room || !engine_.allocate_slots(s->id, chunk))) {
+    if (!alone && (!room || !engine_.allocate_slots(s->id, chunk))) {
       engine_.release_sequence(s->id);
       s->id = -1;
       s->kv = 0;
@@ -544,7 +547,13 @@ void Scheduler::end_step(Engine::StepResult& res, StepTimes* times) {
   try {
     engine_.step_end(res);
   } catch (const std::exception& e) {
-    // The device failed: the engine forgot every outstanding step; so do their sequences.
+    // The device failed: every outstanding step is lost (the engine forgets them; any it kept
+    // is ended here and its results dropped), and so are their sequences.
+    while (engine_.steps_outstanding() > 0) try {
+        engine_.step_end(res);
+      } catch (const std::exception&) {
+        break;
+      }
     std::vector<Step> gone(outstanding_.begin(), outstanding_.end());
     outstanding_.clear();
     steps_ended_ = steps_begun_;
@@ -579,15 +588,12 @@ void Scheduler::handle_step(const Step& st, const Engine::StepResult& res) {
 }
 
 void Scheduler::drain(Engine::StepResult& res) {
-  while (!outstanding_.empty()) {
-    try {
+  while (engine_.steps_outstanding() > 0) try {
       engine_.step_end(res);
     } catch (const std::exception&) {
-      outstanding_.clear();
-      break;
+      break;  // the engine forgot its steps, or it is broken: either way, stop asking
     }
-    outstanding_.pop_front();
-  }
+  outstanding_.clear();
   steps_ended_ = steps_begun_;
   for (auto& s : running_) s->await_step = 0;
   release_retired();

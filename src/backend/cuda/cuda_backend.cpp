@@ -1371,18 +1371,16 @@ class CudaBackend : public Backend {
     const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 256});
     cuda_ok(cudaStreamSynchronize(stream_), "step ids");
     // A draw kept in the old buffer moves with it: a fed step with more tokens than its draw had
-    // rows (new sequences joining) grows it.
-    std::vector<int32_t> kept;
+    // rows (new sequences joining) grows it. The new buffer exists before the old one goes.
+    DevMem fresh(cap * 4, "the step's token ids", dev_);
     if (fed_d_ && fed_d_ == step_ids_.get()) {
-      kept.resize((size_t)fed_n_);
-      cuda_ok(cudaMemcpy(kept.data(), fed_d_, kept.size() * 4, cudaMemcpyDeviceToHost), "step ids");
-    }
-    step_ids_.alloc(cap * 4, "the step's token ids", dev_);
-    if (!kept.empty()) {
-      cuda_ok(cudaMemcpy(step_ids_.get(), kept.data(), kept.size() * 4, cudaMemcpyHostToDevice),
+      cuda_ok(cudaMemcpyAsync(fresh.get(), fed_d_, (size_t)fed_n_ * 4, cudaMemcpyDeviceToDevice,
+                              stream_),
               "step ids");
-      fed_d_ = static_cast<const int32_t*>(step_ids_.get());
+      cuda_ok(cudaStreamSynchronize(stream_), "step ids");
+      fed_d_ = static_cast<const int32_t*>(fresh.get());
     }
+    step_ids_ = std::move(fresh);
     step_rows_.alloc(cap * 4, "the step's rows", dev_);
     std::vector<int32_t> iota(cap);
     for (size_t i = 0; i < cap; ++i) iota[i] = (int32_t)i;

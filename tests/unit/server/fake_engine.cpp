@@ -164,6 +164,11 @@ void FakeEngine::step_begin(const std::vector<StepItem>& items) {
 
 void FakeEngine::step_end(StepResult& out) {
   check(!pending_.empty(), "step_end: no step is outstanding");
+  if (fail_step_ends_ > 0) {  // as the engine does when a draw fails: every step is forgotten
+    fail_step_ends_--;
+    pending_.clear();
+    throw Error("injected step_end failure");
+  }
   out = std::move(pending_.front().result);
   pending_.pop_front();
 }

@@ -100,6 +100,8 @@ class FakeEngine : public Engine {
   int live_sequences() const;
   /// Makes the next `n` steps throw.
   void fail_next_steps(int n) { fail_steps_ = n; }
+  /// Makes the next `n` step_end calls throw (forgetting every outstanding step).
+  void fail_next_step_ends(int n) { fail_step_ends_ = n; }
   /// release_sequence calls for a sequence an outstanding step still held (a scheduler bug).
   int released_in_flight() const { return released_in_flight_; }
   /// The most steps outstanding at once (2 when steps overlapped).
@@ -121,7 +123,7 @@ class FakeEngine : public Engine {
   std::map<SeqId, std::vector<int32_t>> history_;
   SeqId next_ = 1;
   std::vector<StepRecord> steps_;
-  std::atomic<int> fail_steps_{0};
+  std::atomic<int> fail_steps_{0}, fail_step_ends_{0};
 };
 
 }  // namespace perfx::test

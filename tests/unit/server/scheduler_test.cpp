@@ -501,6 +501,11 @@ TEST_P(SchedulerLoop, EngineFailureFailsOnlyThatStep) {
   engine.fail_next_steps(1);
   Result bad = run_to_end(*s.submit({greedy(prompt_of(engine, "boom"), 5)}));
   EXPECT_NE(bad.error.find("injected step failure"), std::string::npos) << bad.error;
+  if (GetParam()) {  // a device failure seen at step_end: the steps outstanding are lost
+    engine.fail_next_step_ends(1);
+    Result lost = run_to_end(*s.submit({greedy(prompt_of(engine, "lost"), 5)}));
+    EXPECT_NE(lost.error.find("injected step_end failure"), std::string::npos) << lost.error;
+  }
   Result good = run_to_end(*s.submit({greedy(prompt_of(engine, "fine"), 5)}));
   EXPECT_EQ(good.error, "");
   EXPECT_EQ(good.completion_tokens, 5);
@@ -566,6 +571,29 @@ TEST_P(SchedulerLoop, SequencesEndAndJoinBetweenOverlappedSteps) {
   EXPECT_EQ(engine.free_blocks(), engine.total_blocks());
   EXPECT_EQ(engine.released_in_flight(), 0);
   EXPECT_EQ(engine.max_outstanding(), GetParam() ? 2 : 0);
+}
+
+// A sequence that ends (EOS) while the overlapped step after it still holds its blocks: a prompt
+// waiting for those blocks waits for that step to end; it is not refused as one that can never
+// fit the cache. 4 blocks of 16: the first request holds 3 until its EOS at 45 tokens, the second
+// needs 3.
+TEST_P(SchedulerLoop, APromptWaitsForBlocksAnEndedSequenceStillHolds) {
+  FakeEngineOptions o = opts();
+  o.kv_tokens = 64;
+  o.ctx = 64;
+  o.eos_after = 45;
+  FakeEngine engine(o);
+  Scheduler s(engine, {}, nullptr);
+  const auto pa = prompt_of(engine, std::string(39, 'a')), pb = prompt_of(engine, std::string(39, 'b'));
+  auto a = s.submit({greedy(pa, 20)});
+  auto b = s.submit({greedy(pb, 20)});
+  s.start();
+  Result ra = run_to_end(*a), rb = run_to_end(*b);
+  EXPECT_EQ(ra.error, "");
+  EXPECT_EQ(ra.ids, engine.solo(pa, 20));
+  EXPECT_EQ(rb.error, "") << "the second prompt was refused";
+  EXPECT_EQ(rb.ids, engine.solo(pb, 20));
+  EXPECT_EQ(engine.released_in_flight(), 0);
 }
 
 // Penalties need the previous token in the history before the next row is drawn, so an
