@@ -1365,10 +1365,12 @@ class CudaBackend : public Backend {
     return job;
   }
   /// step_ids_ (the graph argmax's ids, a fed step's token ids) and step_rows_ (0, 1, ...) for n
-  /// tokens; growing them (outside any capture) invalidates the graphs.
+  /// tokens; growing them (outside any capture) invalidates the graphs. They start at 64 Ki
+  /// entries (512 KiB in all): a server's fed steps carry prompt chunks beside the decodes (up to
+  /// its step budget, 4,096 tokens by default), and each growth would re-capture every graph.
   void ensure_step_ids(int n) {
     if ((size_t)n <= step_ids_cap_) return;
-    const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 256});
+    const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 65536});
     cuda_ok(cudaStreamSynchronize(stream_), "step ids");
     // A draw kept in the old buffer moves with it: a fed step with more tokens than its draw had
     // rows (new sequences joining) grows it. The new buffer exists before the old one goes.
