@@ -113,10 +113,10 @@ class Engine {
   /// another order is gathered there). Steps only overlap when every sampler is greedy
   /// or a plain temperature draw without penalties (sampler_overlaps) and PERFX_DECODE_OVERLAP is
   /// not 0; otherwise step_begin samples at once (same tokens, no overlap). The sequences'
-  /// blocks are offered to prefix caching at step_end. Throws perfx::Error as step()
-  /// does, for a third outstanding step, and for a token_from_sample item whose sequence the step
-  /// before did not sample. The base
-  /// class (an engine without a backend: test fakes) throws "does not overlap steps".
+  /// blocks are offered to prefix caching at step_end. Throws perfx::Error as step() does, for a
+  /// third outstanding step, and for a token_from_sample item whose sequence the step before did
+  /// not sample. The base class (an engine without a backend: test fakes) throws "does not
+  /// overlap steps".
   virtual void step_begin(const std::vector<StepItem>& items);
   /// Throws perfx::Error when no step is outstanding or the device failed.
   virtual void step_end(StepResult& out);
