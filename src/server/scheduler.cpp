@@ -299,20 +299,16 @@ void Scheduler::fail(Seq& s, int status, const std::string& message, const std::
 
 void Scheduler::reap_running() {
   const auto now = Clock::now();
-  for (size_t i = 0; i < running_.size();) {
-    Seq& s = *running_[i];
+  for (auto& sp : running_) {
+    Seq& s = *sp;
     if (s.req->cancelled()) {
       end_sequence(s, "cancelled");
     } else if (s.req->has_deadline_ && now >= s.req->deadline_) {
       // Out of time: end it like a length limit, with what was generated so far.
       finish(s, "length", "timeout");
-    } else {
-      ++i;
-      continue;
     }
-    if (in_flight(s)) retired_.push_back(std::move(running_[i]));
-    running_.erase(running_.begin() + (long)i);
   }
+  retire_done();  // the ended sequences leave the batch
 }
 
 void Scheduler::retire_done() {
