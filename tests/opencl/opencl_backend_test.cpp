@@ -322,6 +322,57 @@ TEST(OpenClGemv, Int8ActivationsFollowTheirFormula) {
   }
 }
 
+// The int8 path with its weight loads pipelined (each step's issued before the previous step's
+// arithmetic) and x quantized by each work-group into local memory (-DACT_LOCAL; the same bits
+// as act_q8.cl's separate quantization, PERFX_OPENCL_ACT_LOCAL=0), on rows long enough for
+// several steps per lane and a partial last one (136 chunks of 32: 4.25 steps of 16 lanes × 2
+// chunks on PoCL): neither the work-group shape, nor U, nor where x is quantized changes a bit,
+// and the result stays within the int8-activation bound of the fp path (a step skipped or done
+// twice everywhere would not). The bandwidth check names the configuration: -DACT_LOCAL did run.
+TEST(OpenClGemv, Int8LongRowsDoNotDependOnShapeUOrStaging) {
+  REQUIRE_OPENCL();
+  const DType act = make_backend()->act_dtype();
+  for (const char* fmt : {"Q4_0", "INT4_G128"}) {
+    const HostWeight hw = make_weight(fmt, 37, 4352, 5);
+    std::vector<float> exact;
+    {
+      ScopedEnv off("PERFX_OPENCL_ACT_Q8", "0");
+      exact = to_f32(run_linear(hw, 1, 6), act);
+    }
+    ScopedEnv q8("PERFX_OPENCL_ACT_Q8", "1");
+    std::vector<uint8_t> first;
+    for (const char* shape : {"2x4", "1x1", "8x2g", "1x4u4", "2x2gu1", "4x1u3"})
+      for (const char* local : {"1", "0"}) {
+        ScopedEnv r("PERFX_OPENCL_GEMV", shape);
+        ScopedEnv l("PERFX_OPENCL_ACT_LOCAL", local);
+        const auto y = run_linear(hw, 1, 6);
+        if (first.empty()) {
+          first = y;
+          const auto got = to_f32(y, act);
+          double num = 0, den = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            num += (got[i] - exact[i]) * (got[i] - exact[i]);
+            den += exact[i] * exact[i];
+          }
+          EXPECT_LT(std::sqrt(num / den), 2e-2) << fmt;
+          EXPECT_NE(got, exact) << fmt << ": the int8 path did not run";
+        } else {
+          EXPECT_EQ(first, y) << fmt << " shape " << shape << " local " << local;
+        }
+      }
+  }
+  for (const char* local : {"1", "0"}) {
+    ScopedEnv q8("PERFX_OPENCL_ACT_Q8", "1");
+    ScopedEnv l("PERFX_OPENCL_ACT_LOCAL", local);
+    ScopedEnv r("PERFX_OPENCL_GEMV", "2x4");
+    auto be = make_backend();
+    const auto rep = opencl::measure_gemv_bandwidth(*be, 37, 4352, (size_t)1 << 20);
+    EXPECT_EQ(rep.config.find("-DACT_LOCAL") != std::string::npos, std::string(local) == "1")
+        << rep.config;
+    EXPECT_NE(rep.config.find("-DACT_Q8"), std::string::npos) << rep.config;
+  }
+}
+
 // The int4 decode GEMV runs on int8 activations unless told otherwise (as the CPU backend does):
 // PERFX_OPENCL_ACT_Q8 unset (empty) gives the =1 result, PERFX_ACT_QUANT=off the =0 one, a device
 // that cannot build the int8 kernels the =0 one (=1 then fails); any other PERFX_OPENCL_ACT_Q8
@@ -525,6 +576,22 @@ TEST(OpenClErrors, InProcess) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("free of"), std::string::npos) << e.what();
+  }
+  // a forced GEMV shape or switch the backend cannot take is refused by name
+  for (const auto& [var, value] :
+       std::vector<std::pair<const char*, const char*>>{{"PERFX_OPENCL_GEMV", "2x4u9"},
+                                                        {"PERFX_OPENCL_GEMV", "2x4q"},
+                                                        {"PERFX_OPENCL_GEMV", "3x4"},
+                                                        {"PERFX_OPENCL_GEMV", "2x4gu"},
+                                                        {"PERFX_OPENCL_ACT_LOCAL", "yes"}}) {
+    ScopedEnv bad(var, value);
+    try {
+      make_backend();
+      ADD_FAILURE() << var << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(value), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(var), std::string::npos) << e.what();
+    }
   }
   EXPECT_EQ(opencl::parse_bytes("1GiB", "x"), 1ull << 30);
   EXPECT_EQ(opencl::parse_bytes("512m", "x"), 512ull << 20);

@@ -18,7 +18,7 @@
 #               is tuned once, by the bandwidth step, and the 7B runs and bench reuse it).
 # STEPS="check tests cap bench" (the default; add "perf" for the conformance suite's timed shapes,
 # "sweep" for the GEMV bandwidth at each forced shape: SWEEP_LANES x SWEEP_U x SWEEP_SHAPES, each a
-# perfx_opencl_check --bandwidth run with PERFX_OPENCL_GEMV_LANES, -DGEMV_U and PERFX_OPENCL_GEMV,
+# perfx_opencl_check --bandwidth run with PERFX_OPENCL_GEMV_LANES and PERFX_OPENCL_GEMV=SHAPEuU,
 # plus SWEEP_EXTRA lines "LANES U SHAPE ENV..." such as "32 2 4x2g PERFX_OPENCL_IMAGES=0" or
 # "32 2 4x2g PERFX_OPENCL_BUILD_OPTIONS=-DGEMV_PROBE" (loads only; SWEEP_OPTS=-DGEMV_PROBE probes
 # the whole grid); the table goes to sweep.txt);
@@ -70,10 +70,10 @@ fi
 # ---- 1b. GEMV shape sweep (sweep.txt: lanes, U, shape, then per GEMV µs, GB/s, % of copy)
 sweep_one() {  # lanes u shape [VAR=value ...]
   local lanes=$1 u=$2 shape=$3; shift 3
-  local log="$OUT/sweep/$(( ++SWEEP_N ))_l${lanes}_u${u}_${shape}.log" opts="-DGEMV_U=$u ${SWEEP_OPTS:-}"
+  local log="$OUT/sweep/$(( ++SWEEP_N ))_l${lanes}_u${u}_${shape}.log" opts="${SWEEP_OPTS:-}"
   local e
   for e in "$@"; do case "$e" in PERFX_OPENCL_BUILD_OPTIONS=*) opts="$opts ${e#*=}" ;; esac; done
-  env PERFX_OPENCL_GEMV_LANES="$lanes" PERFX_OPENCL_GEMV="$shape" PERFX_OPENCL_TUNE=0 "$@" \
+  env PERFX_OPENCL_GEMV_LANES="$lanes" PERFX_OPENCL_GEMV="${shape}u$u" PERFX_OPENCL_TUNE=0 "$@" \
     PERFX_OPENCL_BUILD_OPTIONS="$opts" timeout 60 $B/perfx_opencl_check --bandwidth 0 > "$log" 2>&1
   printf '%-3s %s %-5s %-40s %s\n' "$lanes" "$u" "$shape" "$*" \
     "$(grep '^gemv' "$log" | awk '{printf "%s us %s GB/s %s | ", $7, $9, $14}') back to back: $(grep '^  back to back' "$log" | awk '{printf "%s ", $17}')" >> "$OUT/sweep.txt"

@@ -289,17 +289,11 @@ class OpenClBackend : public Backend {
       check(forced_split_ >= 1 && forced_split_ <= (1 << 20),
             "PERFX_OPENCL_ATTN_SPLIT must be a number of keys per split (1..1048576)");
     }
-    if (const char* r = std::getenv("PERFX_OPENCL_GEMV"); r && *r) {
-      int a = 0, b = 0;
-      char g = 0;
-      const int n = std::sscanf(r, "%dx%d%c", &a, &b, &g);
-      const bool ok = (n == 2 || (n == 3 && g == 'g')) && a >= 1 && a <= 64 && b >= 1 && b <= 8 &&
-                      (a & (a - 1)) == 0 && (b & (b - 1)) == 0 && b <= lanes_;
-      check(ok,
-            "PERFX_OPENCL_GEMV must be ROWSxRPT[g] (powers of two, ROWS <= 64, RPT <= 8; g: scales "
-            "from global memory), got '" +
-                std::string(r) + "'");
-      forced_ = (n == 3 ? 10000 : 0) + a * 100 + b;
+    if (const char* r = std::getenv("PERFX_OPENCL_GEMV"); r && *r) forced_ = parse_gemv_shape(r);
+    if (const char* e = std::getenv("PERFX_OPENCL_ACT_LOCAL"); e && *e) {
+      check(std::string(e) == "0" || std::string(e) == "1",
+            "PERFX_OPENCL_ACT_LOCAL must be 0 or 1, got '" + std::string(e) + "'");
+      act_local_ = std::string(e) == "1";
     }
     norm_wg_ = (int)std::min<size_t>(gpu_ ? 256 : 64, prev_pow2(d.max_work_group));
     setup_act_q8(d);
@@ -1069,6 +1063,30 @@ class OpenClBackend : public Backend {
   }
   static std::string sample_opts() { return " -DWG=" + std::to_string(kSampleWg); }
 
+  /// PERFX_OPENCL_GEMV's value, ROWSxRPT[g][uU] (powers of two, ROWS <= 64, RPT <= 8 and <= the
+  /// lanes, U 1..8; g: scales from global memory), as a GemvConfig code; throws perfx::Error naming
+  /// the value otherwise.
+  int parse_gemv_shape(const std::string& r) const {
+    int a = 0, b = 0, u = 2, used = 0;
+    bool g = false, ok = std::sscanf(r.c_str(), "%dx%d%n", &a, &b, &used) == 2;
+    std::string rest = ok ? r.substr((size_t)used) : "";
+    if (ok && !rest.empty() && rest[0] == 'g') {
+      g = true;
+      rest.erase(0, 1);
+    }
+    if (ok && !rest.empty()) {
+      int n = 0;
+      ok = std::sscanf(rest.c_str(), "u%d%n", &u, &n) == 1 && (size_t)n == rest.size();
+    }
+    auto pow2 = [](int v) { return v >= 1 && (v & (v - 1)) == 0; };
+    ok = ok && pow2(a) && a <= 64 && pow2(b) && b <= 8 && b <= lanes_ && u >= 1 && u <= 8;
+    check(ok,
+          "PERFX_OPENCL_GEMV must be ROWSxRPT[g][uU] (powers of two, ROWS <= 64, RPT <= 8; g: "
+          "scales from global memory; U: chunks per lane and step, 1..8), got '" +
+              r + "'");
+    return (u == 2 ? 0 : u * 100000) + (g ? 10000 : 0) + a * 100 + b;
+  }
+
   /// Builds the kernels a weight of this format will use (GEMV at its default height, both GEMM
   /// tilings), so build failures surface at load.
   void precompile(const OclWeight& w) {
@@ -1184,16 +1202,26 @@ class OpenClBackend : public Backend {
   /// stored as rows · 100 + rpt in the tuning file.
   /// `global_scales` (code + 10000): quantized formats read scales from global memory (cached)
   /// instead of staging them in local memory first; a prologue less for short rows.
+  /// `u` (code + u · 100000; 0 reads as 2, gemv.cl's GEMV_U): chunks per lane and step, so
+  /// u · rpt weight loads in flight per work-item (twice that on the pipelined int8 path).
+  /// `act_global` (code + 1000000): the int8 path has act_q8.cl quantize x first even where the
+  /// GEMV could quantize it into local memory itself (act_local); tuning times both, the separate
+  /// kernel included (many work-groups each quantizing x can cost more than one kernel more).
   struct GemvConfig {
-    int rows = 2, rpt = 4;
+    int rows = 2, rpt = 4, u = 2;
+    bool act_global = false;
     bool image = false, local_scales = false, global_scales = false;
-    bool act_q8 = false;  // int8 activations (gemv.cl -DACT_Q8): not part of the tuned code
+    bool act_q8 = false;     // int8 activations (gemv.cl -DACT_Q8): not part of the tuned code
+    bool act_local = false;  // ... quantized by the GEMV into local memory (-DACT_LOCAL;
+                             // gemv_fits sets it) instead of by quantize_act_q8 first
     void set(int code) {
-      global_scales = code >= 10000;
+      act_global = code >= 1000000;
+      code %= 1000000;
+      u = code / 100000 > 0 ? code / 100000 : 2;
+      global_scales = code % 100000 >= 10000;
       rows = code % 10000 / 100;
       rpt = code % 100;
     }
-    int code() const { return (global_scales ? 10000 : 0) + rows * 100 + rpt; }
   };
   static constexpr int kGemvDefault = 204;
 
@@ -1265,6 +1293,14 @@ class OpenClBackend : public Backend {
       dp4a_mode_ = m;
       break;
     }
+    try {  // the variant that quantizes x itself; a driver that cannot build it quantizes apart
+      ctx_.kernel("gemv.cl", "gemv", probe + dp4a_opt_ + " -DACT_LOCAL");
+    } catch (const Error& e) {
+      act_local_ = false;
+      if (env_is("PERFX_OPENCL_VERBOSE", "1"))
+        std::fprintf(stderr, "perfx: %s: the int8 GEMV quantizes x apart: %s\n", sh_->label.c_str(),
+                     e.what());
+    }
   }
 
   /// x (one token, `in` columns) -> q8x_ / q8s_ (act_q8.cl's layout), grown as needed.
@@ -1292,24 +1328,41 @@ class OpenClBackend : public Backend {
   std::string gemv_opts(const OclWeight& w, const GemvConfig& c) const {
     std::string o = weight_opts(w) + " -DLANES=" + std::to_string(lanes_) +
                     " -DROWS=" + std::to_string(c.rows) + " -DRPT=" + std::to_string(c.rpt) +
-                    act_opt_;
+                    " -DGEMV_U=" + std::to_string(c.u) + act_opt_;
     if (c.image) o += " -DUSE_IMAGE";
     if (c.local_scales) o += " -DLOCAL_SCALES";
     if (c.act_q8) o += " -DACT_Q8" + dp4a_opt_;
+    if (c.act_local) o += " -DACT_LOCAL";
     return o;
   }
 
+  /// Local memory the int8-activation GEMV stages the activations in (act_local): 32 bytes of
+  /// int8 and 8 of (scale, sum) per chunk of 32 columns (gemv.cl), ahead of the scales; else 0.
+  static size_t gemv_act_local(const OclWeight& w, const GemvConfig& c) {
+    return c.act_local ? (size_t)(w.in / 32) * 40 : 0;
+  }
+
+  /// Whether shape `c` runs on this device; sets c.local_scales and c.act_local (the int8 path
+  /// quantizes x itself where x fits beside the lane sums and that kernel fits a work-group, else
+  /// the separate quantization runs).
   bool gemv_fits(const OclWeight& w, GemvConfig& c) {
     const bool quant = w.wf >= kQ4;
     const size_t groups = quant ? (size_t)(w.in / w.gs) : 0;
     const size_t red = (size_t)c.rows * c.rpt * lanes_ * 4;
-    const size_t local = red + (size_t)c.rows * c.rpt * groups * 8;
-    c.local_scales = quant && !c.global_scales && local <= ctx_.dev().local_mem / 2;
     if ((size_t)(lanes_ * c.rows) > ctx_.dev().max_work_group || c.rpt > lanes_ ||
         red > ctx_.dev().local_mem / 2)
       return false;
-    cl_kernel k = ctx_.kernel("gemv.cl", "gemv", gemv_opts(w, c));
-    return ctx_.kernel_max_work_group(k) >= (size_t)(lanes_ * c.rows);
+    for (bool local_x : {true, false}) {
+      c.act_local = local_x && c.act_q8 && act_local_ && !c.act_global;
+      if (local_x && !c.act_local) continue;  // the same as the second pass
+      const size_t act = gemv_act_local(w, c);
+      if (red + act > ctx_.dev().local_mem / 2) continue;
+      const size_t local = red + act + (size_t)c.rows * c.rpt * groups * 8;
+      c.local_scales = quant && !c.global_scales && local <= ctx_.dev().local_mem / 2;
+      cl_kernel k = ctx_.kernel("gemv.cl", "gemv", gemv_opts(w, c));
+      if (ctx_.kernel_max_work_group(k) >= (size_t)(lanes_ * c.rows)) return true;
+    }
+    return false;
   }
 
   void run_gemv(const OclWeight& w, const Slab& s, const GemvConfig& c, const Arg& x, cl_mem ximg,
@@ -1326,7 +1379,7 @@ class OpenClBackend : public Backend {
         .arg((cl_long)s.z_off)
         .arg((int)w.in)
         .arg((int)s.rows);
-    if (c.act_q8) {  // the activations quantized by quantize_act_q8 (q8x_: xq then xs)
+    if (c.act_q8 && !c.act_local) {  // x quantized by quantize_act_q8 (q8x_: xq then xs)
       L.arg(q8x_.get()).arg(q8s_.get()).arg(x.off);  // x_off: unused there
     } else {
       if (c.image) L.arg(ximg);
@@ -1338,7 +1391,8 @@ class OpenClBackend : public Backend {
         .arg(y.mem)
         .arg((cl_long)y.off + s.row0)
         .arg(y_f32);
-    L.local(c.local_scales ? std::max<size_t>((size_t)c.rows * c.rpt * groups * 8, 8) : 8);
+    L.local(std::max<size_t>(
+        gemv_act_local(w, c) + (c.local_scales ? (size_t)c.rows * c.rpt * groups * 8 : 0), 16));
     L.run(2, g, l, "linear (GEMV)", ev);
   }
 
@@ -1351,7 +1405,7 @@ class OpenClBackend : public Backend {
     const std::string key = "gemv:wf" + std::to_string(w.wf) + ":gs" + std::to_string(w.gs) +
                             ":in" + std::to_string(w.in) + ":out" + std::to_string(w.out) +
                             ":lanes" + std::to_string(lanes_) +
-                            (c.act_q8  ? ":q8a-" + dp4a_mode_
+                            (c.act_q8  ? ":q8a-" + dp4a_mode_ + (act_local_ ? "" : "-apart")
                              : c.image ? ":img"
                                        : ":buf") +
                             (act_ == DType::F16 ? ":f16" : ":f32") + ":" + gemv_tag();
@@ -1361,16 +1415,15 @@ class OpenClBackend : public Backend {
     } else if (forced_ > 0) {
       GemvConfig t = c;
       t.set(forced_);
-      check(gemv_fits(w, t), "PERFX_OPENCL_GEMV=" + std::to_string(t.rows) + "x" +
-                                 std::to_string(t.rpt) + " does not fit in a work-group on " +
-                                 ctx_.dev().label());
+      check(gemv_fits(w, t), "PERFX_OPENCL_GEMV=" + std::string(std::getenv("PERFX_OPENCL_GEMV")) +
+                                 " does not fit in a work-group on " + ctx_.dev().label());
       code = gemv_rows_[key] = forced_;
     } else {
       code = ctx_.tuned(key);
       GemvConfig t = c;
       t.set(std::max(code, 0));
       if (code <= 0 || !gemv_fits(w, t)) {
-        if (tune_ && c.act_q8) quantize_act_q8(x, w.in, nullptr);  // the timed runs read it
+        if (tune_ && c.act_q8) quantize_act_q8(x, w.in, nullptr);  // q8x_ sized, filled
         code = tune_ ? tune_gemv(w, c, x, ximg, bias, has_bias, y, y_f32, key) : -1;
       }
       if (code <= 0) {  // the default, smaller when the kernel does not fit
@@ -1390,7 +1443,7 @@ class OpenClBackend : public Backend {
     gemv_fits(w, c);  // sets local_scales
     last_gemv_config_ = gemv_opts(w, c);
     double dev_s = 0;
-    if (c.act_q8) {  // the quantization counts as part of the GEMV
+    if (c.act_q8 && !c.act_local) {  // the quantization counts as part of the GEMV
       cl_event qev = nullptr;
       quantize_act_q8(x, w.in, profile_ || keep_events_ ? &qev : nullptr);
       if (profile_)
@@ -1410,30 +1463,69 @@ class OpenClBackend : public Backend {
     last_kernel_seconds_ = dev_s;
   }
 
-  /// Times the GEMV at each work-group shape (height × rows per work-item) on this weight and keeps
-  /// the fastest (results are bit-identical across shapes: see gemv.cl), stored in the device's
-  /// tuning file. Returns the shape's code, or -1.
+  /// Times the GEMV at each configuration (GemvConfig: work-group height × rows per work-item, U,
+  /// where the scales are read and, on the int8 path, where x is quantized) on this weight and
+  /// keeps the fastest (results are bit-identical across them: see gemv.cl), stored in the
+  /// device's tuning file. Returns the configuration's code, or -1.
   int tune_gemv(const OclWeight& w, const GemvConfig& base, const Arg& x, cl_mem ximg, cl_mem bias,
                 bool has_bias, const Arg& y, int y_f32, const std::string& key) {
     int best = -1;
     double best_t = 1e30;
     std::vector<int> codes;
-    for (int shape : {101, 102, 104, 108, 201, 202, 204, 208, 401, 402, 404, 408, 801, 802, 804}) {
-      codes.push_back(shape);
-      if (w.wf >= kQ4) codes.push_back(10000 + shape);  // scales from global memory
+    // U 4 on the int8 path only, and not beside 8 rows per work-item: its two pipelined steps
+    // would hold 2 · 4 · 8 uint4 of weights per work-item
+    for (int u : base.act_q8 ? std::vector<int>{2, 4} : std::vector<int>{2})
+      for (int shape :
+           {101, 102, 104, 108, 201, 202, 204, 208, 401, 402, 404, 408, 801, 802, 804}) {
+        if (u == 4 && shape % 100 == 8) continue;
+        const int code = (u == 2 ? 0 : u * 100000) + shape;
+        codes.push_back(code);
+        if (w.wf >= kQ4) codes.push_back(10000 + code);  // scales from global memory
+      }
+    if (base.act_q8)  // each also with x quantized by the separate kernel
+      for (size_t i = 0, n = codes.size(); i < n; ++i) codes.push_back(1000000 + codes[i]);
+    // Each timed run starts with the weight out of the device's cache, as in a decode step, where
+    // the model's other weights pass between two uses of one: a fill of max(4 × the weight, 2 ×
+    // the global memory cache) bytes goes first (the H200's 50 MB L2 holds a 23.6 MB weight, and
+    // a shape timed from L2 need not be the fastest from DRAM); at most 256 MiB and 1/8 of the
+    // device's memory, and none where that does not fit.
+    const size_t flush_bytes =
+        std::min<size_t>(
+            {std::max<size_t>(4 * w.slabs[0].mem.size(), 2 * (size_t)ctx_.dev().global_cache),
+             (size_t)256 << 20, (size_t)(ctx_.dev().global_mem / 8)}) /
+        64 * 64;
+    DevMem flush;
+    try {  // best effort: a device with no room left for it tunes from its cache
+      if (gpu_ && flush_bytes >= 64) flush.alloc(sh_, flush_bytes, "the GEMV tuner's cache flush");
+    } catch (const Error&) {
     }
     for (int code : codes) {
       GemvConfig c = base;
       c.set(code);
       if (!gemv_fits(w, c)) continue;
+      if (c.act_global) {  // the same as its code without the flag unless that one quantizes
+        GemvConfig own = c;
+        own.set(code - 1000000);
+        if (gemv_fits(w, own) && !own.act_local) continue;
+      }
+      // x quantized by its own kernel: timed from that kernel's start to the GEMV's end, the
+      // gap between the two included (NVIDIA's OpenCL: ~6 µs, more than either's own time)
+      const bool apart = c.act_q8 && !c.act_local;
       std::vector<double> t;
       for (int i = 0; i < 6; ++i) {
-        cl_event ev = nullptr;
-        run_gemv(w, w.slabs[0], c, x, ximg, bias, has_bias, y, y_f32, &ev);
-        if (i > 0)
-          t.push_back(event_seconds(ev));  // the first run warms up
-        else
-          cl().clReleaseEvent(ev);
+        if (flush.get()) try {  // a driver that allocates on first use may fail only here
+            cl_check(cl().clEnqueueFillBuffer(ctx_.queue(), flush.get(), "\0\0\0\0", 4, 0,
+                                              flush_bytes, 0, nullptr, nullptr),
+                     "clEnqueueFillBuffer");
+          } catch (const Error&) {
+            flush.reset();
+          }
+        EventList evs;
+        evs.v.assign(apart ? 2 : 1, nullptr);
+        if (apart) quantize_act_q8(x, w.in, &evs.v[0]);
+        run_gemv(w, w.slabs[0], c, x, ximg, bias, has_bias, y, y_f32, &evs.v.back());
+        const double span = events_span_seconds(evs.v);
+        if (i > 0) t.push_back(span);  // the first run warms up
       }
       std::sort(t.begin(), t.end());
       if (t[t.size() / 2] < best_t) {
@@ -1444,9 +1536,12 @@ class OpenClBackend : public Backend {
     if (best > 0) ctx_.set_tuned(key, best);
     if (env_is("PERFX_OPENCL_VERBOSE", "1") && best > 0)
       std::fprintf(stderr,
-                   "perfx: %s: tuned %s -> %dx%d%s (work-group height x rows per item, %.1f us)\n",
+                   "perfx: %s: tuned %s -> %dx%d%s u%d%s (work-group height x rows per item, "
+                   "%.1f us)\n",
                    sh_->label.c_str(), key.c_str(), best % 10000 / 100, best % 100,
-                   best >= 10000 ? " global scales" : "", best_t * 1e6);
+                   best % 100000 >= 10000 ? " global scales" : "",
+                   best % 1000000 / 100000 > 0 ? best % 1000000 / 100000 : 2,
+                   best >= 1000000 ? " x quantized apart" : "", best_t * 1e6);
     return best;
   }
 
@@ -1614,7 +1709,9 @@ class OpenClBackend : public Backend {
   int lanes_ = 32, norm_wg_ = 64, forced_ = 0, forced_split_ = 0;
   int64_t vocab_ = 0;
   std::map<std::string, int> gemv_rows_;
-  bool act_q8_ = false;    // int8 activations for the int4 GEMV (PERFX_OPENCL_ACT_Q8, setup_act_q8)
+  bool act_q8_ = false;  // int8 activations for the int4 GEMV (PERFX_OPENCL_ACT_Q8, setup_act_q8)
+  // ... quantized by the GEMV into local memory where they fit (PERFX_OPENCL_ACT_LOCAL=0: never)
+  bool act_local_ = true;
   std::string dp4a_opt_;   // " -DDP4A_KHR" / " -DDP4A_PTX" / "" (generic)
   std::string dp4a_mode_;  // "khr" / "ptx" / "generic" (the tuning key's part)
   DevMem q8x_, q8s_;       // quantize_act_q8's output

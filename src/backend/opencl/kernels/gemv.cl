@@ -22,14 +22,21 @@
 // the sum over lanes), never on ROWS, RPT or U: tuning those per device changes the speed, not a
 // single bit. Global [LANES, ceil(rows / (ROWS · RPT)) · ROWS].
 //
-// -DACT_Q8 (int4 formats only; PERFX_OPENCL_ACT_Q8=1): the activations arrive as int8 per chunk
-// of 32 (act_q8.cl) and each chunk's Σ q·x is an exact integer dot product (4 weights per dp4a),
+// -DACT_Q8 (int4 formats only; PERFX_OPENCL_ACT_Q8=1): the activations are int8 per chunk of 32
+// (act_q8_chunk.cl) and each chunk's Σ q·x is an exact integer dot product (4 weights per dp4a),
 // about a fifth of the float path's instructions per weight; results then differ from the fp32
-// path by the activations' rounding (as the CPU backend's int8-activation kernels do).
+// path by the activations' rounding (as the CPU backend's int8-activation kernels do). Its
+// weight loads are software-pipelined: the first step's go out before anything else, and each
+// step issues the next step's before its own arithmetic. With -DACT_LOCAL (the host's choice
+// where 40 bytes per 32 columns fit in local memory, unless tuning preferred the separate
+// kernel or PERFX_OPENCL_ACT_LOCAL=0) each work-group quantizes x into local
+// memory itself while the first loads are in flight: no separate quantization kernel (a fixed
+// ~6 µs each on NVIDIA's OpenCL), and no dependent cache round trip per step for a chunk's
+// activations. Without it, act_q8.cl quantizes x first into xq / xs, read from global memory.
 //
 // Measurement switch (tools/device/opencl_nvidia.sh): -DGEMV_PROBE keeps the int4 loads and drops
 // the arithmetic (the results are then meaningless; other formats do nothing), to separate memory
-// time from compute time.
+// time from compute time (with ACT_LOCAL the work-group still quantizes x).
 #include "weights.cl"
 
 #ifndef GEMV_U
@@ -37,10 +44,16 @@
 #endif
 
 #ifdef ACT_Q8
-// Int8 activations (act_q8.cl): xq / xs for the int4 formats; dot products of 4 unsigned weight
+// Int8 activations (act_q8_chunk.cl): x itself with ACT_LOCAL, else act_q8.cl's xq / xs; dot
+// products of 4 unsigned weight
 // bytes with 4 signed activation bytes, accumulated in int32 (exact): cl_khr_integer_dot_product,
 // NVIDIA's dp4a instruction (inline PTX), or four multiply-adds.
+#ifdef ACT_LOCAL  // the work-group quantizes x into local memory itself
+#define X_ARG __global const ACT_T* x
+#else  // quantized by act_q8.cl
 #define X_ARG __global const uint* xq, __global const float2* xs
+#endif
+#include "act_q8_chunk.cl"
 #if defined(DP4A_KHR)
 #pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
 #define DP4A(a, b, acc) ((acc) + dot_4x8packed_us_int((a), (b)))
@@ -99,10 +112,27 @@ inline float q4_chunk_dot(uint4 q, const float4* xv, float sx) {
 }
 #endif
 
+#if WF_QUANT
+// The (scale, offset) pairs of the work-group's ROWS · RPT rows (from row wg_r0), every group, into
+// `lss` [ROWS · RPT · G · 2] (the caller's barrier follows).
+inline void stage_scales(__global const uchar* w, long s_off, long z_off, int in, int rows,
+                         int wg_r0, __local float* lss) {
+  const int G = in / GS;
+  for (int i = get_local_id(1) * LANES + get_local_id(0); i < ROWS * RPT * G; i += LANES * ROWS) {
+    const float2 sm = group_scale(w, s_off, z_off, in, min(wg_r0 + i / G, rows - 1), i % G);
+    lss[2 * i] = sm.x;
+    lss[2 * i + 1] = sm.y;
+  }
+}
+#endif
+
 __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
     __global const uchar* w, long q_off, long s_off, long z_off, int in, int rows, X_ARG,
     int x_off, __global const float* bias, int bias_off, int has_bias, __global void* y,
-    long y_off, int y_f32, __local float* lsc) {
+    long y_off, int y_f32, __local float4* lsc4) {
+  // the local arguments' alignment follows their type on some drivers (NVIDIA's: a float* one may
+  // start 4 bytes off a 16-byte line, and the int8 path reads it as uint4)
+  __local float* lsc = (__local float*)lsc4;
   const int lane = get_local_id(0), lr = get_local_id(1);
   const int wg_r0 = get_group_id(1) * ROWS * RPT;  // first row of the work-group
   const int my_r0 = wg_r0 + lr * RPT;              // first row of this work-item
@@ -115,14 +145,19 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
 #if WF_QUANT
   const int G = in / GS;
 #ifdef LOCAL_SCALES
-  for (int i = lr * LANES + lane; i < ROWS * RPT * G; i += LANES * ROWS) {
-    const float2 sm = group_scale(w, s_off, z_off, in, min(wg_r0 + i / G, rows - 1), i % G);
-    lsc[2 * i] = sm.x;
-    lsc[2 * i + 1] = sm.y;
-  }
+#ifdef ACT_Q8
+#ifdef ACT_LOCAL
+  __local float* lss = lsc + 10 * nc;  // after the activations (below), staged with them
+#else
+  __local float* lss = lsc;  // staged after the first weight loads (below)
+#endif
+#else
+  __local float* lss = lsc;
+  stage_scales(w, s_off, z_off, in, rows, wg_r0, lss);
   barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #define SCALE(i, g) \
-  ((float2)(lsc[2 * ((lr * RPT + (i)) * G + (g))], lsc[2 * ((lr * RPT + (i)) * G + (g)) + 1]))
+  ((float2)(lss[2 * ((lr * RPT + (i)) * G + (g))], lss[2 * ((lr * RPT + (i)) * G + (g)) + 1]))
 #else
 #define SCALE(i, g) group_scale(w, s_off, z_off, in, rr[i], (g))
 #endif
@@ -134,8 +169,42 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
     qrow[i] = (__global const uint4*)(w + q_off) + (long)rr[i] * (in / 32);
 #endif
 
+#ifdef ACT_Q8
+  // The first step's weight loads go out first; with ACT_LOCAL the work-group then quantizes x
+  // (shared by all its rows) into local memory while they are in flight. Each step issues the
+  // next step's loads before its own arithmetic, so their latency overlaps that arithmetic.
+  uint4 qv[GEMV_U][RPT];
+  for (int u = 0; u < GEMV_U; ++u)
+    for (int i = 0; i < RPT; ++i) qv[u][i] = qrow[i][min(lane + u * LANES, nc - 1)];
+#ifdef ACT_LOCAL
+  __local uint4* lxq = (__local uint4*)lsc;              // [2 · nc]: the int8 x as uint4
+  __local float2* lxs = (__local float2*)(lsc + 8 * nc);  // [nc]: (d, Σ x)
+  for (int c = lr * LANES + lane; c < nc; c += LANES * ROWS) {
+    uint q[8];
+    lxs[c] = act_q8_chunk(x, x_off + 32 * c, q);
+    lxq[2 * c] = (uint4)(q[0], q[1], q[2], q[3]);
+    lxq[2 * c + 1] = (uint4)(q[4], q[5], q[6], q[7]);
+  }
+#define XQ4(i) lxq[i]
+#define XS(c) lxs[c]
+#else
+#define XQ4(i) vload4((i), xq)
+#define XS(c) xs[c]
+#endif
+#ifdef LOCAL_SCALES
+  stage_scales(w, s_off, z_off, in, rows, wg_r0, lss);
+#endif
+#if defined(ACT_LOCAL) || defined(LOCAL_SCALES)
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+#endif
   for (int c0 = lane; c0 < nc; c0 += LANES * GEMV_U) {
-#if WF == WF_Q4 || WF == WF_Q4M
+#ifdef ACT_Q8
+    uint4 qn[GEMV_U][RPT];  // the next step's weights (past the end: the last chunk, cached)
+    for (int u = 0; u < GEMV_U; ++u)
+      for (int i = 0; i < RPT; ++i)
+        qn[u][i] = qrow[i][min(c0 + (GEMV_U + u) * LANES, nc - 1)];
+#elif WF == WF_Q4 || WF == WF_Q4M
     uint4 qv[GEMV_U][RPT];  // every load of the step first; chunks past the end re-read the last
     for (int u = 0; u < GEMV_U; ++u)
       for (int i = 0; i < RPT; ++i) qv[u][i] = qrow[i][min(c0 + u * LANES, nc - 1)];
@@ -151,8 +220,8 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
 #endif
 #elif defined(ACT_Q8)
       // chunk c's quantized activations, shared by the RPT rows: y += s·d·Σ q·q_x + m·Σ x
-      const uint4 xa = vload4(2 * c, xq), xb = vload4(2 * c + 1, xq);
-      const float2 ds = xs[c];
+      const uint4 xa = XQ4(2 * c), xb = XQ4(2 * c + 1);
+      const float2 ds = XS(c);
       for (int i = 0; i < RPT; ++i) {
         const float2 sm = SCALE(i, CHUNK_GROUP(c));
         acc[i] += sm.x * (ds.x * (float)q4_chunk_dot_i8(qv[u][i], xa, xb)) + sm.y * ds.y;
@@ -189,6 +258,10 @@ __kernel __attribute__((reqd_work_group_size(LANES, ROWS, 1))) void gemv(
 #endif
 #endif  // GEMV_PROBE
     }
+#ifdef ACT_Q8
+    for (int u = 0; u < GEMV_U; ++u)
+      for (int i = 0; i < RPT; ++i) qv[u][i] = qn[u][i];
+#endif
   }
 #if !WF_QUANT
   // columns past the last full chunk (dense weights only)
