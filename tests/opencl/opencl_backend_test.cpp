@@ -261,6 +261,16 @@ std::vector<float> to_f32(const std::vector<uint8_t>& b, DType act) {
   return v;
 }
 
+/// ‖got − exact‖₂ / ‖exact‖₂.
+double rel_rms(const std::vector<float>& got, const std::vector<float>& exact) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - exact[i]) * (got[i] - exact[i]);
+    den += exact[i] * exact[i];
+  }
+  return std::sqrt(num / den);
+}
+
 // PERFX_OPENCL_ACT_Q8=1: the int4 decode GEMV on int8 activations (act_q8.cl + gemv.cl -DACT_Q8).
 // Q4_0 against the formula on the host (x as uploaded, quantized per 32 by the CPU backend's rule:
 // y = Σ_b s_b·(d_b·Σ q·q_x − 8·Σ x_b)), which a wrong nibble / byte pairing misses by far; the
@@ -277,12 +287,7 @@ TEST(OpenClGemv, Int8ActivationsFollowTheirFormula) {
     }
     ScopedEnv q8("PERFX_OPENCL_ACT_Q8", "1");
     const auto got = to_f32(run_linear(hw, 1, 8), act);
-    double num = 0, den = 0;
-    for (size_t r = 0; r < got.size(); ++r) {
-      num += (got[r] - exact[r]) * (got[r] - exact[r]);
-      den += exact[r] * exact[r];
-    }
-    EXPECT_LT(std::sqrt(num / den), 2e-2) << fmt;
+    EXPECT_LT(rel_rms(got, exact), 2e-2) << fmt;
     EXPECT_NE(got, exact) << fmt << ": the int8 path did not run";
     if (std::string(fmt) != "Q4_0") continue;
     // x exactly as run_linear makes and uploads it
@@ -349,12 +354,7 @@ TEST(OpenClGemv, Int8LongRowsDoNotDependOnShapeUOrStaging) {
         if (first.empty()) {
           first = y;
           const auto got = to_f32(y, act);
-          double num = 0, den = 0;
-          for (size_t i = 0; i < got.size(); ++i) {
-            num += (got[i] - exact[i]) * (got[i] - exact[i]);
-            den += exact[i] * exact[i];
-          }
-          EXPECT_LT(std::sqrt(num / den), 2e-2) << fmt;
+          EXPECT_LT(rel_rms(got, exact), 2e-2) << fmt;
           EXPECT_NE(got, exact) << fmt << ": the int8 path did not run";
         } else {
           EXPECT_EQ(first, y) << fmt << " shape " << shape << " local " << local;

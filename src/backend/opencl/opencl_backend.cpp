@@ -1084,7 +1084,12 @@ class OpenClBackend : public Backend {
           "PERFX_OPENCL_GEMV must be ROWSxRPT[g][uU] (powers of two, ROWS <= 64, RPT <= 8; g: "
           "scales from global memory; U: chunks per lane and step, 1..8), got '" +
               r + "'");
-    return (u == 2 ? 0 : u * 100000) + (g ? 10000 : 0) + a * 100 + b;
+    GemvConfig c;
+    c.rows = a;
+    c.rpt = b;
+    c.u = u;
+    c.global_scales = g;
+    return c.code();
   }
 
   /// Builds the kernels a weight of this format will use (GEMV at its default height, both GEMM
@@ -1221,6 +1226,10 @@ class OpenClBackend : public Backend {
       global_scales = code % 100000 >= 10000;
       rows = code % 10000 / 100;
       rpt = code % 100;
+    }
+    int code() const {
+      return (act_global ? 1000000 : 0) + (u == 2 ? 0 : u * 100000) + (global_scales ? 10000 : 0) +
+             rows * 100 + rpt;
     }
   };
   static constexpr int kGemvDefault = 204;
@@ -1423,7 +1432,6 @@ class OpenClBackend : public Backend {
       GemvConfig t = c;
       t.set(std::max(code, 0));
       if (code <= 0 || !gemv_fits(w, t)) {
-        if (tune_ && c.act_q8) quantize_act_q8(x, w.in, nullptr);  // q8x_ sized, filled
         code = tune_ ? tune_gemv(w, c, x, ximg, bias, has_bias, y, y_f32, key) : -1;
       }
       if (code <= 0) {  // the default, smaller when the kernel does not fit
@@ -1477,13 +1485,20 @@ class OpenClBackend : public Backend {
     for (int u : base.act_q8 ? std::vector<int>{2, 4} : std::vector<int>{2})
       for (int shape :
            {101, 102, 104, 108, 201, 202, 204, 208, 401, 402, 404, 408, 801, 802, 804}) {
-        if (u == 4 && shape % 100 == 8) continue;
-        const int code = (u == 2 ? 0 : u * 100000) + shape;
-        codes.push_back(code);
-        if (w.wf >= kQ4) codes.push_back(10000 + code);  // scales from global memory
+        GemvConfig c;
+        c.set(shape);
+        c.u = u;
+        if (u == 4 && c.rpt == 8) continue;
+        for (bool global_scales : {false, true}) {  // scales staged, or from global memory
+          if (global_scales && w.wf < kQ4) continue;
+          c.global_scales = global_scales;
+          for (bool apart : {false, true}) {  // x quantized by the separate kernel
+            if (apart && !base.act_q8) continue;
+            c.act_global = apart;
+            codes.push_back(c.code());
+          }
+        }
       }
-    if (base.act_q8)  // each also with x quantized by the separate kernel
-      for (size_t i = 0, n = codes.size(); i < n; ++i) codes.push_back(1000000 + codes[i]);
     // Each timed run starts with the weight out of the device's cache, as in a decode step, where
     // the model's other weights pass between two uses of one: a fill of max(4 × the weight, 2 ×
     // the global memory cache) bytes goes first (the H200's 50 MB L2 holds a 23.6 MB weight, and
@@ -1505,7 +1520,7 @@ class OpenClBackend : public Backend {
       if (!gemv_fits(w, c)) continue;
       if (c.act_global) {  // the same as its code without the flag unless that one quantizes
         GemvConfig own = c;
-        own.set(code - 1000000);
+        own.act_global = false;
         if (gemv_fits(w, own) && !own.act_local) continue;
       }
       // x quantized by its own kernel: timed from that kernel's start to the GEMV's end, the
@@ -1534,14 +1549,16 @@ class OpenClBackend : public Backend {
       }
     }
     if (best > 0) ctx_.set_tuned(key, best);
-    if (env_is("PERFX_OPENCL_VERBOSE", "1") && best > 0)
+    if (env_is("PERFX_OPENCL_VERBOSE", "1") && best > 0) {
+      GemvConfig c;
+      c.set(best);
       std::fprintf(stderr,
                    "perfx: %s: tuned %s -> %dx%d%s u%d%s (work-group height x rows per item, "
                    "%.1f us)\n",
-                   sh_->label.c_str(), key.c_str(), best % 10000 / 100, best % 100,
-                   best % 100000 >= 10000 ? " global scales" : "",
-                   best % 1000000 / 100000 > 0 ? best % 1000000 / 100000 : 2,
-                   best >= 1000000 ? " x quantized apart" : "", best_t * 1e6);
+                   sh_->label.c_str(), key.c_str(), c.rows, c.rpt,
+                   c.global_scales ? " global scales" : "", c.u,
+                   c.act_global ? " x quantized apart" : "", best_t * 1e6);
+    }
     return best;
   }
 
