@@ -1,6 +1,7 @@
 // Int8 activations for the int4 decode GEMV (gemv.cl with -DACT_Q8 and without -DACT_LOCAL: where
 // x does not fit in local memory, tuning chose this kernel, or PERFX_OPENCL_ACT_LOCAL=0): one
-// work-item per chunk of 32 columns of x (act_q8_chunk.cl's rule and layout). Output per chunk c: xq[8c .. 8c+7] (the chunk's int8, packed), xs[c] = (d, Σ x).
+// work-item per chunk of 32 columns of x (act_q8_chunk.cl's rule and layout). Output per chunk c:
+// xq[8c .. 8c+7] (the chunk's int8, packed), xs[c] = (d, Σ x).
 #ifdef PERFX_TEST_BUILD_ERROR_ACT_Q8
 // Set through PERFX_OPENCL_BUILD_OPTIONS by the test of the default's fallback (a driver that
 // cannot build the int8 kernels keeps the activations' own path).

@@ -29,8 +29,8 @@
 // weight loads are software-pipelined: the first step's go out before anything else, and each
 // step issues the next step's before its own arithmetic. With -DACT_LOCAL (the host's choice
 // where 40 bytes per 32 columns fit in local memory, unless tuning preferred the separate
-// kernel or PERFX_OPENCL_ACT_LOCAL=0) each work-group quantizes x into local
-// memory itself while the first loads are in flight: no separate quantization kernel (a fixed
+// kernel or PERFX_OPENCL_ACT_LOCAL=0) each work-group quantizes x into local memory itself
+// while the first loads are in flight: no separate quantization kernel (a fixed
 // ~6 µs each on NVIDIA's OpenCL), and no dependent cache round trip per step for a chunk's
 // activations. Without it, act_q8.cl quantizes x first into xq / xs, read from global memory.
 //
@@ -45,9 +45,9 @@
 
 #ifdef ACT_Q8
 // Int8 activations (act_q8_chunk.cl): x itself with ACT_LOCAL, else act_q8.cl's xq / xs; dot
-// products of 4 unsigned weight
-// bytes with 4 signed activation bytes, accumulated in int32 (exact): cl_khr_integer_dot_product,
-// NVIDIA's dp4a instruction (inline PTX), or four multiply-adds.
+// products of 4 unsigned weight bytes with 4 signed activation bytes, accumulated in int32
+// (exact): cl_khr_integer_dot_product, NVIDIA's dp4a instruction (inline PTX), or four
+// multiply-adds.
 #ifdef ACT_LOCAL  // the work-group quantizes x into local memory itself
 #define X_ARG __global const ACT_T* x
 #else  // quantized by act_q8.cl
