@@ -246,8 +246,9 @@ class CudaBackend : public Backend {
     dense_budget_ = dws == "0"   ? 0
                     : dws == "1" ? SIZE_MAX
                                  : (size_t)((double)prop.totalGlobalMem * kDenseShare);
-    // PERFX_CUDA_L2_PREFETCH=MiB: each w4_gemv3 asks L2 for the first MiB of the next linear's
-    // weight after its main loop (docs/cuda_linear_notes.md §11); 0 / unset: off.
+    // PERFX_CUDA_L2_PREFETCH=MiB: the GEMV right after attention reads the first MiB of the next
+    // linear's weight into L2 before its PDL wait, whatever that weight's size; 0: never; unset:
+    // kL2WarmAutoMiB, for a next weight of at most twice that (docs/cuda_linear_notes.md §26).
     if (const char* pf = std::getenv("PERFX_CUDA_L2_PREFETCH"); pf && *pf) {
       const std::string v = pf;
       const bool digits = v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 4;
@@ -255,6 +256,7 @@ class CudaBackend : public Backend {
       check(mib >= 0 && mib <= 1024,
             "PERFX_CUDA_L2_PREFETCH must be a whole number of MiB from 0 to 1024, got '" + v + "'");
       l2_prefetch_cap_ = (size_t)mib << 20;
+      l2_prefetch_auto_ = false;
     }
     // PERFX_CUDA_SKIP=op[,op...] (profiling only: the output is wrong): leaves out every launch of
     // the named ops — norm (rms_norm, add_rms_norm), rope (rope_kv_store), attn (attention),
@@ -700,7 +702,7 @@ class CudaBackend : public Backend {
     const int M = (int)x.rows;
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
-    const L2Prefetch pf = l2_prefetch_after(w);
+    const L2Prefetch pf = l2_prefetch_after(w, M);
     last_linear_ = &w;
     switch (w.kind) {
       case CudaWeight::Kind::Dense:
@@ -907,7 +909,7 @@ class CudaBackend : public Backend {
     const int M = (int)x.rows;
     if (M == 0) return;
     const float* b = bias ? cw(*bias).vec() : nullptr;
-    const L2Prefetch pf = l2_prefetch_after(w);
+    const L2Prefetch pf = l2_prefetch_after(w, M);
     guarded("linear_silu_mul (W4A16)", [&] {
       if (kernel_ready_x(x) &&
           linear_w4a16_swiglu(w.w4->view(), x.data, x.dtype, M, x.stride, act.data, act.stride, b,
@@ -926,6 +928,7 @@ class CudaBackend : public Backend {
   /// Attention follows the latest linear directly (only RoPE + KV store may sit between): that
   /// weight feeds attention from now on (CudaWeight::feeds_attention).
   void mark_feeds_attention() {
+    after_attention_ = true;
     if (last_linear_ != nullptr && !last_linear_->feeds_attention) {
       last_linear_->feeds_attention = true;
       // graphs captured before knew no better (only w4_gemv3 takes the trigger)
@@ -934,11 +937,17 @@ class CudaBackend : public Backend {
     last_linear_ = nullptr;
   }
 
-  /// What the w4_gemv3 of `w` asks L2 for after its main loop: the first PERFX_CUDA_L2_PREFETCH
-  /// MiB of the linear that followed `w` last time (l2_prefetch_plan.h). Empty when off, the
-  /// first time round, and after any weight was freed (the plan starts again). Call once per
-  /// linear, in launch order.
-  L2Prefetch l2_prefetch_after(const CudaWeight& w) {
+  /// What the GEMV of `w` reads into L2 before its PDL wait (w4_gemv3 and w4_gemv), for the linear
+  /// right after attention only (its wait spans attention, which leaves DRAM idle): the first
+  /// l2_prefetch_cap_ bytes of the linear that followed `w` last time (l2_prefetch_plan.h) — by
+  /// default only where that weight is at most twice the cap (§26: TinyLlama's gate|up gained,
+  /// 7B's lost at every size), and only for one token (M = 1: TinyLlama at batch 8 measured
+  /// −1.1 and −1.4 %, as 7B's 32 attention CTAs lost). Empty when off, the first time round, and
+  /// after any weight was freed (the plan starts again); a successor learned anew makes captured
+  /// graphs stale. Call once per linear, in launch order, with its token count M.
+  L2Prefetch l2_prefetch_after(const CudaWeight& w, int M) {
+    const bool after_attention = after_attention_;
+    after_attention_ = false;
     if (l2_prefetch_cap_ == 0) return {};
     const uint64_t g = weights_freed_->value.load();
     if (g != l2_plan_freed_) {
@@ -946,16 +955,25 @@ class CudaBackend : public Backend {
       l2_plan_freed_ = g;
     }
     L2Prefetch mine;
-    if (w.w4) {
-      const W4View v = w.w4->view();
-      mine = l2_prefix(v.q, v.d.q_bytes(), v.sz, v.d.sz_bytes(), l2_prefetch_cap_);
-    } else if (w.w8) {
-      const W8View v = w.w8->view();
-      mine = l2_prefix(v.q, v.d.q_bytes(), v.s, v.d.s_bytes(), l2_prefetch_cap_);
-    } else {
-      mine = l2_prefix(w.mem.get(), w.mem.size(), nullptr, 0, l2_prefetch_cap_);
+    if (!l2_prefetch_auto_ || w.bytes() <= 2 * l2_prefetch_cap_) {
+      if (w.w4) {
+        const W4View v = w.w4->view();
+        mine = l2_prefix(v.q, v.d.q_bytes(), v.sz, v.d.sz_bytes(), l2_prefetch_cap_);
+      } else if (w.w8) {
+        const W8View v = w.w8->view();
+        mine = l2_prefix(v.q, v.d.q_bytes(), v.s, v.d.s_bytes(), l2_prefetch_cap_);
+      } else {
+        mine = l2_prefix(w.mem.get(), w.mem.size(), nullptr, 0, l2_prefetch_cap_);
+      }
     }
-    return l2_plan_.next_after(&w, mine);
+    bool changed = false;
+    const L2Prefetch next = l2_plan_.next_after(&w, mine, &changed);
+    // The previous linear warms its successor only if it came right after attention; only then
+    // do graphs captured with its old successor go stale (the successors of the others change
+    // whenever a step runs no lm_head, e.g. a chunk of a long prompt, and must not drop graphs).
+    if (changed && prev_after_attention_) gen_->value++;
+    prev_after_attention_ = after_attention;
+    return after_attention && M == 1 ? next : L2Prefetch{};
   }
 
   /// y = x · Wᵀ (+ bias) for a W4 or W8 weight (checked by the caller): the weight's dequantized
@@ -1609,7 +1627,8 @@ class CudaBackend : public Backend {
   }
 
   static constexpr size_t kMaxGraphs = 512;
-  static constexpr double kDenseShare = 0.2;  // dense_copy(): auto's share of the GPU's memory
+  static constexpr size_t kL2WarmAutoMiB = 8;  // l2_prefetch_after's default (§26)
+  static constexpr double kDenseShare = 0.2;   // dense_copy(): auto's share of the GPU's memory
 
   int dev_;
   std::string gpu_name_;
@@ -1629,7 +1648,11 @@ class CudaBackend : public Backend {
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();
-  size_t l2_prefetch_cap_ = 0;  // PERFX_CUDA_L2_PREFETCH, bytes
+  // L2 warming after attention (l2_prefetch_after): bytes, and whether the size rule applies
+  size_t l2_prefetch_cap_ = kL2WarmAutoMiB << 20;
+  bool l2_prefetch_auto_ = true;       // PERFX_CUDA_L2_PREFETCH unset
+  bool after_attention_ = false;       // an attention op ran since the latest linear
+  bool prev_after_attention_ = false;  // the latest linear came right after attention
   L2PrefetchPlan l2_plan_;
   uint64_t l2_plan_freed_ = 0;
   DenseGemm dense_gemm_{&CudaBackend::dense_gemm_fn, this};

@@ -1,7 +1,7 @@
-// L2 prefetch of the next linear's weight (docs/cuda_linear_notes.md §11): the ranges a kernel
-// hands to L2 after its main loop, and which weight the next linear reads, learned from the order
-// of the linear calls (the forward pass runs its linears in the same order every step). No CUDA
-// headers: the host tests include it.
+// L2 warming of the next linear's weight (docs/cuda_linear_notes.md §11, §26): the ranges a GEMV
+// reads into L2 for the linear after it, and which weight the next linear reads, learned from the
+// order of the linear calls (the forward pass runs its linears in the same order every step). No
+// CUDA headers: the host tests include it.
 #pragma once
 
 #include <algorithm>
@@ -11,15 +11,19 @@
 
 namespace perfx::cuda {
 
-/// Device memory a kernel asks L2 to fetch once its own main loop is done (sm_90
-/// cp.async.bulk.prefetch.L2; PTX ISA 8.0): the first bytes of the weight the next linear reads,
-/// so its first loads hit L2 while the small kernels in between (RoPE + KV store, attention, the
-/// norms) leave DRAM idle. Up to two ranges (a W4 weight's quads and its scale/zero records);
-/// pointers 16-byte aligned, sizes multiples of 16; n = 0: none. A hint: the results never change.
+/// Device memory a GEMV reads into L2 for the next linear (frag::l2_warm_share: cp.async.ca
+/// copies into a scratch slot, as the prefetch instructions left nothing in L2, §26): the first
+/// bytes of the weight the next linear reads, so its first loads hit L2. Read before the GEMV's
+/// PDL wait, while its predecessor (attention) runs and leaves DRAM idle. Up to two ranges (a W4
+/// weight's quads and its scale/zero records); pointers 16-byte aligned, sizes multiples of 16; n =
+/// 0: none. The results never change.
 struct L2Prefetch {
   const void* p[2] = {nullptr, nullptr};
   uint32_t n[2] = {0, 0};
   bool empty() const { return n[0] == 0 && n[1] == 0; }
+  bool operator==(const L2Prefetch& o) const {
+    return p[0] == o.p[0] && p[1] == o.p[1] && n[0] == o.n[0] && n[1] == o.n[1];
+  }
 };
 
 /// The first `cap` bytes of range 0 (a weight's main array) and the same share of range 1 (its
@@ -45,9 +49,19 @@ class L2PrefetchPlan {
  public:
   /// The linear keyed `key`, whose prefetch ranges are `ranges`, runs now: remembers it as the
   /// successor of the previous call's key, and returns the ranges of the linear that followed
-  /// `key` the last time (empty the first time round).
-  L2Prefetch next_after(const void* key, const L2Prefetch& ranges) {
-    if (last_ != nullptr && last_ != key) next_[last_] = ranges;
+  /// `key` the last time (empty the first time round). *changed (if given) is set when the
+  /// previous key's successor was new or different (work captured with the old one is stale).
+  L2Prefetch next_after(const void* key, const L2Prefetch& ranges, bool* changed = nullptr) {
+    if (changed) *changed = false;
+    if (last_ != nullptr && last_ != key) {
+      auto [it, fresh] = next_.try_emplace(last_, ranges);
+      if (!fresh && !(it->second == ranges)) {
+        it->second = ranges;
+        if (changed) *changed = true;
+      } else if (fresh && changed) {
+        *changed = true;
+      }
+    }
     last_ = key;
     const auto it = next_.find(key);
     return it == next_.end() ? L2Prefetch{} : it->second;

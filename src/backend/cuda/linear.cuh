@@ -228,9 +228,11 @@ class W8Weight {
 /// bytes are <= 32 KB (-1, default), <= 96 KB (1), never (0).
 /// Numerics: per (row, token, 32-channel half-chunk) the mma sums (q − zero)·x exactly in fp32
 /// (integers times fp16/bf16 are exact in fp32), then acc += scale · partial in fp32: error is fp32
-/// summation only (~1e-6 relative), independent of the activation type.
+/// summation only (~1e-6 relative), independent of the activation type. pf: the next linear's
+/// first bytes, read into L2 before the kernel's PDL wait (L2Prefetch; none by default).
 void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1);
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1,
+             const L2Prefetch& pf = {});
 
 /// Configuration of w4_gemv2 (0 = the default rule w4_gemv2_default_config).
 struct W4Gemv2Config {
@@ -280,7 +282,7 @@ struct W4Gemv3Config {
                         // y [M, N / 2] (activation dtype) = silu(g) · u, where g and u are the
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
-  L2Prefetch prefetch;  // issued by each CTA after its main loop (its share of the ranges)
+  L2Prefetch prefetch;  // read into L2 by each CTA before its PDL wait (its share of the ranges)
   W4A8Act a8;           // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per
                // group, then scale_w · d · (Σ q_w q_x − zero · Σ q_x) in fp32 (x, ldx
                // unused; groups 32, 64, 128)
@@ -403,7 +405,8 @@ size_t linear_workspace_bytes(const W8View& w, int max_M, bool have_dense);
 /// w4_dequantize into ws, then dense->fn. PERFX_CUDA_LINEAR_LOG=1 prints the choice to stderr once
 /// per (N, K, group, M, dtypes). Throws perfx::Error on a precondition failure or a too small
 /// workspace.
-/// `prefetch`: asked of w4_gemv3 when the plan picks it (other kernels ignore it).
+/// `prefetch`: read into L2 by w4_gemv3 or w4_gemv when the plan picks one (the other kernels
+/// ignore it).
 /// `trigger_pct` (1..99): that w4_gemv3 lets the next kernel launch after this share of each
 /// warp's batches instead of after its main loop (PERFX_CUDA_PDL_GEMV3's rule for one call: the
 /// QKV projection with PERFX_CUDA_QKV_TRIGGER) when PERFX_CUDA_PDL_GEMV3 keeps its default rule;

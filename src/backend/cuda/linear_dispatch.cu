@@ -316,7 +316,7 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
   switch (p.kernel) {
     case LinearKernel::Gemv: {
       const GemvRule r = gemv_rule(v, M);
-      w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream, r.warps, r.x_smem);
+      w4_gemv(v, x, xt, M, ldx, y, yt, ldy, bias, stream, r.warps, r.x_smem, prefetch);
       break;
     }
     case LinearKernel::Gemv2:

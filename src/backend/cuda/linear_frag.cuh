@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/l2_prefetch_plan.h"
+
 #if defined(__CUDACC__)
 #define PERFX_HD __host__ __device__ __forceinline__
 #else
@@ -385,6 +387,30 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/// L2 warming (docs/cuda_linear_notes.md §26): this thread's share of pf's ranges (16-byte units
+/// dealt round-robin over the grid's threads, so a warp reads 512 contiguous bytes) copied with
+/// cp.async.ca into the thread's own 16-byte slot of `scratch` (shared, one slot a thread, never
+/// read back): the lines stay in L2 for the kernel that reads the range next, and the thread
+/// does not wait for them. The prefetch instructions (cp.async.bulk.prefetch.L2,
+/// prefetch.global.L2) and cp.async.cg (with or without an evict_last policy) left nothing in L2
+/// on the H200 (bench/cuda/l2_prefetch_probe.cu). Call l2_warm_drain() before the kernel exits; no
+/// other cp.async group may be pending across the two calls.
+__device__ __forceinline__ void l2_warm_share(const L2Prefetch& pf, uint4* scratch) {
+  const uint32_t slot = smem_u32(scratch + threadIdx.x);
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const uint4* base = static_cast<const uint4*>(pf.p[r]);
+    const uint32_t units = pf.n[r] / 16;
+    for (uint32_t i = first; i < units; i += stride)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(slot), "l"(base + i)
+                   : "memory");
+  }
+}
+__device__ __forceinline__ void l2_warm_drain() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 /// fp32 → output element.

@@ -121,10 +121,11 @@ template <typename Tag, typename OutT, bool XS, int RK>
 __global__ void __launch_bounds__(512)
     w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
-                   bool late_trigger) {
+                   bool late_trigger, L2Prefetch pf) {
   PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
   constexpr int NR = RK == kRecPair ? 2 : 1;
+  __shared__ uint4 warm[kMaxWarps * 32];  // frag::l2_warm_share's scratch
   extern __shared__ uint4 xs[];
   const int64_t nb = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
@@ -174,6 +175,7 @@ __global__ void __launch_bounds__(512)
   int kc0 = warp;
   if (!late_trigger) pdl_trigger();
   load_w(kc0);
+  frag::l2_warm_share(pf, warm);  // the next linear's first bytes, while the predecessor runs
   pdl_wait();
   load_x(kc0);
   if constexpr (XS) stage_x(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld);
@@ -213,6 +215,7 @@ __global__ void __launch_bounds__(512)
   }
   if (late_trigger) pdl_trigger();
   gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
+  if ((pf.n[0] | pf.n[1]) != 0) frag::l2_warm_drain();
 }
 
 /// W8 (Q8_0) GEMV; XS as above. One scale record per 32-channel chunk.
@@ -351,7 +354,8 @@ void ensure_w8_xs() {
 
 template <typename Tag, typename OutT, int RK>
 void launch_w4_gemv_rk(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                       const float* bias, cudaStream_t stream, int warps, int x_smem) {
+                       const float* bias, cudaStream_t stream, int warps, int x_smem,
+                       const L2Prefetch& pf) {
   const int xs_ld = xs_row_stride(64 * (int64_t)w.d.KC);
   const bool xs = use_xs(M, xs_ld, x_smem);
   const size_t smem = xs ? (size_t)M * xs_ld * 2 : 0;
@@ -360,23 +364,24 @@ void launch_w4_gemv_rk(const W4View& w, const void* x, int M, int64_t ldx, void*
   const dim3 grid((unsigned)w.d.NB), block(32 * warps);
   if (xs) ensure_w4_xs<Tag, OutT, RK>();
   auto* fn = xs ? w4_gemv_kernel<Tag, OutT, true, RK> : w4_gemv_kernel<Tag, OutT, false, RK>;
-  launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late());
+  launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late(), pf);
   CUDA_CHECK_LAUNCH("w4_gemv_kernel");
 }
 
 template <typename Tag, typename OutT>
 void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
-                    const float* bias, cudaStream_t stream, int warps, int x_smem) {
+                    const float* bias, cudaStream_t stream, int warps, int x_smem,
+                    const L2Prefetch& pf) {
   switch (rec_kind(w)) {
     case kRecPair:
       return launch_w4_gemv_rk<Tag, OutT, kRecPair>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                    x_smem);
+                                                    x_smem, pf);
     case kRecSym:
       return launch_w4_gemv_rk<Tag, OutT, kRecSym>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                   x_smem);
+                                                   x_smem, pf);
     default:
       return launch_w4_gemv_rk<Tag, OutT, kRecGroup>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                     x_smem);
+                                                     x_smem, pf);
   }
 }
 
@@ -438,21 +443,22 @@ std::string describe_gemv_kernels() {
 }
 
 void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
-             int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem) {
+             int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem,
+             const L2Prefetch& pf) {
   check_linear_args("w4_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w4_gemv: M = " + std::to_string(M) + " > 8");
   if (M == 0) return;
   const int nw = gemv_warps(warps);
   if (xt == DType::F16) {
     if (yt == DType::F32)
-      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
     else
-      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
   } else {
     if (yt == DType::F32)
-      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
     else
-      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem);
+      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
   }
 }
 

@@ -128,30 +128,6 @@ __device__ __forceinline__ uint2 ld_rec(const void* p, bool ok) {
   return r;
 }
 
-/// This CTA's share of `pf` (pieces of 4 KiB dealt round-robin over the grid, one per lane of
-/// warp 0 at a time) handed to L2 with cp.async.bulk.prefetch.L2 (sm_90 only: a no-op in the
-/// sm_80 build).
-/// Fire and forget: nothing waits for the bytes, and the results never depend on them.
-__device__ __forceinline__ void prefetch_l2_share(const L2Prefetch& pf) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (threadIdx.x >= 32) return;
-  constexpr uint32_t kPiece = 4096;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const uint32_t n = pf.n[r];
-    const char* base = static_cast<const char*>(pf.p[r]);
-    const uint32_t pieces = n / kPiece + (n % kPiece != 0);  // n may be near 4 GiB
-    for (uint32_t i = blockIdx.x + gridDim.x * threadIdx.x; i < pieces; i += gridDim.x * 32) {
-      const uint32_t off = i * kPiece, len = min(kPiece, n - off);  // a multiple of 16
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + off), "r"(len)
-                   : "memory");
-    }
-  }
-#else
-  (void)pf;
-#endif
-}
-
 /// Where a warp's batch lies: its first chunk's quad / record / activation addresses (this lane),
 /// how many of its kU slots hold real chunks (cnt) and how many of those have their second
 /// 32-channel half inside K (cnt_hi; less only when K % 64 = 32), and its row block.
@@ -195,6 +171,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
                 "a slot's activation buffer is refilled for slot u + XW of the next batch when "
                 "u + XW wraps: the ring must hold whole buffer cycles");
   __shared__ float4 red[2][kNW][32];
+  __shared__ uint4 warm[kNW * 32];  // frag::l2_warm_share's scratch
 
   if (trigger_pct <= 0) pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -285,6 +262,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     step(before, cur);
   }
   static_for<kU>([&](auto uc) { load(uc, cur); });
+  frag::l2_warm_share(pf, warm);  // the next linear's first bytes, while the predecessor runs
   pdl_wait();
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
@@ -461,8 +439,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     cur = nxt;
   }
   if (nbatch > 0 && (trigger_pct >= 100 || (trigger_pct > 0 && trigger_b >= nbatch))) pdl_trigger();
-  // the next linear's first bytes, while the kernels between leave DRAM idle
-  prefetch_l2_share(pf);
+  if ((pf.n[0] | pf.n[1]) != 0) frag::l2_warm_drain();
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.

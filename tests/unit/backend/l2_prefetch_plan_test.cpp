@@ -56,5 +56,29 @@ TEST(L2PrefetchPlan, ReturnsWhatFollowedLastTime) {
   EXPECT_TRUE(plan.next_after(B, rb).empty());
 }
 
+// A successor learned anew (or a different one) is reported, so the backend can drop graphs
+// captured with the old one; a repeated step reports nothing.
+TEST(L2PrefetchPlan, ReportsASuccessorLearnedAnew) {
+  L2PrefetchPlan plan;
+  const L2Prefetch ra = one(A, 16), rb = one(B, 32), rc = one(C, 48);
+  bool changed = true;
+  plan.next_after(A, ra, &changed);
+  EXPECT_FALSE(changed);  // nothing before A
+  plan.next_after(B, rb, &changed);
+  EXPECT_TRUE(changed);  // A -> B learned
+  plan.next_after(C, rc, &changed);
+  EXPECT_TRUE(changed);  // B -> C learned
+  plan.next_after(A, ra, &changed);
+  EXPECT_TRUE(changed);  // C -> A learned
+  plan.next_after(B, rb, &changed);
+  EXPECT_FALSE(changed);  // A -> B again
+  plan.next_after(C, rc, &changed);
+  EXPECT_FALSE(changed);
+  plan.next_after(B, rb, &changed);  // C -> B: another successor for C
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(plan.next_after(C, rc, &changed).p[0], B);
+  EXPECT_FALSE(changed);  // B -> C as before
+}
+
 }  // namespace
 }  // namespace perfx::cuda

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Twentieth session, call 5 (docs/cuda_linear_notes.md §26): the probe's cp.async variants (cg,
+# ca, cg + evict_last), then the engine with warming by the GEMV's own loads (PERFX_CUDA_L2_WARM=0,
+# the default after call 4 found cp.async.cg without effect): PERFX_CUDA_L2_PREFETCH=MiB makes the
+# GEMV right after attention (o) read the first MiB of gate|up into L2 before its PDL wait.
+# Correctness: CUDA model tests and memcheck over a W4 decode with warming on every GEMV (=all);
+# then tg128 interleaved: MiB 0 / 16 / 24 / 8 on 7B AWQ and TinyLlama (2 rounds), mode 2 at 16,
+# =all at 16.
+#   run: command "bash tools/device/session_warm20b.sh", carry [".devpack", ".devshared"]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tools/device/devbin.sh
+BUDGET=${BUDGET:-500}
+L=/tmp/w20 && mkdir -p $L
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/l2probe \
+  bench/cuda/l2_prefetch_probe.cu && timeout 60 /tmp/l2probe 5 > "$OUT/l2probe.txt" 2>&1
+grep -E '^(cold read |hot read \(|read after cp|  warm kernel, cp)' "$OUT/l2probe.txt"
+PERFX_CUDA_L2_PREFETCH=16 PERFX_CUDA_L2_PREFETCH_AT=all PERFX_TEST_DEVICE=cuda:0 timeout 150 \
+  "$B/tests/test_model" --gtest_filter='*cuda*' > $L/model.log 2>&1
+echo "model tests (warm 16 MiB, all) rc=$?: $(gtest_line $L/model.log)"
+for m in tinyllama-1.1b; do
+  PERFX_CUDA_L2_PREFETCH=16 PERFX_CUDA_L2_PREFETCH_AT=all timeout 200 "$SAN" --tool memcheck \
+    --error-exitcode 3 "$B/perfx" bench -m random:$m --device cuda -p 16 -n 8 -r 1 > $L/mc_$m.log 2>&1
+  echo "memcheck $m decode (warm 16 MiB, all) rc=$?: $(grep -m1 'ERROR SUMMARY' $L/mc_$m.log)"
+done
+echo "tests $(( $(date +%s) - T0 )) s"
+ROUNDS=2 ab_tg PERFX_CUDA_L2_PREFETCH "0 16 24 8"
+PERFX_CUDA_L2_WARM=2 ROUNDS=1 ab_tg PERFX_CUDA_L2_PREFETCH "16"
+PERFX_CUDA_L2_PREFETCH_AT=all ROUNDS=1 ab_tg PERFX_CUDA_L2_PREFETCH "16"
+echo "total $(( $(date +%s) - T0 )) s"
