@@ -5,6 +5,10 @@
 # first MiB of the next linear's weight (gate|up) into L2 before its PDL wait. Correctness: the
 # CUDA model tests and memcheck over a W4 decode with warming on every GEMV (=all, the widest
 # use); then tg128 interleaved, MiB 0 / 8 / 16 / 24 on 7B AWQ and TinyLlama, and =all at 16.
+# It ran a binary of the session's working tree: PERFX_CUDA_L2_WARM (0 loads, 1 cp.async.ca, 2
+# cp.async.cg + evict_last; call 4's binary had cp.async.cg only), PERFX_CUDA_L2_PREFETCH_AT=all
+# and PERFX_CUDA_L2_PREFETCH_SKIP are not in the committed code, which ignores them (its rule is
+# session_warm20e.sh's); the figures are in docs/cuda_linear_notes.md §26.
 #   run: command "bash tools/device/session_warm20.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."

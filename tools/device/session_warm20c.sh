@@ -4,6 +4,10 @@
 # wait before the PDL wait (mode 0 lost 8 % on 7B at 16 MiB). Correctness: CUDA model tests and
 # memcheck over a W4 decode with mode 1 on every GEMV; then tg128 interleaved: mode 1 at 0 / 8 /
 # 16 MiB (2 rounds), mode 0 at 8, mode 1 at 8 on every GEMV (=all).
+# It ran a binary of the session's working tree: PERFX_CUDA_L2_WARM (0 loads, 1 cp.async.ca, 2
+# cp.async.cg + evict_last; call 4's binary had cp.async.cg only), PERFX_CUDA_L2_PREFETCH_AT=all
+# and PERFX_CUDA_L2_PREFETCH_SKIP are not in the committed code, which ignores them (its rule is
+# session_warm20e.sh's); the figures are in docs/cuda_linear_notes.md §26.
 #   run: command "bash tools/device/session_warm20c.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -4,6 +4,10 @@
 # (PERFX_CUDA_L2_PREFETCH_SKIP=KiB: 8448 = 264 CTAs x 32 KiB, the 7B first wave; 4224 = half).
 # Correctness: CUDA model tests with warming on every GEMV, skip 8448; then tg128 interleaved:
 # off / skip 8448 cap 8 / skip 8448 cap 16 (2 rounds), skip 4224 cap 8 (1 round).
+# It ran a binary of the session's working tree: PERFX_CUDA_L2_WARM (0 loads, 1 cp.async.ca, 2
+# cp.async.cg + evict_last; call 4's binary had cp.async.cg only), PERFX_CUDA_L2_PREFETCH_AT=all
+# and PERFX_CUDA_L2_PREFETCH_SKIP are not in the committed code, which ignores them (its rule is
+# session_warm20e.sh's); the figures are in docs/cuda_linear_notes.md §26.
 #   run: command "bash tools/device/session_warm20d.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
