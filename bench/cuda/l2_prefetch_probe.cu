@@ -191,7 +191,8 @@ __global__ void __launch_bounds__(256) warm_cp_kernel(const uint4* p, int64_t n1
 }
 
 /// cp.async.bulk.prefetch.L2 of [p, p + bytes) in 4 KiB pieces, one per lane of warp 0 of each
-/// CTA at a time (as w4_gemv3's prefetch_l2_share). CTAs below skip_ctas do not prefetch.
+/// CTA at a time (as w4_gemv3's prefetch_l2_share did before §26). CTAs below skip_ctas do not
+/// prefetch.
 __global__ void bulk_prefetch_kernel(const char* p, int64_t bytes, int skip_ctas, Span* span) {
   span_begin(span);
   if (threadIdx.x < 32 && (int)blockIdx.x >= skip_ctas) {

@@ -147,10 +147,10 @@ class CudaWeight : public Weight {
   mutable bool feeds_attention = false;
   DevMem dense;  // W4 / W8: a dequantized copy [out, in] in the act dtype, or none (dense_copy())
   std::shared_ptr<Generation> freed;   // counts weights freed (the backend's L2 prefetch plan)
-  std::shared_ptr<Generation> graphs;  // with PERFX_CUDA_L2_PREFETCH: the graph generation
+  std::shared_ptr<Generation> graphs;  // while L2 warming is on: the graph generation
   ~CudaWeight() override {
     if (freed) freed->value++;
-    if (graphs) graphs->value++;  // captured graphs may prefetch this weight for another linear
+    if (graphs) graphs->value++;  // captured graphs may warm this weight for another linear
   }
   size_t bytes() const override {
     if (w4) return w4->bytes();
@@ -247,8 +247,9 @@ class CudaBackend : public Backend {
                     : dws == "1" ? SIZE_MAX
                                  : (size_t)((double)prop.totalGlobalMem * kDenseShare);
     // PERFX_CUDA_L2_PREFETCH=MiB: the GEMV right after attention reads the first MiB of the next
-    // linear's weight into L2 before its PDL wait, whatever that weight's size; 0: never; unset:
-    // kL2WarmAutoMiB, for a next weight of at most twice that (docs/cuda_linear_notes.md §26).
+    // linear's weight into L2 before its PDL wait (for one token), whatever that weight's size;
+    // 0: never; unset: kL2WarmAutoMiB, for a next weight of at most twice that, on Hopper (sm_90,
+    // where it was measured: docs/cuda_linear_notes.md §26).
     if (const char* pf = std::getenv("PERFX_CUDA_L2_PREFETCH"); pf && *pf) {
       const std::string v = pf;
       const bool digits = v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 4;
@@ -258,6 +259,7 @@ class CudaBackend : public Backend {
       l2_prefetch_cap_ = (size_t)mib << 20;
       l2_prefetch_auto_ = false;
     }
+    if (l2_prefetch_auto_ && prop.major != 9) l2_prefetch_cap_ = 0;  // measured on Hopper only
     // PERFX_CUDA_SKIP=op[,op...] (profiling only: the output is wrong): leaves out every launch of
     // the named ops — norm (rms_norm, add_rms_norm), rope (rope_kv_store), attn (attention),
     // linear (linear, linear_silu_mul) — so a decode benchmark shows what each costs inside the
@@ -371,7 +373,7 @@ class CudaBackend : public Backend {
     check(!parts.empty(), "load_linear: no parts");
     auto w = std::make_unique<CudaWeight>();
     w->freed = weights_freed_;
-    if (l2_prefetch_cap_ > 0) w->graphs = gen_;  // graphs may prefetch it for another linear
+    if (l2_prefetch_cap_ > 0) w->graphs = gen_;  // graphs may warm it for another linear
     w->in = parts[0].in;
     w->out = 0;
     bool all_int4 = true, all_q4_0 = true, all_q8_0 = true;
@@ -462,7 +464,7 @@ class CudaBackend : public Backend {
     s.in = table.shape[1];
     auto w = std::make_unique<CudaWeight>();
     w->freed = weights_freed_;
-    if (l2_prefetch_cap_ > 0) w->graphs = gen_;  // graphs may prefetch it for another linear
+    if (l2_prefetch_cap_ > 0) w->graphs = gen_;  // graphs may warm it for another linear
     w->kind = CudaWeight::Kind::Dense;
     w->out = s.out;
     w->in = s.in;
@@ -543,7 +545,8 @@ class CudaBackend : public Backend {
 
   void prepare_batch(const BatchLayout& b) override {
     finish_forward();
-    last_linear_ = nullptr;  // a new forward: no linear before it (and its weight may be gone)
+    last_linear_ = nullptr;    // a new forward: no linear before it (and its weight may be gone)
+    after_attention_ = false;  // (an attention op that threw must not reach the next forward)
     const int T = b.n_tokens, S = b.n_seqs;
     PERFX_CHECK(T > 0 && S > 0 && (int)b.token_ids.size() == T && (int)b.positions.size() == T &&
                     (int)b.slots.size() == T && (int)b.token_seq.size() == T &&
@@ -955,7 +958,7 @@ class CudaBackend : public Backend {
       l2_plan_freed_ = g;
     }
     L2Prefetch mine;
-    if (!l2_prefetch_auto_ || w.bytes() <= 2 * l2_prefetch_cap_) {
+    if (l2_warm_offers(w.bytes(), l2_prefetch_cap_, l2_prefetch_auto_)) {
       if (w.w4) {
         const W4View v = w.w4->view();
         mine = l2_prefix(v.q, v.d.q_bytes(), v.sz, v.d.sz_bytes(), l2_prefetch_cap_);
@@ -973,7 +976,7 @@ class CudaBackend : public Backend {
     // whenever a step runs no lm_head, e.g. a chunk of a long prompt, and must not drop graphs).
     if (changed && prev_after_attention_) gen_->value++;
     prev_after_attention_ = after_attention;
-    return after_attention && M == 1 ? next : L2Prefetch{};
+    return l2_warm_applies(after_attention, M) ? next : L2Prefetch{};
   }
 
   /// y = x · Wᵀ (+ bias) for a W4 or W8 weight (checked by the caller): the weight's dequantized
@@ -1522,8 +1525,10 @@ class CudaBackend : public Backend {
       else
         cuda_ok(cudaStreamSynchronize(stream_), "workspace");
       linear_ws_.alloc(std::max(need, linear_ws_.size() * 2), "the linear-layer workspace", dev_);
-      gen_->value++;
-      capture_key_.gen = gen_->value.load();  // the graph being captured uses the new buffer
+      // The graph being captured uses the new buffer: it stays valid for this bump, but not for
+      // another one made during the same capture (e.g. an L2 successor learned anew).
+      const uint64_t before = gen_->value++;
+      if (capture_key_.gen == before) capture_key_.gen = before + 1;
     }
     return Workspace{linear_ws_.get(), linear_ws_.size()};
   }

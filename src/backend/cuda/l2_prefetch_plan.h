@@ -21,6 +21,12 @@ struct L2Prefetch {
   const void* p[2] = {nullptr, nullptr};
   uint32_t n[2] = {0, 0};
   bool empty() const { return n[0] == 0 && n[1] == 0; }
+  /// Both ranges 16-byte aligned with sizes multiples of 16 (what the 16-byte copies need).
+  bool aligned() const {
+    for (int r = 0; r < 2; ++r)
+      if (n[r] != 0 && ((uintptr_t)p[r] % 16 != 0 || n[r] % 16 != 0)) return false;
+    return true;
+  }
   bool operator==(const L2Prefetch& o) const {
     return p[0] == o.p[0] && p[1] == o.p[1] && n[0] == o.n[0] && n[1] == o.n[1];
   }
@@ -42,6 +48,18 @@ inline L2Prefetch l2_prefix(const void* p0, size_t n0, const void* p1, size_t n1
   r.p[1] = b > 0 ? p1 : nullptr;
   r.n[1] = (uint32_t)b;
   return r;
+}
+
+/// The backend's warming rule (§26), as pure functions. A weight is offered to the linear before
+/// it when warming is on (cap > 0) and, under the default size rule (auto_size), the weight is at
+/// most twice the cap (TinyLlama's gate|up gained; 7B's, 45.7 MiB, lost at every cap).
+inline bool l2_warm_offers(size_t weight_bytes, size_t cap, bool auto_size) {
+  return cap > 0 && (!auto_size || weight_bytes <= 2 * cap);
+}
+/// A linear warms its successor only right after attention (its PDL wait spans attention) and for
+/// one token (at batch 8, as on 7B, attention's many CTAs lost more to the traffic).
+inline bool l2_warm_applies(bool after_attention, int M) {
+  return after_attention && M == 1;
 }
 
 /// Learns "linear B ran after linear A" from consecutive calls.

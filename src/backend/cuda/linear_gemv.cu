@@ -28,7 +28,8 @@ using frag::F16;
 
 constexpr int kMaxWarps = 16;  // shared reduction buffer size
 // Staged activations: up to 96 KB of dynamic shared memory when forced (opt-in attribute set once
-// per instance; two 8-warp CTAs, also the register limit, still fit in an SM's 228 KB); the
+// per instance; two 8-warp CTAs, also the register limit, still fit in an SM's 228 KB with their
+// 16 KB of static reduction and L2-warming scratch each, barely: 226 KB); the
 // default stages only up to 32 KB (<= 8 loads per thread of a 256-thread CTA), where the copy
 // latency stays below one weight batch's.
 constexpr size_t kMaxXsBytes = 96 * 1024;
@@ -447,6 +448,8 @@ void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void*
              const L2Prefetch& pf) {
   check_linear_args("w4_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w4_gemv: M = " + std::to_string(M) + " > 8");
+  PERFX_CHECK(pf.aligned(),
+              "w4_gemv: an L2 prefetch range must be 16-byte aligned and a multiple of 16 bytes");
   if (M == 0) return;
   const int nw = gemv_warps(warps);
   if (xt == DType::F16) {

@@ -557,11 +557,8 @@ void w4_gemv3(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void
   const int S = cfg.split == 0 ? w4_gemv3_default_split(w, M) : cfg.split;
   PERFX_CHECK(S == 1 || S == 2 || S == 4 || S == 8,
               "w4_gemv3: split must be 1, 2, 4 or 8, got " + std::to_string(S));
-  for (int r = 0; r < 2; ++r)
-    PERFX_CHECK(
-        cfg.prefetch.n[r] == 0 ||
-            ((uintptr_t)cfg.prefetch.p[r] % 16 == 0 && cfg.prefetch.n[r] % 16 == 0),
-        "w4_gemv3: an L2 prefetch range must be 16-byte aligned and a multiple of 16 bytes");
+  PERFX_CHECK(cfg.prefetch.aligned(),
+              "w4_gemv3: an L2 prefetch range must be 16-byte aligned and a multiple of 16 bytes");
   dispatch_act_out(xt, yt, [&](auto tag, auto out) {
     launch_v3_mode<decltype(tag), decltype(out)>(cfg, w, x, M, ldx, y, ldy, bias, stream, S);
   });

@@ -77,7 +77,40 @@ TEST(L2PrefetchPlan, ReportsASuccessorLearnedAnew) {
   plan.next_after(B, rb, &changed);  // C -> B: another successor for C
   EXPECT_TRUE(changed);
   EXPECT_EQ(plan.next_after(C, rc, &changed).p[0], B);
-  EXPECT_FALSE(changed);  // B -> C as before
+  EXPECT_FALSE(changed);             // B -> C as before
+  plan.next_after(C, rc, &changed);  // the same key twice in a row: no successor of itself
+  EXPECT_FALSE(changed);
+  // a successor that offers nothing (the size rule) is a change too, and so is its return
+  plan.next_after(A, L2Prefetch{}, &changed);  // C -> A, A now offering nothing
+  EXPECT_TRUE(changed);
+  EXPECT_TRUE(plan.next_after(C, rc, &changed).empty());  // A -> C learned; C's successor: A, empty
+  EXPECT_TRUE(changed);
+  plan.next_after(A, ra, &changed);  // C -> A offering ra again
+  EXPECT_TRUE(changed);
+  // after clear() (a weight freed) everything is learned anew, and reported
+  plan.clear();
+  plan.next_after(A, ra, &changed);
+  EXPECT_FALSE(changed);
+  plan.next_after(B, rb, &changed);
+  EXPECT_TRUE(changed);
+}
+
+TEST(L2PrefetchPlan, WarmingRule) {
+  constexpr size_t MiB = size_t(1) << 20;
+  // the default: a weight of at most twice the cap is offered, a larger one is not
+  EXPECT_TRUE(l2_warm_offers(size_t(11.7 * MiB), 8 * MiB, true));  // TinyLlama's gate|up (11.7 MiB)
+  EXPECT_TRUE(l2_warm_offers(16 * MiB, 8 * MiB, true));
+  EXPECT_FALSE(l2_warm_offers(16 * MiB + 1, 8 * MiB, true));
+  EXPECT_FALSE(l2_warm_offers(size_t(45.7 * MiB), 8 * MiB, true));  // 7B's gate|up (45.7 MiB)
+  // a forced cap offers any size; cap 0 nothing
+  EXPECT_TRUE(l2_warm_offers(46 * MiB, 8 * MiB, false));
+  EXPECT_FALSE(l2_warm_offers(MiB, 0, false));
+  EXPECT_FALSE(l2_warm_offers(MiB, 0, true));
+  // only the linear right after attention, only for one token
+  EXPECT_TRUE(l2_warm_applies(true, 1));
+  EXPECT_FALSE(l2_warm_applies(true, 2));
+  EXPECT_FALSE(l2_warm_applies(true, 8));
+  EXPECT_FALSE(l2_warm_applies(false, 1));
 }
 
 }  // namespace
