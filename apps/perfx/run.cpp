@@ -44,8 +44,8 @@ void dump_logits(Engine& e, const std::vector<int32_t>& ids, const std::string& 
   lg.data = logits.data();
   lg.nbytes = logits.size() * 4;
   write_safetensors(path, {in, lg});
-  std::fprintf(stderr, "perfx: wrote logits [%zu, %lld] to %s\n", ids.size(), (long long)e.config().vocab_size,
-               path.c_str());
+  std::fprintf(stderr, "perfx: wrote logits [%zu, %lld] to %s\n", ids.size(),
+               (long long)e.config().vocab_size, path.c_str());
 }
 
 // The sampling flags as SamplingParams, validated; perfx::Error naming the flag when one is out of
@@ -75,7 +75,8 @@ SamplingParams sampling_params(const RunArgs& a) {
 void run(const RunArgs& a) {
   check(a.n_predict >= -1, "-n must be >= -1 (-1: until EOS or the context is full), got " +
                                std::to_string(a.n_predict));
-  check(a.seed >= -1, "--seed must be >= 0, or -1 for a random seed, got " + std::to_string(a.seed));
+  check(a.seed >= -1,
+        "--seed must be >= 0, or -1 for a random seed, got " + std::to_string(a.seed));
   const SamplingParams sampling = sampling_params(a);
   const std::string prompt = prompt_text(a.prompt, a.prompt_file, a.prompt_given);
   if (!a.dump_logits.empty())  // before the model loads, not after
@@ -93,11 +94,12 @@ void run(const RunArgs& a) {
   eo.ctx = a.ctx;
   warn_if_oversubscribed(a.threads);
   auto engine = Engine::load(eo);
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "perfx: loaded %s (%s, %lld layers) in %.2f s; weights %s on %s\n",
                engine->model_name().c_str(), engine->config().model_type.c_str(),
-               (long long)engine->config().num_hidden_layers, load_s, human_bytes(engine->weight_bytes()).c_str(),
-               engine->device().c_str());
+               (long long)engine->config().num_hidden_layers, load_s,
+               human_bytes(engine->weight_bytes()).c_str(), engine->device().c_str());
 
   // -c past the trained context is allowed (the user asked for it), with a warning; -n -1 then
   // stops at the trained context, so that it ends in the time the model is good for.
@@ -135,18 +137,22 @@ void run(const RunArgs& a) {
   std::fflush(stdout);
   const size_t n_out = r.output_ids.size();
   std::fprintf(stderr,
-               "perfx: prompt %d tokens in %.3f s (%.2f tokens/s); generated %zu tokens in %.3f s (%.2f tokens/s); "
+               "perfx: prompt %d tokens in %.3f s (%.2f tokens/s); generated %zu tokens in %.3f s "
+               "(%.2f tokens/s); "
                "finish: %s\n",
-               r.prompt_tokens, r.prefill_seconds, r.prompt_tokens / std::max(r.prefill_seconds, 1e-9), n_out,
-               r.decode_seconds, n_out / std::max(r.decode_seconds, 1e-9), r.finish_reason.c_str());
-  std::fprintf(stderr, "perfx: weight bytes %zu (%s); peak resident memory %s\n", engine->weight_bytes(),
-               human_bytes(engine->weight_bytes()).c_str(), human_bytes(peak_rss_bytes()).c_str());
+               r.prompt_tokens, r.prefill_seconds,
+               r.prompt_tokens / std::max(r.prefill_seconds, 1e-9), n_out, r.decode_seconds,
+               n_out / std::max(r.decode_seconds, 1e-9), r.finish_reason.c_str());
+  std::fprintf(stderr, "perfx: weight bytes %zu (%s); peak resident memory %s\n",
+               engine->weight_bytes(), human_bytes(engine->weight_bytes()).c_str(),
+               human_bytes(peak_rss_bytes()).c_str());
 }
 
 Register reg("run", 10, [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Generate text from a prompt");
-  sub->add_option("-m,--model", a->model, "HF checkpoint folder or .gguf file (default: models/default)");
+  sub->add_option("-m,--model", a->model,
+                  "HF checkpoint folder or .gguf file (default: models/default)");
   sub->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" = start from BOS)")
       ->each([a](const std::string&) { a->prompt_given = true; });
   sub->add_option("-f,--file", a->prompt_file,
@@ -155,13 +161,17 @@ Register reg("run", 10, [](CLI::App& app) {
                   "Tokens to generate (-1: until EOS/context end, at most the trained context)")
       ->capture_default_str();
   sub->add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
-  sub->add_option("--top-k", a->top_k, "Top-k (0 = off)")->capture_default_str();
+  sub->add_option("--top-k", a->top_k, "Top-k (0 or -1 = off)")->capture_default_str();
   sub->add_option("--top-p", a->top_p, "Top-p (1 = off)")->capture_default_str();
   sub->add_option("--min-p", a->min_p, "Min-p (0 = off)")->capture_default_str();
-  sub->add_option("--repeat-penalty", a->repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  sub->add_option("--repeat-last-n", a->repeat_last_n, "Penalty window (-1 = all)")->capture_default_str();
-  sub->add_option("--presence-penalty", a->presence_penalty, "Presence penalty")->capture_default_str();
-  sub->add_option("--frequency-penalty", a->frequency_penalty, "Frequency penalty")->capture_default_str();
+  sub->add_option("--repeat-penalty", a->repeat_penalty, "Repetition penalty (1 = off)")
+      ->capture_default_str();
+  sub->add_option("--repeat-last-n", a->repeat_last_n, "Penalty window (-1 = all)")
+      ->capture_default_str();
+  sub->add_option("--presence-penalty", a->presence_penalty, "Presence penalty")
+      ->capture_default_str();
+  sub->add_option("--frequency-penalty", a->frequency_penalty, "Frequency penalty")
+      ->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "RNG seed (-1 = random)")->capture_default_str();
   add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
@@ -171,10 +181,12 @@ Register reg("run", 10, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable)");
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS");
-  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")->capture_default_str();
+  sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")
+      ->capture_default_str();
   add_max_alloc_option(sub);
   sub->add_option("--dump-logits", a->dump_logits,
-                  "Write the prompt's logits after prefill as safetensors (input_ids i32 [T], logits f32 [T, vocab])");
+                  "Write the prompt's logits after prefill as safetensors (input_ids i32 [T], "
+                  "logits f32 [T, vocab])");
   sub->callback([a] { run(*a); });
 });
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "perfx/engine.h"
+#include "perfx/status.h"
 #include "support/test_support.h"
 
 namespace perfx::test {
@@ -33,6 +34,30 @@ TEST(GenerateText, ContinuationKeepsItsLeadingSpace) {
   EXPECT_EQ(greedy(*e, "Once upon a time,", 8).text, " there was a little girl named");
   // After the BOS alone the text starts the sequence (golden_greedy_n256.txt starts "Once").
   EXPECT_EQ(greedy(*e, "", 2).text, "Once upon");
+}
+
+// A prompt as long as the context fits in it but leaves no room for a token: the error says so
+// (it used to say the prompt "does not fit the context size", which it did).
+TEST(GenerateText, PromptAsLongAsTheContextSaysThereIsNoRoomToGenerate) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
+  EngineOptions eo;
+  eo.model_path = shared_path("models/stories260K-hf");
+  eo.n_threads = 2;
+  eo.ctx = 4;
+  auto e = Engine::load(eo);
+  std::vector<int32_t> prompt = encode_prompt(e->tokenizer(), "Once upon a time");
+  prompt.resize(4, prompt.back());
+  Engine::GenerateOptions o;
+  o.max_tokens = 2;
+  try {
+    e->generate(prompt, o, nullptr);
+    FAIL() << "a prompt of ctx tokens was accepted";
+  } catch (const Error& err) {
+    const std::string m = err.what();
+    EXPECT_NE(m.find("prompt has 4 tokens, which leaves no room to generate in the context size 4"),
+              std::string::npos)
+        << m;
+  }
 }
 
 TEST(GenerateText, PresenceAndFrequencyPenaltiesIgnoreThePrompt) {
