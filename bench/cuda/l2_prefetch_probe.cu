@@ -82,8 +82,11 @@ __device__ __forceinline__ void bulk_prefetch_4k(const char* p) {
 #endif
 }
 
-/// Streams n16 16-byte words, 8 loads in flight a thread; XOR of all into sink (never 0 here, so
-/// the loads cannot be dropped).
+/// Streams n16 16-byte words, 8 loads in flight a thread, with the GEMV's weight load (CS false:
+/// w4_gemv3's ld.global.nc.L1::no_allocate.L2::256B; true: w4_gemv's ld.global.cs, evict-first);
+/// XOR of all into sink (never 0 here, so the loads cannot be dropped). Records each CTA's SM in
+/// g_smid_of when set.
+template <bool CS>
 __global__ void __launch_bounds__(256)
     read_kernel(const uint4* __restrict__ w, int64_t n16, unsigned* sink, Span* span) {
   span_begin(span);
@@ -95,7 +98,7 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t i = i0 + u * stride;
-      v[u] = i < n16 ? ld_w(w + i) : make_uint4(0, 0, 0, 0);
+      v[u] = i >= n16 ? make_uint4(0, 0, 0, 0) : CS ? __ldcs(w + i) : ld_w(w + i);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
@@ -106,27 +109,6 @@ __global__ void __launch_bounds__(256)
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     g_smid_of[blockIdx.x] = sm;
   }
-  span_end(span);
-}
-
-/// The engine's other weight load (w4_gemv v1: ld.global.cs, evict-first).
-__global__ void __launch_bounds__(256)
-    read_cs_kernel(const uint4* __restrict__ w, int64_t n16, unsigned* sink, Span* span) {
-  span_begin(span);
-  constexpr int U = 8;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  uint32_t x = 0;
-  for (int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < n16; i0 += U * stride) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = i0 + u * stride;
-      v[u] = i < n16 ? __ldcs(w + i) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  if (x == 0x9e3779b9u) atomicAdd(sink, 1u);
   span_end(span);
 }
 
@@ -265,9 +247,9 @@ struct Probe {
   double read(const uint4* w, int64_t bytes, bool cs = false) {
     reset();
     if (cs)
-      read_cs_kernel<<<2 * sms, 256>>>(w, bytes / 16, sink, span);
+      read_kernel<true><<<2 * sms, 256>>>(w, bytes / 16, sink, span);
     else
-      read_kernel<<<2 * sms, 256>>>(w, bytes / 16, sink, span);
+      read_kernel<false><<<2 * sms, 256>>>(w, bytes / 16, sink, span);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     return read_ns();

@@ -1420,13 +1420,7 @@ TEST_P(Conformance, SampleFullVocabulary) {
   EXPECT_GT(distinct.size(), 4u) << "the draws must spread over the vocabulary";
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           for (char& c : n)
-                             if (!std::isalnum((unsigned char)c)) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()), device_param_name);
 
 }  // namespace
 }  // namespace perfx::test

@@ -308,12 +308,7 @@ std::vector<std::string> overlap_devices() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, EngineOverlap, ::testing::ValuesIn(overlap_devices()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           for (char& c : n)
-                             if (!isalnum((unsigned char)c)) c = '_';
-                           return n;
-                         });
+                         device_param_name);
 
 }  // namespace
 }  // namespace perfx::test

@@ -177,12 +177,7 @@ std::vector<std::string> greedy_devices() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GreedyOnDevice, ::testing::ValuesIn(greedy_devices()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           for (char& c : n)
-                             if (!std::isalnum((unsigned char)c)) c = '_';
-                           return n;
-                         });
+                         device_param_name);
 
 }  // namespace
 }  // namespace perfx::test

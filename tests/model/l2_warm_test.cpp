@@ -96,13 +96,7 @@ std::vector<std::string> cuda_devices() {
   return d;
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, L2Warm, ::testing::ValuesIn(cuda_devices()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           for (char& c : n)
-                             if (!isalnum((unsigned char)c)) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Devices, L2Warm, ::testing::ValuesIn(cuda_devices()), device_param_name);
 
 }  // namespace
 }  // namespace perfx::test

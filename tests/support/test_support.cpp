@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -16,8 +17,12 @@ std::string shared_dir() {
   return PERFX_DEFAULT_SHARED_DIR;
 }
 
-std::string shared_path(const std::string& rel) { return shared_dir() + "/" + rel; }
-std::string source_dir() { return PERFX_SOURCE_DIR; }
+std::string shared_path(const std::string& rel) {
+  return shared_dir() + "/" + rel;
+}
+std::string source_dir() {
+  return PERFX_SOURCE_DIR;
+}
 
 bool path_exists_for_test(const std::string& p) {
   struct stat st {};
@@ -60,6 +65,13 @@ std::vector<int> parse_ints(const std::string& line) {
   long x;
   while (ss >> x) v.push_back((int)x);
   return v;
+}
+
+std::string device_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (!std::isalnum((unsigned char)c)) c = '_';
+  return n;
 }
 
 std::vector<std::string> env_test_devices() {

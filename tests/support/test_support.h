@@ -35,15 +35,15 @@ inline std::vector<float> random_normal(size_t n, uint32_t seed) {
 
 /// Skips the current test with a clear message when the shared fixture `rel` is missing.
 /// With PERFX_REQUIRE_FIXTURES=1 (CI) a missing fixture fails the test instead.
-#define PERFX_REQUIRE_SHARED(rel)                                                        \
-  do {                                                                                   \
-    if (!::perfx::test::path_exists_for_test(::perfx::test::shared_path(rel))) {         \
-      if (::perfx::test::fixtures_required())                                            \
-        GTEST_FAIL() << "shared fixture missing: " << ::perfx::test::shared_path(rel)    \
-                     << " (PERFX_REQUIRE_FIXTURES=1)";                                   \
-      GTEST_SKIP() << "shared fixture missing: " << ::perfx::test::shared_path(rel)      \
-                   << " (set PERFX_SHARED_DIR)";                                         \
-    }                                                                                    \
+#define PERFX_REQUIRE_SHARED(rel)                                                     \
+  do {                                                                                \
+    if (!::perfx::test::path_exists_for_test(::perfx::test::shared_path(rel))) {      \
+      if (::perfx::test::fixtures_required())                                         \
+        GTEST_FAIL() << "shared fixture missing: " << ::perfx::test::shared_path(rel) \
+                     << " (PERFX_REQUIRE_FIXTURES=1)";                                \
+      GTEST_SKIP() << "shared fixture missing: " << ::perfx::test::shared_path(rel)   \
+                   << " (set PERFX_SHARED_DIR)";                                      \
+    }                                                                                 \
   } while (0)
 
 namespace perfx::test {
@@ -58,4 +58,8 @@ std::vector<std::string> env_test_devices();
 /// True when create_backend(device) succeeds here; otherwise false with the reason in *why (a test
 /// skips then: no GPU, not compiled in). Errors after creation must fail the test, not skip it.
 bool device_available(const std::string& device, std::string* why);
-}
+
+/// A device name as a googletest parameter name: every character that is not a letter or a digit
+/// becomes '_' ("cuda:0" -> "cuda_0", "f16-ref" -> "f16_ref").
+std::string device_param_name(const ::testing::TestParamInfo<std::string>& info);
+}  // namespace perfx::test
