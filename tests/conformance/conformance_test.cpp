@@ -1420,7 +1420,7 @@ TEST_P(Conformance, SampleFullVocabulary) {
   EXPECT_GT(distinct.size(), 4u) << "the draws must spread over the vocabulary";
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()), device_param_name);
+INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()), DeviceParamName());
 
 }  // namespace
 }  // namespace perfx::test

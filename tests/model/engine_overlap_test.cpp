@@ -308,7 +308,7 @@ std::vector<std::string> overlap_devices() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, EngineOverlap, ::testing::ValuesIn(overlap_devices()),
-                         device_param_name);
+                         DeviceParamName());
 
 }  // namespace
 }  // namespace perfx::test

@@ -177,7 +177,7 @@ std::vector<std::string> greedy_devices() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GreedyOnDevice, ::testing::ValuesIn(greedy_devices()),
-                         device_param_name);
+                         DeviceParamName());
 
 }  // namespace
 }  // namespace perfx::test

@@ -96,7 +96,7 @@ std::vector<std::string> cuda_devices() {
   return d;
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, L2Warm, ::testing::ValuesIn(cuda_devices()), device_param_name);
+INSTANTIATE_TEST_SUITE_P(Devices, L2Warm, ::testing::ValuesIn(cuda_devices()), DeviceParamName());
 
 }  // namespace
 }  // namespace perfx::test

@@ -67,8 +67,8 @@ std::vector<int> parse_ints(const std::string& line) {
   return v;
 }
 
-std::string device_param_name(const ::testing::TestParamInfo<std::string>& info) {
-  std::string n = info.param;
+std::string device_param_name(const std::string& device) {
+  std::string n = device;
   for (char& c : n)
     if (!std::isalnum((unsigned char)c)) c = '_';
   return n;

@@ -61,5 +61,15 @@ bool device_available(const std::string& device, std::string* why);
 
 /// A device name as a googletest parameter name: every character that is not a letter or a digit
 /// becomes '_' ("cuda:0" -> "cuda_0", "f16-ref" -> "f16_ref").
-std::string device_param_name(const ::testing::TestParamInfo<std::string>& info);
+std::string device_param_name(const std::string& device);
+/// The name generator of a suite instantiated over device names:
+/// INSTANTIATE_TEST_SUITE_P(Devices, Suite, ValuesIn(devices), DeviceParamName()). (A template,
+/// so that tests/cross's minimal googletest stand-in, which has no TestParamInfo, still compiles
+/// this header.)
+struct DeviceParamName {
+  template <typename Info>
+  std::string operator()(const Info& info) const {
+    return device_param_name(info.param);
+  }
+};
 }  // namespace perfx::test
