@@ -254,10 +254,10 @@ class EngineImpl : public Engine {
     check(!prompt.empty(), "empty prompt: nothing to generate from");
     o.sampling.validate();
     check(o.max_tokens >= 0, "max tokens must be >= 0, got " + std::to_string(o.max_tokens));
-    check((int)prompt.size() < ctx_, "prompt has " + std::to_string(prompt.size()) +
-                                         " tokens, which leaves no room to " +
-                                         "generate in the context size " + std::to_string(ctx_) +
-                                         " (the prompt must be shorter than the context)");
+    check((int)prompt.size() < ctx_,
+          "prompt has " + std::to_string(prompt.size()) +
+              " tokens, which leaves no room to generate in the context size " +
+              std::to_string(ctx_) + " (the prompt must be shorter than the context)");
     GenerateResult r;
     r.prompt_tokens = (int)prompt.size();
     const SeqId seq = create_sequence();

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "model/model_test_util.h"
 #include "perfx/engine.h"
 #include "perfx/model_config.h"
 #include "perfx/status.h"
@@ -53,15 +54,9 @@ SamplingParams plain_temperature() {
 std::vector<std::vector<int32_t>> decode(Engine& e,
                                          const std::vector<std::vector<int32_t>>& prompts,
                                          const SamplingParams& sp, int n, bool overlapped) {
-  std::vector<Sampler> samplers(prompts.size(), Sampler(sp));
-  std::vector<Engine::StepItem> items(prompts.size());
-  std::vector<SeqId> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    seqs.push_back(e.create_sequence());
-    items[i].seq = seqs.back();
-    items[i].tokens = prompts[i];
-    items[i].sampler = &samplers[i];
-  }
+  PromptedSequences b = start_sequences(e, prompts, sp);
+  auto& items = b.items;
+  const auto& seqs = b.seqs;
   std::vector<std::vector<int32_t>> out(prompts.size());
   Engine::StepResult r;
   if (!overlapped) {
@@ -88,7 +83,7 @@ std::vector<std::vector<int32_t>> decode(Engine& e,
   EXPECT_EQ(e.steps_outstanding(), 0);
   for (size_t i = 0; i < seqs.size(); ++i)
     EXPECT_EQ(e.seq_len(seqs[i]), (int)prompts[i].size() + n - 1) << "sequence " << i;
-  for (SeqId s : seqs) e.release_sequence(s);
+  b.release(e);
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "model/model_test_util.h"
 #include "perfx/engine.h"
 #include "perfx/sampling.h"
 #include "support/test_support.h"
@@ -40,16 +41,9 @@ std::vector<float> decode_logits(Engine& e, const std::vector<std::vector<int32_
                                  int n) {
   SamplingParams sp;
   sp.temperature = 0;
-  std::vector<Sampler> samplers(prompts.size(), Sampler(sp));
-  std::vector<Engine::StepItem> items(prompts.size());
-  std::vector<SeqId> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    seqs.push_back(e.create_sequence());
-    items[i].seq = seqs.back();
-    items[i].tokens = prompts[i];
-    items[i].sampler = &samplers[i];
-    items[i].copy_logits = true;
-  }
+  PromptedSequences b = start_sequences(e, prompts, sp);
+  auto& items = b.items;
+  for (auto& it : items) it.copy_logits = true;
   std::vector<float> all;
   Engine::StepResult r;
   for (int s = 0; s < n; ++s) {
@@ -57,7 +51,7 @@ std::vector<float> decode_logits(Engine& e, const std::vector<std::vector<int32_
     all.insert(all.end(), r.logits.begin(), r.logits.end());
     for (size_t i = 0; i < items.size(); ++i) items[i].tokens = {r.tokens[i]};
   }
-  for (SeqId s : seqs) e.release_sequence(s);
+  b.release(e);
   return all;
 }
 

@@ -12,6 +12,20 @@
 
 namespace perfx::test {
 
+PromptedSequences start_sequences(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                  const SamplingParams& sp) {
+  PromptedSequences b;
+  b.samplers.assign(prompts.size(), Sampler(sp));
+  b.items.resize(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    b.seqs.push_back(e.create_sequence());
+    b.items[i].seq = b.seqs.back();
+    b.items[i].tokens = prompts[i];
+    b.items[i].sampler = &b.samplers[i];
+  }
+  return b;
+}
+
 std::vector<float> model_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* vocab,
                                 const std::string& device) {
   Checkpoint ck = open_checkpoint(path);

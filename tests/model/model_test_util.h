@@ -4,7 +4,29 @@
 #include <string>
 #include <vector>
 
+#include "perfx/engine.h"
+#include "perfx/sampling.h"
+
 namespace perfx::test {
+
+/// One new sequence of `e` per prompt, each with its own sampler (parameters sp): `items` is their
+/// first step (the prompt's tokens; item i samples with samplers[i]). Give the sequences back with
+/// release().
+struct PromptedSequences {
+  std::vector<Sampler> samplers;
+  std::vector<Engine::StepItem> items;
+  std::vector<SeqId> seqs;
+  // items point into samplers: a move keeps the buffer, a copy would not
+  PromptedSequences() = default;
+  PromptedSequences(PromptedSequences&&) = default;
+  PromptedSequences(const PromptedSequences&) = delete;
+  PromptedSequences& operator=(const PromptedSequences&) = delete;
+  void release(Engine& e) const {
+    for (SeqId s : seqs) e.release_sequence(s);
+  }
+};
+PromptedSequences start_sequences(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                  const SamplingParams& sp);
 
 /// Logits [ids.size(), vocab] of the model at `path` (HF folder or GGUF) for one sequence, computed on
 /// `device` (create_backend's name) through the same LlamaModel the Engine uses (no tokenizer).

@@ -70,16 +70,13 @@ class L2PrefetchPlan {
   /// `key` the last time (empty the first time round). *changed (if given) is set when the
   /// previous key's successor was new or different (work captured with the old one is stale).
   L2Prefetch next_after(const void* key, const L2Prefetch& ranges, bool* changed = nullptr) {
-    if (changed) *changed = false;
+    bool differs = false;
     if (last_ != nullptr && last_ != key) {
       auto [it, fresh] = next_.try_emplace(last_, ranges);
-      if (!fresh && !(it->second == ranges)) {
-        it->second = ranges;
-        if (changed) *changed = true;
-      } else if (fresh && changed) {
-        *changed = true;
-      }
+      differs = fresh || !(it->second == ranges);
+      it->second = ranges;
     }
+    if (changed) *changed = differs;
     last_ = key;
     const auto it = next_.find(key);
     return it == next_.end() ? L2Prefetch{} : it->second;

@@ -395,8 +395,8 @@ __device__ __forceinline__ void cp_async_wait() {
 /// read back): the lines stay in L2 for the kernel that reads the range next, and the thread
 /// does not wait for them. The prefetch instructions (cp.async.bulk.prefetch.L2,
 /// prefetch.global.L2) and cp.async.cg (with or without an evict_last policy) left nothing in L2
-/// on the H200 (bench/cuda/l2_prefetch_probe.cu). Call l2_warm_drain() before the kernel exits; no
-/// other cp.async group may be pending across the two calls.
+/// on the H200 (bench/cuda/l2_prefetch_probe.cu). Call l2_warm_drain(pf) before the kernel exits;
+/// no other cp.async group may be pending across the two calls.
 __device__ __forceinline__ void l2_warm_share(const L2Prefetch& pf, uint4* scratch) {
   const uint32_t slot = smem_u32(scratch + threadIdx.x);
   const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
@@ -409,8 +409,9 @@ __device__ __forceinline__ void l2_warm_share(const L2Prefetch& pf, uint4* scrat
                    : "memory");
   }
 }
-__device__ __forceinline__ void l2_warm_drain() {
-  asm volatile("cp.async.wait_all;" ::: "memory");
+/// Waits for l2_warm_share(pf, ...)'s copies (nothing to wait for when pf is empty).
+__device__ __forceinline__ void l2_warm_drain(const L2Prefetch& pf) {
+  if ((pf.n[0] | pf.n[1]) != 0) asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 /// fp32 → output element.

@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(512)
   }
   if (late_trigger) pdl_trigger();
   gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
-  if ((pf.n[0] | pf.n[1]) != 0) frag::l2_warm_drain();
+  frag::l2_warm_drain(pf);
 }
 
 /// W8 (Q8_0) GEMV; XS as above. One scale record per 32-channel chunk.

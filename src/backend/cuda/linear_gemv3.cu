@@ -439,7 +439,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     cur = nxt;
   }
   if (nbatch > 0 && (trigger_pct >= 100 || (trigger_pct > 0 && trigger_b >= nbatch))) pdl_trigger();
-  if ((pf.n[0] | pf.n[1]) != 0) frag::l2_warm_drain();
+  frag::l2_warm_drain(pf);
 }
 
 /// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
