@@ -26,6 +26,23 @@ PromptedSequences start_sequences(Engine& e, const std::vector<std::vector<int32
   return b;
 }
 
+std::vector<float> greedy_step_logits(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                      int n) {
+  SamplingParams sp;
+  sp.temperature = 0;
+  PromptedSequences b = start_sequences(e, prompts, sp);
+  for (auto& it : b.items) it.copy_logits = true;
+  std::vector<float> all;
+  Engine::StepResult r;
+  for (int s = 0; s < n; ++s) {
+    e.step(b.items, r);
+    all.insert(all.end(), r.logits.begin(), r.logits.end());
+    for (size_t i = 0; i < b.items.size(); ++i) b.items[i].tokens = {r.tokens[i]};
+  }
+  b.release(e);
+  return all;
+}
+
 std::vector<float> model_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* vocab,
                                 const std::string& device) {
   Checkpoint ck = open_checkpoint(path);

@@ -28,6 +28,11 @@ struct PromptedSequences {
 PromptedSequences start_sequences(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
                                   const SamplingParams& sp);
 
+/// Every logits row of `n` greedy decode steps after each prompt ([n, prompts.size(), vocab]
+/// floats), the sequences stepped together through Engine::step; the sequences are released.
+std::vector<float> greedy_step_logits(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                      int n);
+
 /// Logits [ids.size(), vocab] of the model at `path` (HF folder or GGUF) for one sequence, computed on
 /// `device` (create_backend's name) through the same LlamaModel the Engine uses (no tokenizer).
 /// Default "cpu-exact": the CPU backend's fp32-activation kernels (PERFX_ACT_QUANT=off), which the

@@ -458,13 +458,13 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   const int w_min_lim = min(k_end, ctx + wrow0 / G + 1);
   const int w_max_lim = min(k_end, ctx + w_last / G + 1);
 
-  const T* __restrict__ qg = static_cast<const T*>(a.q);
-  const T* __restrict__ kc = static_cast<const T*>(a.k_cache);
-  const T* __restrict__ vc = static_cast<const T*>(a.v_cache);
-  const int8_t* __restrict__ kc8 = static_cast<const int8_t*>(a.k_cache);
-  const int8_t* __restrict__ vc8 = static_cast<const int8_t*>(a.v_cache);
-  const __half* __restrict__ kscale = static_cast<const __half*>(a.k_scale);
-  const __half* __restrict__ vscale = static_cast<const __half*>(a.v_scale);
+  const T* qg = static_cast<const T*>(a.q);
+  const T* kc = static_cast<const T*>(a.k_cache);
+  const T* vc = static_cast<const T*>(a.v_cache);
+  const int8_t* kc8 = static_cast<const int8_t*>(a.k_cache);
+  const int8_t* vc8 = static_cast<const int8_t*>(a.v_cache);
+  const __half* kscale = static_cast<const __half*>(a.k_scale);
+  const __half* vscale = static_cast<const __half*>(a.v_scale);
 
   // Q tile -> smem (rows past rows_total zero-filled).
   auto load_q = [&] {

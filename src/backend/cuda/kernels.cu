@@ -35,8 +35,8 @@ __device__ float block_sum(float v) {
 constexpr int kNormThreads = 256;
 
 template <typename T>
-__global__ void rms_norm_kernel(const T* __restrict__ x, int64_t ldx, const float* __restrict__ w,
-                                float eps, int64_t n, T* __restrict__ out, int64_t ldo) {
+__global__ void rms_norm_kernel(const T* x, int64_t ldx, const float* __restrict__ w, float eps,
+                                int64_t n, T* __restrict__ out, int64_t ldo) {
   PERFX_TRACE(kTrNorm, w);
   pdl_enter();
   const T* xr = x + (int64_t)blockIdx.x * ldx;
@@ -52,8 +52,8 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, int64_t ldx, const floa
 }
 
 template <typename T>
-__global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* __restrict__ x,
-                                    int64_t ldx, const float* __restrict__ w, float eps, int64_t n,
+__global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* x, int64_t ldx,
+                                    const float* __restrict__ w, float eps, int64_t n,
                                     T* __restrict__ out, int64_t ldo) {
   PERFX_TRACE(kTrNorm, w);
   pdl_enter();
@@ -90,10 +90,9 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
 }
 
 template <typename T, int VPT>
-__global__ void rms_norm_vec_kernel(const T* __restrict__ x, int64_t ldx, const T* res_in,
-                                    int64_t ldr_in, T* res_out, int64_t ldr,
-                                    const float* __restrict__ w, float eps, int n,
-                                    T* __restrict__ out, int64_t ldo, bool early) {
+__global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in,
+                                    T* res_out, int64_t ldr, const float* __restrict__ w, float eps,
+                                    int n, T* __restrict__ out, int64_t ldo, bool early) {
   PERFX_TRACE(kTrNorm, w);
   // γ is a weight: loaded before the PDL wait (early: pdl_early_reads()), so its latency overlaps
   // the previous kernel.
@@ -189,8 +188,8 @@ bool launch_norm_vec(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in, T
 /// order of a W4RowOrder::kInterleave8 weight (g in column 16·(i / 8) + i % 8, u 8 columns later),
 /// plus bias [2I] (gate's, then up's; null: none) in fp32.
 template <typename T, bool kInterleaved>
-__global__ void silu_mul_kernel(const T* __restrict__ gu, int64_t ldg, int64_t I,
-                                const float* __restrict__ bias, T* __restrict__ out, int64_t ldo) {
+__global__ void silu_mul_kernel(const T* gu, int64_t ldg, int64_t I, const float* __restrict__ bias,
+                                T* __restrict__ out, int64_t ldo) {
   pdl_enter();
   const int64_t row = blockIdx.y;
   const T* g = gu + row * ldg;
@@ -263,9 +262,8 @@ __device__ __forceinline__ void better(float& bv, int& bi, float v, int i) {
   }
 }
 
-__global__ void argmax_kernel(const float* __restrict__ logits, int64_t ld,
-                              const int32_t* __restrict__ rows, int vocab,
-                              int32_t* __restrict__ out) {
+__global__ void argmax_kernel(const float* logits, int64_t ld, const int32_t* __restrict__ rows,
+                              int vocab, int32_t* __restrict__ out) {
   PERFX_TRACE(kTrArgmax, logits);
   pdl_enter();
   const float* l = logits + (int64_t)rows[blockIdx.x] * ld;
@@ -340,12 +338,13 @@ __device__ __forceinline__ float kv_elem(const void* pool, const __half* scales,
 }
 
 template <typename T>
-__global__ void attention_generic_kernel(
-    const T* __restrict__ q, int64_t ldq, const void* __restrict__ kc, const void* __restrict__ vc,
-    const __half* __restrict__ kscale, const __half* __restrict__ vscale, int n_q_heads,
-    int n_kv_heads, int hd, int block_size, const int32_t* __restrict__ tables, int width,
-    const int32_t* __restrict__ token_seq, const int32_t* __restrict__ positions, float scale,
-    T* __restrict__ out, int64_t ldo) {
+__global__ void attention_generic_kernel(const T* q, int64_t ldq, const void* kc, const void* vc,
+                                         const __half* kscale, const __half* vscale, int n_q_heads,
+                                         int n_kv_heads, int hd, int block_size,
+                                         const int32_t* __restrict__ tables, int width,
+                                         const int32_t* __restrict__ token_seq,
+                                         const int32_t* __restrict__ positions, float scale,
+                                         T* __restrict__ out, int64_t ldo) {
   pdl_enter();
   __shared__ float qs[256];
   __shared__ float p[kAttnChunk];
@@ -408,9 +407,9 @@ __global__ void attention_generic_kernel(
 }
 
 template <typename T, typename Y, int M>
-__global__ void dense_gemv_kernel(const T* __restrict__ W, int64_t N, int64_t K,
-                                  const T* __restrict__ x, int64_t ldx, Y* __restrict__ y,
-                                  int64_t ldy, const float* __restrict__ bias) {
+__global__ void dense_gemv_kernel(const T* __restrict__ W, int64_t N, int64_t K, const T* x,
+                                  int64_t ldx, Y* __restrict__ y, int64_t ldy,
+                                  const float* __restrict__ bias) {
   PERFX_TRACE(kTrDenseGemv, W);
   pdl_enter();
   const int lane = threadIdx.x & 31;
@@ -433,7 +432,7 @@ __global__ void dense_gemv_kernel(const T* __restrict__ W, int64_t N, int64_t K,
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x + m * ldx) + i + 32 * u), xf);
+        unpack8<T>(ld_act(reinterpret_cast<const uint4*>(x + m * ldx) + i + 32 * u), xf);
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[m] += wf[e] * xf[e];
       }
@@ -445,7 +444,7 @@ __global__ void dense_gemv_kernel(const T* __restrict__ W, int64_t N, int64_t K,
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
-      unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x + m * ldx) + i), xf);
+      unpack8<T>(ld_act(reinterpret_cast<const uint4*>(x + m * ldx) + i), xf);
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[m] += wf[e] * xf[e];
     }

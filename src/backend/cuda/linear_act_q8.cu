@@ -17,7 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 
 template <typename T, int LPG>  // LPG: lanes per group = group / 4
-__global__ void quantize_act_q8_kernel(const T* __restrict__ x, int64_t ldx, int M, int64_t K,
+__global__ void quantize_act_q8_kernel(const T* x, int64_t ldx, int M, int64_t K,
                                        int8_t* __restrict__ xq, int2* __restrict__ meta) {
   pdl_enter();
   const int64_t per_row = K / 4, total = (int64_t)M * per_row;

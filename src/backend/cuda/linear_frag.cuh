@@ -368,10 +368,6 @@ __device__ __forceinline__ uint4 ld_stream_na(const uint4* p) {
       : "l"(p));
   return r;
 }
-/// 16-byte global load through the read-only path (activations, reused across CTAs).
-__device__ __forceinline__ uint4 ld_ro(const void* p) {
-  return __ldg(reinterpret_cast<const uint4*>(p));
-}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return (uint32_t)__cvta_generic_to_shared(p);

@@ -54,8 +54,8 @@ inline int xs_row_stride(int64_t k_pad) {
 /// 16-byte loads in flight (the copy is latency-bound: it runs while the first weight batch is
 /// already in flight).
 template <typename T>
-__device__ __forceinline__ void stage_x(uint4* xs, const T* __restrict__ x, int M, int64_t ldx,
-                                        int64_t K, int64_t k_pad, int xs_ld) {
+__device__ __forceinline__ void stage_x(uint4* xs, const T* x, int M, int64_t ldx, int64_t K,
+                                        int64_t k_pad, int xs_ld) {
   constexpr int B = 4;
   const int units = (int)(k_pad / 8), total = M * units;
   for (int i0 = threadIdx.x; i0 < total; i0 += B * blockDim.x) {
@@ -67,7 +67,7 @@ __device__ __forceinline__ void stage_x(uint4* xs, const T* __restrict__ x, int 
       if (i < total) {
         const int m = i / units, u = i - m * units;
         const int64_t k = 8 * (int64_t)u;
-        if (k < K) v[b] = frag::ld_ro(x + (int64_t)m * ldx + k);
+        if (k < K) v[b] = ld_act(x + (int64_t)m * ldx + k);
       }
     }
 #pragma unroll
@@ -120,9 +120,9 @@ W4RecKind rec_kind(const W4View& w) {
 /// per chunk into registers. RK: the records' W4RecKind.
 template <typename Tag, typename OutT, bool XS, int RK>
 __global__ void __launch_bounds__(512)
-    w4_gemv_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
-                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
-                   bool late_trigger, L2Prefetch pf) {
+    w4_gemv_kernel(W4View w, const typename Tag::T* x, int M, int64_t ldx, OutT* __restrict__ y,
+                   int64_t ldy, const float* __restrict__ bias, int xs_ld, bool late_trigger,
+                   L2Prefetch pf) {
   PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
   constexpr int NR = RK == kRecPair ? 2 : 1;
@@ -165,8 +165,8 @@ __global__ void __launch_bounds__(512)
         const int kc = kc0 + u * nw;
         if (kc < KC) {
           const int64_t k0 = (int64_t)kc * 64 + 8 * tid;
-          xv[u][0] = has_x ? frag::ld_ro(xrow + k0) : zero4;
-          xv[u][1] = (has_x && (int64_t)kc * 64 + 32 < K) ? frag::ld_ro(xrow + k0 + 32) : zero4;
+          xv[u][0] = has_x ? ld_act(xrow + k0) : zero4;
+          xv[u][1] = (has_x && (int64_t)kc * 64 + 32 < K) ? ld_act(xrow + k0 + 32) : zero4;
         }
       }
     }
@@ -222,9 +222,8 @@ __global__ void __launch_bounds__(512)
 /// W8 (Q8_0) GEMV; XS as above. One scale record per 32-channel chunk.
 template <typename Tag, typename OutT, bool XS>
 __global__ void __launch_bounds__(512)
-    w8_gemv_kernel(W8View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
-                   OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int xs_ld,
-                   bool late_trigger) {
+    w8_gemv_kernel(W8View w, const typename Tag::T* x, int M, int64_t ldx, OutT* __restrict__ y,
+                   int64_t ldy, const float* __restrict__ bias, int xs_ld, bool late_trigger) {
   PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
   extern __shared__ uint4 xs[];
@@ -257,7 +256,7 @@ __global__ void __launch_bounds__(512)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int kc = kc0 + u * nw;
-        if (kc < KC) xv[u] = has_x ? frag::ld_ro(xrow + (int64_t)kc * 32 + 8 * tid) : zero4;
+        if (kc < KC) xv[u] = has_x ? ld_act(xrow + (int64_t)kc * 32 + 8 * tid) : zero4;
       }
     }
   };

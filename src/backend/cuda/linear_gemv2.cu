@@ -92,8 +92,8 @@ __device__ __forceinline__ float sum8(const uint4& v) {
 
 template <typename Tag, typename OutT, int CONV, bool PAIR, int NT>
 __global__ void __launch_bounds__(256)
-    w4_gemv2_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
-                    OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int rpc) {
+    w4_gemv2_kernel(W4View w, const typename Tag::T* x, int M, int64_t ldx, OutT* __restrict__ y,
+                    int64_t ldy, const float* __restrict__ bias, int rpc) {
   using T = typename Tag::T;
   constexpr int NR = PAIR ? 2 : 1;  // scale/zero records per chunk slot
   constexpr int TOK = 8 * NT;
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(256)
         if (i < total) {
           const int m = i / units, uu = i - m * units;
           const int64_t k = 8 * (int64_t)uu;
-          if (k < w.d.K) v[b] = frag::ld_ro(x + (int64_t)m * ldx + k);
+          if (k < w.d.K) v[b] = ld_act(x + (int64_t)m * ldx + k);
         }
       }
 #pragma unroll

@@ -81,7 +81,7 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 template <int OFF>
 __device__ __forceinline__ void ld_keep_x(uint4& r, const void* p, bool ok) {
   asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4 + "
+      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.v4.u32 {%0, %1, %2, %3}, [%4 + "
       "%6];\n}"
       : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
       : "l"(p), "r"((int)ok), "n"(OFF));

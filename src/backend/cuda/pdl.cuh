@@ -12,8 +12,11 @@
 // earlier steps (the split-KV attention's early_kv). pdl_trigger() lets the next grid start
 // launching: the small kernels issue it at entry, w4_gemv3 and the W4 GEMM after their main loop
 // (measured, docs/cuda_linear_notes.md §10); the next kernel still waits for this one's completion
-// before it reads anything. A kernel launched without the attribute waits for its predecessor as
-// usual, so cuBLAS and unconverted kernels mix in safely.
+// before it reads anything. What an earlier kernel of the chain wrote is read only through
+// coherent loads (ld_act below, or plain pointers without __restrict__), never ld.global.nc:
+// that kernel is alive while this one runs, so its data is not read-only for this kernel's
+// lifetime. A kernel launched without the attribute waits for its predecessor as usual, so cuBLAS
+// and unconverted kernels mix in safely.
 //
 // Self-contained (CUDA runtime only): the attention kernels' standalone test builds include it.
 #pragma once
@@ -58,6 +61,21 @@ __device__ __forceinline__ void pdl_trigger() {
 __device__ __forceinline__ void pdl_enter() {
   pdl_trigger();
   pdl_wait();
+}
+
+/// 16-byte coherent global load of activations (written by the previous kernel of the stream).
+/// Not ld.global.nc (__ldg): under PDL that kernel is still alive when this one starts, so the
+/// data is not read-only for this kernel's lifetime, which the non-coherent path requires (PTX
+/// ISA, ld: ".nc"); w4_gemv3 read stale activations that way (docs/cuda_linear_notes.md §27).
+/// Kernels read such data with this, or through plain pointers without __restrict__ (nvcc may
+/// turn a const __restrict__ pointer's loads into ld.global.nc).
+__device__ __forceinline__ uint4 ld_act(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p)
+               : "memory");
+  return r;
 }
 
 /// Whether kernels make the early reads the contract above allows beyond weights: the batch

@@ -23,9 +23,8 @@ struct MaxOp {
 // u · total walks it: the first id where the running sum exceeds u · total wins (the CPU walks
 // every id in order with the same test).
 __global__ void __launch_bounds__(kSampleThreads)
-    sample_softmax_kernel(const float* __restrict__ logits, int64_t ld,
-                          const SampleDraw* __restrict__ draws, int vocab,
-                          int32_t* __restrict__ out) {
+    sample_softmax_kernel(const float* logits, int64_t ld, const SampleDraw* __restrict__ draws,
+                          int vocab, int32_t* __restrict__ out) {
   PERFX_TRACE(kTrSample, logits);
   pdl_enter();
   using Reduce = cub::BlockReduce<float, kSampleThreads>;
@@ -131,9 +130,8 @@ __device__ void bitonic_sort(uint32_t* key, int* id) {
 //    top-p prefix, min-p, the draw. out = −1 (the host samples that row) when more than
 //    kSampleThreads logits equal the k-th one, or a `full` row's cut lies past the candidates.
 __global__ void __launch_bounds__(kSampleThreads)
-    sample_top_k_kernel(const float* __restrict__ logits, int64_t ld,
-                        const SampleDrawTopK* __restrict__ draws, int vocab,
-                        int32_t* __restrict__ out) {
+    sample_top_k_kernel(const float* logits, int64_t ld, const SampleDrawTopK* __restrict__ draws,
+                        int vocab, int32_t* __restrict__ out) {
   PERFX_TRACE(kTrSample, logits);
   pdl_enter();
   using ScanI = cub::BlockScan<int, kSampleThreads>;
