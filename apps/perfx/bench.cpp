@@ -261,12 +261,12 @@ std::vector<int> int_list(const std::string& s, const char* flag) {
       v.push_back(std::stoi(x, &used));
       check(used == x.size(), "");
     } catch (const std::exception&) {
-      throw Error(std::string(flag) + " expects a number or a comma-separated list, got '" + s +
-                  "'");
+      throw Error(std::string(flag) +
+                  " expects an integer or a comma-separated list of them, got '" + s + "'");
     }
   }
-  check(!v.empty(),
-        std::string(flag) + " expects a number or a comma-separated list, got '" + s + "'");
+  check(!v.empty(), std::string(flag) +
+                        " expects an integer or a comma-separated list of them, got '" + s + "'");
   return v;
 }
 
@@ -295,9 +295,9 @@ Register reg("bench", 55, [](CLI::App& app) {
   add_max_alloc_option(sub);
   sub->add_option("-o,--output", a->output, "md or json")->capture_default_str();
   sub->callback([a, p, n, b] {
-    a->n_prompt = int_list(*p, "-p");
-    a->n_gen = int_list(*n, "-n");
-    a->batch = int_list(*b, "-B");
+    a->n_prompt = int_list(*p, "-p/--n-prompt");
+    a->n_gen = int_list(*n, "-n/--n-gen");
+    a->batch = int_list(*b, "-B/--batch-seqs");
     bench(*a);
   });
 });

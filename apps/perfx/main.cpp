@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "perfx/status.h"
 #include "subcommand.h"
@@ -19,6 +20,35 @@ std::string default_model_path() {
   const char* env = std::getenv("PERFX_DEFAULT_MODEL");
   if (env && *env) return env;
   return std::string(PERFX_SOURCE_DIR) + "/models/default";
+}
+
+/// CLI11's message for a value that is not of its option's type ("Could not convert: --n-predict
+/// = abc") as ours: "-n/--n-predict expects an integer, got 'abc'". The option is the one, among
+/// those of `app` and of its parsed subcommands, whose ConversionError CLI11 would word the same
+/// way; "" when none is (the caller keeps CLI11's text then).
+std::string conversion_message(const CLI::App& app, const CLI::ConversionError& e) {
+  std::vector<const CLI::App*> apps{&app};
+  for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
+  for (const CLI::App* a : apps)
+    for (const CLI::Option* o : a->get_options()) {
+      const CLI::results_t& res = o->results();
+      if (res.empty() || std::string(e.what()) != CLI::ConversionError(o->get_name(), res).what())
+        continue;
+      const std::string type = o->get_type_name(), value = res.back();  // the last value is used
+      const bool integer = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+      std::string want = type.rfind("UINT", 0) == 0    ? "a non-negative integer"
+                         : integer                     ? "an integer"
+                         : type.rfind("FLOAT", 0) == 0 ? "a number"
+                                                       : "a value of type " + type;
+      std::string names = o->get_name(false, true);  // "-n,--n-predict"
+      std::replace(names.begin(), names.end(), ',', '/');
+      if (names.empty()) continue;  // a hidden option
+      const bool digits =
+          !value.empty() && value.find_first_not_of("+-0123456789") == std::string::npos;
+      return names + " expects " + want + ", got '" + value + "'" +
+             (integer && digits ? " (out of range)" : "");
+    }
+  return "";
 }
 
 }  // namespace perfx::cli
@@ -55,6 +85,14 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ConversionError& e) {
+    // A value that is not of the flag's type (`run -n abc`): name the flag and what it expects.
+    const std::string msg = perfx::cli::conversion_message(app, e);
+    if (msg.empty())
+      std::fprintf(stderr, "perfx: error: %s (see perfx --help)\n", e.what());
+    else
+      std::fprintf(stderr, "perfx: error: %s\n", msg.c_str());
+    return 1;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // Unknown flags, bad values, missing options: the same one-line contract as every other error.

@@ -430,6 +430,29 @@ TEST(CliErrors, AbsurdFlags) {
   EXPECT_NE(p.err.find("context size"), std::string::npos) << p.err;
 }
 
+// A value that is not of a numeric flag's type got CLI11's own words ("Could not convert:
+// --n-predict = abc"); now the flag, both its names, and what it expects.
+TEST(CliErrors, NonNumericValueNamesTheFlagAndItsType) {
+  auto expect_line = [](const std::string& args, const std::string& line) {
+    auto r = run_perfx(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, "perfx: error: " + line + "\n") << args;
+  };
+  expect_line("run -p hi -n abc", "-n/--n-predict expects an integer, got 'abc'");
+  expect_line("run -p hi -n 3 -n abc", "-n/--n-predict expects an integer, got 'abc'");
+  expect_line("run -p hi -t 1.5", "-t/--threads expects an integer, got '1.5'");
+  expect_line("run -p hi --temp warm", "--temp expects a number, got 'warm'");
+  expect_line("run -p hi -n 99999999999",
+              "-n/--n-predict expects an integer, got '99999999999' (out of range)");
+  expect_line("bench -r x", "-r/--repetitions expects an integer, got 'x'");
+  expect_line("perplexity -c x", "-c/--ctx-size expects an integer, got 'x'");
+  // bench's -p / -n / -B take comma lists, parsed by bench itself.
+  expect_line("bench -p x",
+              "-p/--n-prompt expects an integer or a comma-separated list of them, got 'x'");
+  expect_line("bench -n 1.5",
+              "-n/--n-gen expects an integer or a comma-separated list of them, got '1.5'");
+}
+
 // Issue 8: a typo or a missing subcommand names the word and lists the subcommands (was "A
 // subcommand is required").
 TEST(CliErrors, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
