@@ -130,6 +130,12 @@ void bench(const BenchArgs& a) {
     check(n >= 0 && n <= 65536, "-n must be 0..65536, got " + std::to_string(n));
   for (int b : a.batch) check(b >= 1 && b <= 4096, "-B must be 1..4096, got " + std::to_string(b));
   check(a.output == "md" || a.output == "json", "-o must be md or json, got '" + a.output + "'");
+  // 0 means "no such test"; with no test at all the table would be empty.
+  const auto positive = [](int x) { return x > 0; };
+  check(std::any_of(a.n_prompt.begin(), a.n_prompt.end(), positive) ||
+            std::any_of(a.n_gen.begin(), a.n_gen.end(), positive),
+        "nothing to measure: -p and -n are both 0 (give -p N for a prompt-processing test or -n N "
+        "for a generation test)");
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;
   eo.tokenizer_path = tokenizer_override(eo.model_path);

@@ -218,6 +218,19 @@ TEST(CliBench, JsonHasLlamaBenchFieldsAndTheThreadsUsed) {
   EXPECT_EQ(nlohmann::json::parse(two.out)[0]["n_threads"], 1) << two.out;
 }
 
+// `bench -p 0 -n 0` printed the table's header and no row; now an error before the model loads.
+TEST(CliBench, NothingToMeasureIsAnError) {
+  const std::string line =
+      "perfx: error: nothing to measure: -p and -n are both 0 (give -p N for a prompt-processing "
+      "test or -n N for a generation test)\n";
+  for (const char* args : {"bench -p 0 -n 0", "bench -p 0,0 -n 0 -r 1"}) {
+    auto r = run_perfx(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, line) << args;
+    EXPECT_EQ(r.out, "") << args;
+  }
+}
+
 // vLLM's --kv-cache-dtype sets K and V at once (int8 is q8_0); it cannot be mixed with
 // llama.cpp's per-tensor flags, and a bad value names the flag.
 TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
