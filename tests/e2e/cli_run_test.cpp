@@ -231,6 +231,39 @@ TEST(CliBench, NothingToMeasureIsAnError) {
   }
 }
 
+// bench sizes its context to its longest test (pp and tg run apart, as llama-bench's, so -p and -n
+// never add up). Past the model's trained context (512 for models/default) a test ran without a
+// word: now it runs with one note line. Past 4 times it the error said only "the tests need a
+// context of 3001 tokens, far beyond the model's": now it names the flag, the context and the most.
+TEST(CliBench, PastTheTrainedContextNotesItAndFarPastItNamesTheFlag) {
+  auto ok = run_perfx("bench -p 16 -n 4 -r 1 -t 2");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.err.find("note"), std::string::npos) << ok.err;
+  auto past = run_perfx("bench -p 600 -n 4 -r 1 -t 2");
+  ASSERT_EQ(past.exit_code, 0) << past.err;
+  EXPECT_NE(past.err.find("perfx: note: pp600 runs past the model's trained context of 512 tokens "
+                          "(bench sizes the context to the longest test: 601 tokens); timed as "
+                          "usual"),
+            std::string::npos)
+      << past.err;
+  EXPECT_NE(past.out.find("| pp600 |"), std::string::npos) << past.out;
+  EXPECT_NE(past.out.find("| tg4 |"), std::string::npos) << past.out;
+  auto far = run_perfx("bench -p 3000 -n 4 -r 1");
+  EXPECT_EQ(far.exit_code, 1);
+  EXPECT_NE(far.err.find("perfx: error: -p 3000 needs a context of 3001 tokens, more than 4 times "
+                         "the model's trained context of 512 tokens (-p can be at most 2047)\n"),
+            std::string::npos)
+      << far.err;
+  EXPECT_EQ(far.out, "");
+  auto far_n = run_perfx("bench -p 16 -n 2100 -r 1");
+  EXPECT_EQ(far_n.exit_code, 1);
+  EXPECT_NE(far_n.err.find("perfx: error: -n 2100 needs a context of 2102 tokens, more than 4 "
+                           "times the model's trained context of 512 tokens (-n can be at most "
+                           "2046)\n"),
+            std::string::npos)
+      << far_n.err;
+}
+
 // vLLM's --kv-cache-dtype sets K and V at once (int8 is q8_0); it cannot be mixed with
 // llama.cpp's per-tensor flags, and a bad value names the flag.
 TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
