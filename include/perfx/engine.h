@@ -153,6 +153,9 @@ class Engine {
     std::vector<int32_t> output_ids;
     std::string text;
     std::string finish_reason;  // "stop" | "length"
+    /// finish_reason "length" because the context filled (prompt + output = ctx()) before
+    /// max_tokens were generated; false when max_tokens, EOS, a stop string or on_text ended it.
+    bool context_full = false;
     double prefill_seconds = 0, decode_seconds = 0;
     int prompt_tokens = 0;
   };

@@ -330,6 +330,8 @@ class EngineImpl : public Engine {
       }
     }
     r.decode_seconds = now_seconds() - t0;
+    r.context_full =
+        r.finish_reason == "length" && budget < o.max_tokens && (int)r.output_ids.size() == budget;
     return r;
   }
 

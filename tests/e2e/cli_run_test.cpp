@@ -175,6 +175,43 @@ TEST(CliRun, ContextPastTheTrainedOneWarnsAndMinusOneStillEnds) {
   EXPECT_EQ(p + g, 600) << e.err;
 }
 
+// A generation that the context size ended, before -n tokens, ended without a word (only
+// "finish: length", as when -n ends it): now one note line, as llama.cpp says "context full".
+// Not when -n, a stop string or (with -n -1 past the trained context) the announced cap ends it.
+TEST(CliRun, StopAtTheContextSizeIsNoted) {
+  const std::string base = "run -p 'In the beginning' --temp 0 --ignore-eos -t 2 -c 16";
+  auto r = run_perfx(base + " -n 64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto [p, g] = prompt_and_generated(r.err);
+  ASSERT_EQ(p + g, 16) << r.err;
+  EXPECT_NE(r.err.find("perfx: note: generation stopped at the context size (16 tokens) after " +
+                       std::to_string(g) + " tokens, short of -n 64; give a larger -c for more\n"),
+            std::string::npos)
+      << r.err;
+  auto all = run_perfx(base + " -n -1");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.err.find("perfx: note: generation stopped at the context size (16 tokens) after " +
+                         std::to_string(g) + " tokens; give a larger -c for more\n"),
+            std::string::npos)
+      << all.err;
+  for (const std::string& args :
+       {base + " -n 4", base + " -n " + std::to_string(g), base + " -n 64 --stop ' '"}) {
+    auto q = run_perfx(args);
+    ASSERT_EQ(q.exit_code, 0) << args << "\n" << q.err;
+    EXPECT_EQ(q.err.find("note"), std::string::npos) << args << "\n" << q.err;
+  }
+  auto cap = run_perfx("run -p hi -c 600 -n -1 --ignore-eos --temp 0 -t 2", 300);
+  ASSERT_EQ(cap.exit_code, 0) << cap.err;
+  std::tie(p, g) = prompt_and_generated(cap.err);
+  EXPECT_NE(
+      cap.err.find("perfx: note: generation stopped at the model's trained context (512 "
+                   "tokens) after " +
+                   std::to_string(g) + " tokens, as -n -1 does; give -n N to generate past it"),
+      std::string::npos)
+      << cap.err;
+  EXPECT_EQ(cap.err.find("at the context size"), std::string::npos) << cap.err;
+}
+
 TEST(CliRun, ThreadsAboveTheCpusWarnButRun) {
   const int hw = available_cpus();
   if (hw >= 1024) GTEST_SKIP() << "more than 1024 CPUs";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "perfx/engine.h"
 #include "perfx/status.h"
@@ -58,6 +59,41 @@ TEST(GenerateText, PromptAsLongAsTheContextSaysThereIsNoRoomToGenerate) {
               std::string::npos)
         << m;
   }
+}
+
+// context_full says that the context, not max_tokens, EOS, a stop string or on_text, ended a
+// "length" generation (perfx run prints a note then; it used to end without a word).
+TEST(GenerateText, ContextFullOnlyWhenTheContextEndedIt) {
+  EngineOptions eo;
+  eo.model_path = source_dir() + "/models/default";
+  eo.n_threads = 2;
+  eo.ctx = 16;
+  auto e = Engine::load(eo);
+  const std::vector<int32_t> prompt = encode_prompt(e->tokenizer(), "In the beginning");
+  ASSERT_LT(prompt.size(), 10u);
+  const int room = 16 - (int)prompt.size();
+  auto gen = [&](int max_tokens, std::function<bool(const std::string&)> on_text = nullptr) {
+    Engine::GenerateOptions o;
+    o.max_tokens = max_tokens;
+    o.sampling.temperature = 0;
+    o.ignore_eos = true;
+    return e->generate(prompt, o, on_text);
+  };
+  const auto full = gen(64);
+  EXPECT_EQ(full.finish_reason, "length");
+  EXPECT_EQ((int)full.output_ids.size(), room);
+  EXPECT_TRUE(full.context_full);
+  const auto short_n = gen(4);
+  EXPECT_EQ(short_n.finish_reason, "length");
+  EXPECT_EQ(short_n.output_ids.size(), 4u);
+  EXPECT_FALSE(short_n.context_full);
+  const auto exact = gen(room);  // max_tokens fills the context: max_tokens ended it
+  EXPECT_EQ((int)exact.output_ids.size(), room);
+  EXPECT_FALSE(exact.context_full);
+  const auto cancelled = gen(64, [](const std::string&) { return false; });
+  EXPECT_EQ(cancelled.finish_reason, "length");
+  EXPECT_LT((int)cancelled.output_ids.size(), room);
+  EXPECT_FALSE(cancelled.context_full);
 }
 
 TEST(GenerateText, PresenceAndFrequencyPenaltiesIgnoreThePrompt) {
