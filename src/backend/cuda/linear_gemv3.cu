@@ -78,6 +78,8 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 /// only finite stale values there, which meet zero weights or zero scales). Volatile: kept in
 /// program order among the mma (issued one slot ahead of their use, so a batch's activations are
 /// not all held in registers at once). `off` is a byte offset folded into the instruction.
+/// Coherent (no .nc): the previous kernel of the PDL chain wrote these (pdl.cuh's contract;
+/// docs/cuda_linear_notes.md §27).
 template <int OFF>
 __device__ __forceinline__ void ld_keep_x(uint4& r, const void* p, bool ok) {
   asm volatile(
@@ -86,18 +88,19 @@ __device__ __forceinline__ void ld_keep_x(uint4& r, const void* p, bool ok) {
       : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
       : "l"(p), "r"((int)ok), "n"(OFF));
 }
-/// 8-byte versions (W4A8: a slot half's int8 activations; a group's {scale, sum} record).
+/// 8-byte versions (W4A8: a slot half's int8 activations; a group's {scale, sum} record), coherent
+/// for the same reason: quantize_act_q8, the previous kernel, wrote both.
 template <int OFF>
 __device__ __forceinline__ void ld_keep_x8(uint2& r, const void* p, bool ok) {
   asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p ld.global.nc.v2.u32 {%0, %1}, [%2 + %4];\n}"
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p ld.global.v2.u32 {%0, %1}, [%2 + %4];\n}"
       : "+r"(r.x), "+r"(r.y)
       : "l"(p), "r"((int)ok), "n"(OFF));
 }
 template <int OFF>
 __device__ __forceinline__ void ld_keep_meta(int2& r, const void* p, bool ok) {
   asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p ld.global.nc.v2.s32 {%0, %1}, [%2 + %4];\n}"
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p ld.global.v2.s32 {%0, %1}, [%2 + %4];\n}"
       : "+r"(r.x), "+r"(r.y)
       : "l"(p), "r"((int)ok), "n"(OFF));
 }
