@@ -21,6 +21,20 @@ T0=$(date +%s)
 # gtest_line LOG: a googletest binary's PASSED / FAILED / SKIPPED summary lines, on one line.
 gtest_line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 
+# cuda_suite DIR: the CUDA conformance suite in fp16 and bf16 and the CUDA model tests (their
+# '*cuda*' cases), logs in DIR (conf_f16.log, conf_bf16.log, model.log); one summary line each.
+cuda_suite() {
+  local dir=$1 dt
+  for dt in f16 bf16; do
+    PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" \
+      --gtest_filter='*cuda*' > "$dir/conf_$dt.log" 2>&1
+    echo "conformance $dt rc=$?: $(gtest_line "$dir/conf_$dt.log")"
+  done
+  PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' \
+    > "$dir/model.log" 2>&1
+  echo "model tests rc=$?: $(gtest_line "$dir/model.log")"
+}
+
 # kernel_line LABEL RC LOG: a linear_kernels_test family's PASS / FAIL counts and first fatal line.
 kernel_line() {
   printf "%-22s rc=%-3s pass %4s fail %3s %s\n" "$1" "$2" "$(grep -c '^PASS' "$3")" \

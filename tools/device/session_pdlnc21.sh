@@ -12,13 +12,7 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-280}
 L=/tmp/p21 && mkdir -p $L
-for dt in f16 bf16; do
-  PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" \
-    --gtest_filter='*cuda*' > $L/conf_$dt.log 2>&1
-  echo "conformance $dt rc=$?: $(gtest_line $L/conf_$dt.log)"
-done
-PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' > $L/model.log 2>&1
-echo "model tests rc=$?: $(gtest_line $L/model.log)"
+cuda_suite $L
 grep -E '^\[ +(OK|FAILED) +\].*CudaDecodeBits' $L/model.log | cut -c1-90
 PERFX_TEST_DEVICE=cuda:0 timeout 200 "$SAN" --tool memcheck --error-exitcode 3 "$B/tests/test_model" \
   --gtest_filter='*CudaDecodeBits*cuda*' > $L/mc.log 2>&1

@@ -11,13 +11,7 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-300}
 L=/tmp/v21 && mkdir -p $L
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
-for dt in f16 bf16; do
-  PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" \
-    --gtest_filter='*cuda*' > $L/conf_$dt.log 2>&1
-  echo "conformance $dt rc=$?: $(gtest_line $L/conf_$dt.log)"
-done
-PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' > $L/model.log 2>&1
-echo "model tests rc=$?: $(gtest_line $L/model.log)"
+cuda_suite $L
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\].*L2Warm' $L/model.log
 PERFX_TEST_DEVICE=cuda:0 timeout 200 "$SAN" --tool memcheck --error-exitcode 3 "$B/tests/test_model" \
   --gtest_filter='*L2Warm*cuda*' > $L/mc.log 2>&1
