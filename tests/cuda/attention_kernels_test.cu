@@ -553,10 +553,10 @@ void bench_attention(const Shape& sh, int batch, int q_len, int ctx, bool decode
   a.workspace = ws.p;
   a.workspace_bytes = ws.bytes;
   a.maybe_short_seqs = decode;
+  a.k_cache = k.p;  // both cache kinds (the q8 case alone set them once: the bench stopped at its
+  a.v_cache = v.p;  // first fp16 warm-up on "null pointer")
   if (q8) {
     a.kv_q8 = true;
-    a.k_cache = k.p;
-    a.v_cache = v.p;
     a.k_scale = ks.p;
     a.v_scale = vs.p;
   }
