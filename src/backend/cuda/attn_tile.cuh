@@ -493,6 +493,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   auto slot_of = [&](int j) -> int64_t {
     if (j >= k_end) return -1;
     const int bi = j / bs;
+    // nc-ok: the block table: the batch layout, uploaded before the step
     const int blk = bi < a.max_blocks ? __ldg(table + bi) : -1;
     return blk >= 0 ? static_cast<int64_t>(blk) * bs + (j - bi * bs) : -1;
   };

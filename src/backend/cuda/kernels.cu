@@ -48,6 +48,7 @@ __global__ void rms_norm_kernel(const T* x, int64_t ldx, const float* __restrict
   }
   const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    // nc-ok: γ (w): the norm weight, immutable; x is read coherently
     o[i] = from_f<T>(w[i] * (to_f(xr[i]) * inv));
 }
 
@@ -68,6 +69,7 @@ __global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* x
     ss += v * v;
   }
   const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
+  // nc-ok: γ (w): the norm weight, immutable; r is read coherently
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = from_f<T>(w[i] * (to_f(r[i]) * inv));
 }
 
@@ -105,6 +107,7 @@ __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, in
   for (int c = 0; c < VPT; ++c) {
     const int i = c * blockDim.x + threadIdx.x;
     if (i < n8) {
+      // nc-ok: γ (w4): the norm weight, immutable
       wv[c][0] = w4[2 * i];
       wv[c][1] = w4[2 * i + 1];
     }
@@ -199,6 +202,7 @@ __global__ void silu_mul_kernel(const T* gu, int64_t ldg, int64_t I, const float
     const int64_t c = kInterleaved ? 16 * (i / 8) + i % 8 : i;
     float a = to_f(g[c]), u = to_f(g[kInterleaved ? c + 8 : I + i]);
     if (bias != nullptr) {
+      // nc-ok: bias: a weight, immutable
       a += bias[i];
       u += bias[I + i];
     }
@@ -207,8 +211,9 @@ __global__ void silu_mul_kernel(const T* gu, int64_t ldg, int64_t I, const float
 }
 
 /// Copies rows of `cols` elements of 2 bytes: 16-byte chunks when everything is 16-byte aligned.
-__global__ void copy_rows_kernel(const uint16_t* __restrict__ src, int64_t lds,
-                                 const int32_t* __restrict__ idx, int64_t cols,
+/// src is the embedding table or the activations of the kernel before (gather_rows), so it and
+/// idx are read coherently (pdl.cuh): no __restrict__.
+__global__ void copy_rows_kernel(const uint16_t* src, int64_t lds, const int32_t* idx, int64_t cols,
                                  uint16_t* __restrict__ dst, int64_t ldd, bool vec) {
   PERFX_TRACE(kTrEmbed, src);
   pdl_enter();
@@ -232,6 +237,7 @@ __global__ void add_bias_kernel(T* __restrict__ y, int64_t ldy, const float* __r
   T* yr = y + (int64_t)blockIdx.y * ldy;
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
        c += (int64_t)gridDim.x * blockDim.x)
+    // nc-ok: bias: a weight, immutable
     yr[c] = from_f<T>(to_f(yr[c]) + bias[c]);
 }
 __global__ void add_bias_f32_kernel(float* __restrict__ y, int64_t ldy,
@@ -240,6 +246,7 @@ __global__ void add_bias_f32_kernel(float* __restrict__ y, int64_t ldy,
   float* yr = y + (int64_t)blockIdx.y * ldy;
   for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
        c += (int64_t)gridDim.x * blockDim.x)
+    // nc-ok: bias: a weight, immutable
     yr[c] += bias[c];
 }
 
@@ -248,6 +255,7 @@ __global__ void penalties_kernel(float* __restrict__ logits, int64_t ld,
   pdl_enter();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
+  // nc-ok: e: penalty entries uploaded before the launch; logits are read coherently
   float& l = logits[(int64_t)e[i].row * ld + e[i].id];
   float v = l;
   if (e[i].repeat != 1.0f) v = v > 0.0f ? v / e[i].repeat : v * e[i].repeat;
@@ -266,6 +274,7 @@ __global__ void argmax_kernel(const float* logits, int64_t ld, const int32_t* __
                               int vocab, int32_t* __restrict__ out) {
   PERFX_TRACE(kTrArgmax, logits);
   pdl_enter();
+  // nc-ok: rows: uploaded before the launch (or the constant iota)
   const float* l = logits + (int64_t)rows[blockIdx.x] * ld;
   float bv = -FLT_MAX;
   int bi = 0x7fffffff;
@@ -351,6 +360,7 @@ __global__ void attention_generic_kernel(const T* q, int64_t ldq, const void* kc
   __shared__ float red[32];
   const int t = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int kvh = h / (n_q_heads / n_kv_heads);
+  // nc-ok: positions, token_seq, tables: the batch layout, uploaded before the step
   const int n_keys = positions[t] + 1;
   const int32_t* table = tables + (int64_t)token_seq[t] * width;
   const T* qr = q + (int64_t)t * ldq + (int64_t)h * hd;
@@ -362,6 +372,7 @@ __global__ void attention_generic_kernel(const T* q, int64_t ldq, const void* kc
     const int j = j0 + tid;
     float s = -INFINITY;
     if (j < n_keys) {
+      // nc-ok: tables: the batch layout, uploaded before the step
       const int64_t slot = (int64_t)table[j / block_size] * block_size + j % block_size;
       s = 0.0f;
       for (int d = 0; d < hd; ++d)
@@ -392,6 +403,7 @@ __global__ void attention_generic_kernel(const T* q, int64_t ldq, const void* kc
     const int n = min(kAttnChunk, n_keys - j0);
     for (int jj = 0; jj < n; ++jj) {
       const int jk = j0 + jj;
+      // nc-ok: tables: the batch layout, uploaded before the step
       const int64_t slot = (int64_t)table[jk / block_size] * block_size + jk % block_size;
       if (tid < hd) acc0 += p[jj] * kv_elem<T>(vc, vscale, slot, n_kv_heads, kvh, hd, tid);
       if (tid + kAttnChunk < hd)
@@ -454,6 +466,7 @@ __global__ void dense_gemv_kernel(const T* __restrict__ W, int64_t N, int64_t K,
     float v = acc[m];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (lane == 0) {
+      // nc-ok: bias: a weight, immutable
       if (bias) v += bias[n];
       if constexpr (sizeof(Y) == 4)
         y[m * ldy + n] = v;

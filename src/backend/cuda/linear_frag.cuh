@@ -363,6 +363,7 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
 /// prefetch (a warp's 512-byte quad row is contiguous). Not volatile: the compiler may schedule it.
 __device__ __forceinline__ uint4 ld_stream_na(const uint4* p) {
   uint4 r;
+  // nc-ok: packed weights, immutable
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
       : "l"(p));

@@ -221,6 +221,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
           if (ws != nullptr) {
             ws[((int64_t)split * M + token) * N + row] = acc[i][nt][c];
           } else {
+            // nc-ok: bias: a weight, immutable
             const float v = acc[i][nt][c] + (bias != nullptr ? bias[row] : 0.f);
             y[(int64_t)token * ldy + row] = frag::to_out<OutT>(v);
           }
@@ -230,10 +231,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtas)
   }
 }
 
+/// ws holds the split-K partials of the w4_gemm_kernel just before (its PDL predecessor under
+/// PERFX_CUDA_PDL_GEMM=1), so it is read coherently (pdl.cuh): no __restrict__.
 template <typename OutT>
-__global__ void splitk_reduce_kernel(const float* __restrict__ ws, int S, int M, int64_t N,
-                                     OutT* __restrict__ y, int64_t ldy,
-                                     const float* __restrict__ bias) {
+__global__ void splitk_reduce_kernel(const float* ws, int S, int M, int64_t N, OutT* __restrict__ y,
+                                     int64_t ldy, const float* __restrict__ bias) {
   pdl_enter();
   const int64_t total = (int64_t)M * N;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -241,6 +243,7 @@ __global__ void splitk_reduce_kernel(const float* __restrict__ ws, int S, int M,
     const int64_t m = i / N, n = i - m * N;
     float s = 0.f;
     for (int z = 0; z < S; ++z) s += ws[z * total + i];
+    // nc-ok: bias: a weight, immutable
     if (bias != nullptr) s += bias[n];
     y[m * ldy + n] = frag::to_out<OutT>(s);
   }

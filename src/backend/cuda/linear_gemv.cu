@@ -100,6 +100,7 @@ __device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb
     const int64_t row = nb * 16 + gid + 8 * (c >> 1);
     const int token = 2 * tid + (c & 1);
     if (row < N && token < M) {
+      // nc-ok: bias: a weight, immutable
       if (bias != nullptr) s += bias[row];
       y[(int64_t)token * ldy + row] = frag::to_out<OutT>(s);
     }
@@ -152,6 +153,7 @@ __global__ void __launch_bounds__(512)
       if (kc < KC) {
         wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
         const int64_t g0 = RK == kRecSym ? kc : frag::w4_group_of_half(2 * (int64_t)kc, gs_shift);
+        // nc-ok: scale/zero records, immutable
         sr[u][0] = __ldg(szb + g0 * 8);
         if constexpr (RK == kRecPair)
           sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
@@ -247,6 +249,7 @@ __global__ void __launch_bounds__(512)
       const int kc = kc0 + u * nw;
       if (kc < KC) {
         wq[u] = frag::ld_stream(qb + (int64_t)kc * 32);
+        // nc-ok: scale/zero records, immutable
         sr[u] = __ldg(sb + ((int64_t)kc >> gs_shift) * 8);
       }
     }

@@ -132,6 +132,7 @@ __global__ void __launch_bounds__(256)
     if (ok && kc < c1) {
       wq[u] = frag::ld_stream_na(qrow + kc * 32);
       if constexpr (PAIR) {
+        // nc-ok: scale/zero records, immutable
         sr[u][0] = __ldg(srow + 2 * kc * 8);
         sr[u][NR - 1] = __ldg(srow + (2 * kc + 1) * 8);
       } else if ((kc & (cpg - 1)) == 0) {
@@ -306,6 +307,7 @@ __global__ void __launch_bounds__(256)
       const int64_t row = nb * 16 + (src >> 2) + 8 * (cc >> 1);
       const int token = 8 * t + 2 * (src & 3) + (cc & 1);
       if (row < w.d.N && token < M) {
+        // nc-ok: bias: a weight, immutable
         if (bias != nullptr) s += bias[row];
         y[(int64_t)token * ldy + row] = frag::to_out<OutT>(s);
       }

@@ -115,6 +115,7 @@ __device__ __forceinline__ void mma_u8s8(int c[4], const uint32_t a[4], uint32_t
 /// Streamed weights (no L1 allocation, 256-byte L2 prefetch), unchanged when !ok.
 template <int OFF>
 __device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
+  // nc-ok: packed weights, immutable
   asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 "
       "{%0, %1, %2, %3}, [%4 + %6];\n}"
       : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
@@ -124,6 +125,7 @@ __device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
 template <int OFF>
 __device__ __forceinline__ uint2 ld_rec(const void* p, bool ok) {
   uint2 r;
+  // nc-ok: scale/zero records, immutable
   asm("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n @p "
       "ld.global.nc.v2.u32 {%0, %1}, [%2 + %4];\n}"
       : "=r"(r.x), "=r"(r.y)
@@ -416,6 +418,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           if (c < I && token < M) {
             float g = acc[j], u = acc[2 + j];
             if (bias != nullptr) {
+              // nc-ok: bias: a weight, immutable
               g += bias[c];
               u += bias[I + c];
             }
@@ -431,6 +434,7 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           const int token = 2 * tid + (i & 1);
           if (row < w.d.N && token < M) {
             float v = acc[i];
+            // nc-ok: bias: a weight, immutable
             if (bias != nullptr) v += bias[row];
             y[(int64_t)token * ldy + row] = frag::to_out<OutT>(v);
           }

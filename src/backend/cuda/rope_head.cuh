@@ -37,6 +37,7 @@ __device__ __forceinline__ void rope_cos_sin(int pos, float inv_freq, float af, 
                                              float* s) {
   const float ang = mul_rn(static_cast<float>(pos), inv_freq);
   float sv, cv;
+  // nc-ok: sincosf's own constant table (CUDA's math library)
   sincosf(ang, &sv, &cv);
   *c = mul_rn(cv, af);
   *s = mul_rn(sv, af);

@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   __shared__ float s_max;
   __shared__ int s_pick;
   __shared__ double s_before[kSampleThreads + 1];
+  // nc-ok: draws: uploaded before the launch
   const SampleDraw d = draws[blockIdx.x];
   const float* l = logits + (int64_t)d.row * ld;
   float m = -FLT_MAX;
@@ -143,6 +144,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   __shared__ uint32_t s_prefix;
   __shared__ int s_left, n_gt;
   __shared__ double s_sum_all;
+  // nc-ok: draws: uploaded before the launch
   const SampleDrawTopK d = draws[blockIdx.x];
   const float* l = logits + (int64_t)d.row * ld;
   const bool full = d.top_k <= 0;  // top-p / min-p over the whole vocabulary
