@@ -143,13 +143,27 @@ void bench(const BenchArgs& a) {
   eo.n_threads = a.threads;
   eo.cache_type_k = a.cache_type_k;
   eo.cache_type_v = a.cache_type_v;
+  // Each test runs alone (pp and tg apart, as llama-bench's, so -p and -n never add up): a pp test
+  // holds one sequence of p + 1 tokens, a tg test -B sequences of n + 2 (the step queued ahead).
+  // The context is the longest sequence; the KV cache holds the largest test's sequences, each in
+  // whole blocks (so -B sizes nothing without a tg test).
+  const auto in_blocks = [&](int tokens) {
+    return (int64_t)(tokens + eo.block_size - 1) / eo.block_size * eo.block_size;
+  };
   int need_ctx = 1;
-  int max_batch = 1;
-  for (int p : a.n_prompt) need_ctx = std::max(need_ctx, p + 1);
-  for (int n : a.n_gen) need_ctx = std::max(need_ctx, n + 2);
-  for (int b : a.batch) max_batch = std::max(max_batch, b);
+  int64_t kv_tokens = 0;
+  for (int p : a.n_prompt)
+    if (p > 0) {
+      need_ctx = std::max(need_ctx, p + 1);
+      kv_tokens = std::max(kv_tokens, in_blocks(p + 1));
+    }
+  for (int n : a.n_gen)
+    if (n > 0) {
+      need_ctx = std::max(need_ctx, n + 2);
+      for (int b : a.batch) kv_tokens = std::max(kv_tokens, b * in_blocks(n + 2));
+    }
   eo.ctx = need_ctx;
-  eo.kv_cache_tokens = need_ctx * max_batch + 64;
+  eo.kv_cache_tokens = (int)kv_tokens;  // at most 4096 · 65552: an int
   warn_if_oversubscribed(a.threads);
   const double t_load = now_ns();
   auto e = Engine::load(eo);

@@ -301,6 +301,23 @@ TEST(CliBench, PastTheTrainedContextNotesItAndFarPastItNamesTheFlag) {
       << far_n.err;
 }
 
+// bench sized its KV cache for -B sequences of its longest test whatever ran: `-p 256 -n 0 -B 4096`
+// (no tg test; the pp test runs one sequence) asked for 1,052,736 tokens, 8 GiB of fp32 KV for
+// models/default, and failed where memory is limited ("cannot allocate the KV cache"); and its 64
+// tokens of slack fell short of whole blocks for many short sequences (`-n 17 -B 64`: "KV cache is
+// full: 64 blocks needed, 16 free"). Now it holds the largest test's sequences in whole blocks.
+TEST(CliBench, KvCacheIsSizedForTheTestsThatRun) {
+#if !defined(__SANITIZE_ADDRESS__)  // ASan reserves terabytes of address space: no ulimit -v
+  auto pp = run_perfx_within(1000000, "bench -p 256 -n 0 -B 4096 -r 1 -t 1");
+  ASSERT_EQ(pp.exit_code, 0) << pp.err;
+  EXPECT_NE(pp.out.find("| pp256 |"), std::string::npos) << pp.out;
+#endif
+  auto tg = run_perfx("bench -p 0 -n 17 -B 1,64 -r 1 -t 2");
+  ASSERT_EQ(tg.exit_code, 0) << tg.err;
+  EXPECT_NE(tg.out.find("| tg17 |"), std::string::npos) << tg.out;
+  EXPECT_NE(tg.out.find("| tg17 x64 |"), std::string::npos) << tg.out;
+}
+
 // vLLM's --kv-cache-dtype sets K and V at once (int8 is q8_0); it cannot be mixed with
 // llama.cpp's per-tensor flags, and a bad value names the flag.
 TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {

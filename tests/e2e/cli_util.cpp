@@ -56,14 +56,15 @@ void write_file(const std::string& path, const std::string& data) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
-CmdResult run_perfx(const std::string& args, int timeout_s) {
+namespace {
+CmdResult run_perfx_after(const std::string& shell_prefix, const std::string& args, int timeout_s) {
   const std::string dir = make_temp_dir("cmd");
   const std::string limit =
       timeout_s > 0 ? "timeout -s KILL " + std::to_string(timeout_s) + " " : "";
   // PERFX_TEST_BIN: the perfx binary when the tests run away from their build tree (device calls).
   const char* bin = std::getenv("PERFX_TEST_BIN");
-  const std::string cmd = limit + std::string(bin && *bin ? bin : PERFX_BIN) + " " + args + " >" +
-                          dir + "/out 2>" + dir + "/err </dev/null";
+  const std::string cmd = shell_prefix + limit + std::string(bin && *bin ? bin : PERFX_BIN) + " " +
+                          args + " >" + dir + "/out 2>" + dir + "/err </dev/null";
   CmdResult r;
   const int st = std::system(cmd.c_str());
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -71,6 +72,16 @@ CmdResult run_perfx(const std::string& args, int timeout_s) {
   r.err = read_file(dir + "/err");
   std::system(("rm -rf " + dir).c_str());
   return r;
+}
+}  // namespace
+
+CmdResult run_perfx(const std::string& args, int timeout_s) {
+  return run_perfx_after("", args, timeout_s);
+}
+
+CmdResult run_perfx_within(long vmem_kib, const std::string& args, int timeout_s) {
+  return run_perfx_after("ulimit -v " + std::to_string(vmem_kib) + "; MALLOC_ARENA_MAX=1 ", args,
+                         timeout_s);
 }
 
 }  // namespace perfx::test

@@ -15,6 +15,10 @@ struct CmdResult {
 /// Runs `PERFX_BIN <args>` through /bin/sh (args are shell words; quote as needed). timeout_s > 0:
 /// killed (SIGKILL) after that many seconds, exit_code then 137.
 CmdResult run_perfx(const std::string& args, int timeout_s = 0);
+/// run_perfx under `ulimit -v vmem_kib` (a container's address-space limit) with one malloc arena
+/// (so the threads' arenas do not use the limit up first): a large allocation fails as it would on
+/// such a host. Not under AddressSanitizer, which reserves terabytes of address space.
+CmdResult run_perfx_within(long vmem_kib, const std::string& args, int timeout_s = 0);
 /// A fresh directory /tmp/perfx-TAG-XXXXXX, removed with its contents when the test process exits
 /// normally (a forked child that exits leaves it alone).
 std::string make_temp_dir(const std::string& tag);
