@@ -1351,29 +1351,29 @@ __global__ void bw_copy_kernel(const uint4* __restrict__ a, uint4* __restrict__ 
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 v0 = frag::ld_stream_na(a + i), v1 = frag::ld_stream_na(a + i + stride);
-    const uint4 v2 = frag::ld_stream_na(a + i + 2 * stride),
-                v3 = frag::ld_stream_na(a + i + 3 * stride);
+    const uint4 v0 = frag::ld_weight_nc(a + i), v1 = frag::ld_weight_nc(a + i + stride);
+    const uint4 v2 = frag::ld_weight_nc(a + i + 2 * stride),
+                v3 = frag::ld_weight_nc(a + i + 3 * stride);
     __stcs(b + i, v0);
     __stcs(b + i + stride, v1);
     __stcs(b + i + 2 * stride, v2);
     __stcs(b + i + 3 * stride, v3);
   }
-  for (; i < n; i += stride) __stcs(b + i, frag::ld_stream_na(a + i));
+  for (; i < n; i += stride) __stcs(b + i, frag::ld_weight_nc(a + i));
 }
 __global__ void bw_read_kernel(const uint4* __restrict__ a, size_t n, uint32_t* sink) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   uint32_t acc = 0;
   for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 v0 = frag::ld_stream_na(a + i), v1 = frag::ld_stream_na(a + i + stride);
-    const uint4 v2 = frag::ld_stream_na(a + i + 2 * stride),
-                v3 = frag::ld_stream_na(a + i + 3 * stride);
+    const uint4 v0 = frag::ld_weight_nc(a + i), v1 = frag::ld_weight_nc(a + i + stride);
+    const uint4 v2 = frag::ld_weight_nc(a + i + 2 * stride),
+                v3 = frag::ld_weight_nc(a + i + 3 * stride);
     acc ^= v0.x ^ v0.y ^ v0.z ^ v0.w ^ v1.x ^ v1.y ^ v1.z ^ v1.w;
     acc ^= v2.x ^ v2.y ^ v2.z ^ v2.w ^ v3.x ^ v3.y ^ v3.z ^ v3.w;
   }
   for (; i < n; i += stride) {
-    const uint4 v = frag::ld_stream_na(a + i);
+    const uint4 v = frag::ld_weight_nc(a + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9E3779B9u) sink[0] = acc;  // keeps the loads; practically never taken

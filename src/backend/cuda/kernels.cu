@@ -47,9 +47,10 @@ __global__ void rms_norm_kernel(const T* x, int64_t ldx, const float* __restrict
     ss += v * v;
   }
   const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    // nc-ok: γ (w): the norm weight, immutable; x is read coherently
-    o[i] = from_f<T>(w[i] * (to_f(xr[i]) * inv));
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float g = w[i];  // nc-ok: γ, the norm weight, immutable
+    o[i] = from_f<T>(g * (to_f(xr[i]) * inv));
+  }
 }
 
 template <typename T>
@@ -69,8 +70,10 @@ __global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* x
     ss += v * v;
   }
   const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
-  // nc-ok: γ (w): the norm weight, immutable; r is read coherently
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = from_f<T>(w[i] * (to_f(r[i]) * inv));
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float g = w[i];  // nc-ok: γ, the norm weight, immutable
+    o[i] = from_f<T>(g * (to_f(r[i]) * inv));
+  }
 }
 
 // Vectorized norms: each thread keeps up to VPT 16-byte chunks (8 values) of the row in registers,
@@ -107,9 +110,8 @@ __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, in
   for (int c = 0; c < VPT; ++c) {
     const int i = c * blockDim.x + threadIdx.x;
     if (i < n8) {
-      // nc-ok: γ (w4): the norm weight, immutable
-      wv[c][0] = w4[2 * i];
-      wv[c][1] = w4[2 * i + 1];
+      wv[c][0] = w4[2 * i];      // nc-ok: γ, the norm weight, immutable
+      wv[c][1] = w4[2 * i + 1];  // nc-ok: γ
     }
   }
   if (early) pdl_wait();
@@ -202,9 +204,8 @@ __global__ void silu_mul_kernel(const T* gu, int64_t ldg, int64_t I, const float
     const int64_t c = kInterleaved ? 16 * (i / 8) + i % 8 : i;
     float a = to_f(g[c]), u = to_f(g[kInterleaved ? c + 8 : I + i]);
     if (bias != nullptr) {
-      // nc-ok: bias: a weight, immutable
-      a += bias[i];
-      u += bias[I + i];
+      a += bias[i];      // nc-ok: bias, a weight, immutable
+      u += bias[I + i];  // nc-ok: bias
     }
     o[i] = from_f<T>(swiglu(a, u));
   }
@@ -255,11 +256,11 @@ __global__ void penalties_kernel(float* __restrict__ logits, int64_t ld,
   pdl_enter();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  // nc-ok: e: penalty entries uploaded before the launch; logits are read coherently
-  float& l = logits[(int64_t)e[i].row * ld + e[i].id];
+  const PenaltyEntry d = e[i];  // nc-ok: the entries are uploaded before the launch
+  float& l = logits[(int64_t)d.row * ld + d.id];
   float v = l;
-  if (e[i].repeat != 1.0f) v = v > 0.0f ? v / e[i].repeat : v * e[i].repeat;
-  l = v - e[i].subtract;
+  if (d.repeat != 1.0f) v = v > 0.0f ? v / d.repeat : v * d.repeat;
+  l = v - d.subtract;
 }
 
 /// (value, index) max with the lowest index on ties; NaN loses to anything.
@@ -362,7 +363,7 @@ __global__ void attention_generic_kernel(const T* q, int64_t ldq, const void* kc
   const int kvh = h / (n_q_heads / n_kv_heads);
   // nc-ok: positions, token_seq, tables: the batch layout, uploaded before the step
   const int n_keys = positions[t] + 1;
-  const int32_t* table = tables + (int64_t)token_seq[t] * width;
+  const int32_t* table = tables + (int64_t)token_seq[t] * width;  // nc-ok: the layout
   const T* qr = q + (int64_t)t * ldq + (int64_t)h * hd;
   for (int d = tid; d < hd; d += blockDim.x) qs[d] = to_f(qr[d]) * scale;
   float acc0 = 0.0f, acc1 = 0.0f;  // dims tid and tid + 128 (head_dim <= 256)

@@ -361,7 +361,8 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
 }
 /// 16-byte global load of streamed weights: non-coherent path, no L1 allocation, 256-byte L2
 /// prefetch (a warp's 512-byte quad row is contiguous). Not volatile: the compiler may schedule it.
-__device__ __forceinline__ uint4 ld_stream_na(const uint4* p) {
+/// Weights only: the read-only path is wrong for anything a kernel writes (pdl.cuh).
+__device__ __forceinline__ uint4 ld_weight_nc(const uint4* p) {
   uint4 r;
   // nc-ok: packed weights, immutable
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"

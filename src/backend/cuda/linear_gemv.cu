@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(512)
         // nc-ok: scale/zero records, immutable
         sr[u][0] = __ldg(szb + g0 * 8);
         if constexpr (RK == kRecPair)
-          sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1
+          sr[u][NR - 1] = __ldg(szb + (g0 + 1) * 8);  // group 32: g0 + 1 = 2kc + 1; nc-ok
       }
     }
   };

@@ -130,13 +130,12 @@ __global__ void __launch_bounds__(256)
   // 64-bit base and immediate offsets.
   auto load = [&](int u, const uint4* qrow, const uint2* srow, int kc, bool ok) {
     if (ok && kc < c1) {
-      wq[u] = frag::ld_stream_na(qrow + kc * 32);
+      wq[u] = frag::ld_weight_nc(qrow + kc * 32);
       if constexpr (PAIR) {
-        // nc-ok: scale/zero records, immutable
-        sr[u][0] = __ldg(srow + 2 * kc * 8);
-        sr[u][NR - 1] = __ldg(srow + (2 * kc + 1) * 8);
+        sr[u][0] = __ldg(srow + 2 * kc * 8);             // nc-ok: scale/zero records, immutable
+        sr[u][NR - 1] = __ldg(srow + (2 * kc + 1) * 8);  // nc-ok: records
       } else if ((kc & (cpg - 1)) == 0) {
-        sr[u][0] = __ldg(srow + (kc >> cpg_shift) * 8);
+        sr[u][0] = __ldg(srow + (kc >> cpg_shift) * 8);  // nc-ok: records
       }
     }
   };

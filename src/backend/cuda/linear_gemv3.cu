@@ -112,7 +112,8 @@ __device__ __forceinline__ void mma_u8s8(int c[4], const uint32_t a[4], uint32_t
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-/// Streamed weights (no L1 allocation, 256-byte L2 prefetch), unchanged when !ok.
+/// Streamed weights (no L1 allocation, 256-byte L2 prefetch), unchanged when !ok. Weights only:
+/// the read-only path is wrong for anything a kernel writes (pdl.cuh).
 template <int OFF>
 __device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
   // nc-ok: packed weights, immutable
@@ -122,6 +123,7 @@ __device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
       : "l"(p), "r"((int)ok), "n"(OFF));
 }
 /// A scale/zero record, zero when !ok (a zero record makes its whole group contribute 0).
+/// Records only (the read-only path, pdl.cuh).
 template <int OFF>
 __device__ __forceinline__ uint2 ld_rec(const void* p, bool ok) {
   uint2 r;
@@ -418,9 +420,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
           if (c < I && token < M) {
             float g = acc[j], u = acc[2 + j];
             if (bias != nullptr) {
-              // nc-ok: bias: a weight, immutable
-              g += bias[c];
-              u += bias[I + c];
+              g += bias[c];      // nc-ok: bias, a weight, immutable
+              u += bias[I + c];  // nc-ok: bias
             }
             g = frag::round_to<OutT>(g);
             u = frag::round_to<OutT>(u);

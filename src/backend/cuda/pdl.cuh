@@ -16,8 +16,8 @@
 // coherent loads (ld_act below, or plain pointers without __restrict__), never ld.global.nc:
 // that kernel is alive while this one runs, so its data is not read-only for this kernel's
 // lifetime; ctest cuda_pdl_nc_audit (tools/lint/pdl_nc_audit.sh) fails on any ld.global.nc in a
-// kernel that waits unless its source line says, with an "nc-ok:" comment, why the data is
-// immutable. A kernel launched without the attribute waits for its predecessor as usual, so cuBLAS
+// kernel that waits unless its statement says, with an "nc-ok:" comment on it or right above it,
+// why the data is immutable. A kernel launched without the attribute waits for its predecessor as usual, so cuBLAS
 // and unconverted kernels mix in safely.
 //
 // Self-contained (CUDA runtime only): the attention kernels' standalone test builds include it.
