@@ -71,7 +71,7 @@ struct Mat {
   int64_t n;
 };
 struct Layers {
-  Mat m[64][kPhases];  // [layer][phase]
+  Mat m[32][kPhases];  // [layer][phase] (kernel parameters stay under 4 KiB)
   int n_layers;
 };
 
@@ -344,6 +344,11 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
   CK(cudaMalloc(&w, total));
   CK(cudaMemset(w, 0x5a, total));
   Layers L{};
+  if (sh.layers > 32) {
+    std::fprintf(stderr, "persistent_probe: error: %s has %lld layers; the probe holds 32\n",
+                 sh.name, (long long)sh.layers);
+    std::exit(1);
+  }
   L.n_layers = (int)sh.layers;
   int64_t off = 0;
   for (int l = 0; l < sh.layers; ++l)
