@@ -122,7 +122,8 @@ double run_tg(Engine& e, int n, int batch, int salt) {
   return t;
 }
 
-void bench(const BenchArgs& a) {
+/// `advice`: what to lower if memory runs out, in bench's flags (set as the run goes on).
+void bench(const BenchArgs& a, std::string& advice) {
   check(a.reps >= 1 && a.reps <= 1000, "-r must be 1..1000, got " + std::to_string(a.reps));
   for (int p : a.n_prompt)
     check(p >= 0 && p <= 65536, "-p must be 0..65536, got " + std::to_string(p));
@@ -152,6 +153,7 @@ void bench(const BenchArgs& a) {
   };
   int need_ctx = 1;
   int64_t kv_tokens = 0;
+  int kv_n = 0, kv_b = 0;  // the tg test that sizes the KV cache (0: a pp test does)
   for (int p : a.n_prompt)
     if (p > 0) {
       need_ctx = std::max(need_ctx, p + 1);
@@ -160,34 +162,56 @@ void bench(const BenchArgs& a) {
   for (int n : a.n_gen)
     if (n > 0) {
       need_ctx = std::max(need_ctx, n + 2);
-      for (int b : a.batch) kv_tokens = std::max(kv_tokens, b * in_blocks(n + 2));
+      for (int b : a.batch)
+        if (b * in_blocks(n + 2) > kv_tokens) {
+          kv_tokens = b * in_blocks(n + 2);
+          kv_n = n;
+          kv_b = b;
+        }
     }
+  // The engine's own errors name run's -c and serve's --kv-cache-tokens: bench's name its flags.
+  check(kv_tokens <= kMaxKvCacheTokens,
+        "-n " + std::to_string(kv_n) + " with -B " + std::to_string(kv_b) +
+            " needs a KV cache of " + std::to_string(kv_tokens) +
+            " tokens, more than the engine holds (" + std::to_string(kMaxKvCacheTokens) +
+            "); lower -n or -B");
   eo.ctx = need_ctx;
-  eo.kv_cache_tokens = (int)kv_tokens;  // at most 4096 · 65552: an int
+  eo.kv_cache_tokens = (int)kv_tokens;
+  // Past the model's trained context a test runs, timed as usual, with a note; past 4 times it, or
+  // past a sliding window (attention beyond it is not implemented), an error naming the flag and
+  // its largest value, before the weights load.
+  int64_t trained = 0;
+  std::string past;  // the tests beyond the trained context
+  eo.check_config = [&](const ModelConfig& c) {
+    trained = c.trained_context();
+    const int64_t most = 4 * std::min<int64_t>(trained, INT32_MAX / 4);
+    const auto fits = [](const std::string& f, int value, int ctx, int64_t limit,
+                         const std::string& what) {
+      check(ctx <= limit, f + " " + std::to_string(value) + " needs a context of " +
+                              std::to_string(ctx) + " tokens, more than " + what + " (" + f +
+                              " can be at most " + std::to_string(limit - (ctx - value)) + ")");
+    };
+    const auto test_ctx = [&](const std::string& f, const std::string& test, int value, int ctx) {
+      fits(f, value, ctx, most,
+           "4 times the model's trained context of " + std::to_string(trained) + " tokens");
+      if (c.sliding_window > 0)
+        fits(f, value, ctx, c.sliding_window,
+             "the model's sliding_window of " + std::to_string(c.sliding_window) +
+                 " tokens (config.json), past which attention is not implemented");
+      if (ctx > trained) past += (past.empty() ? "" : ", ") + test;
+    };
+    for (int p : a.n_prompt)
+      if (p > 0) test_ctx("-p", "pp" + std::to_string(p), p, p + 1);
+    for (int n : a.n_gen)
+      if (n > 0) test_ctx("-n", "tg" + std::to_string(n), n, n + 2);
+  };
+  advice = kv_n > 0 ? "lower -n or -B" : "lower -p";  // what sized the KV cache
   warn_if_oversubscribed(a.threads);
   const double t_load = now_ns();
   auto e = Engine::load(eo);
   std::fprintf(stderr, "perfx: loaded %s in %.2f s; weights %s on %s\n", eo.model_path.c_str(),
                (now_ns() - t_load) / 1e9, human_bytes(e->weight_bytes()).c_str(),
                e->device().c_str());
-  // The context is sized to the longest test (pp and tg run apart, so -p and -n never add up, as
-  // llama-bench's pp and tg tests): past the model's trained context the test runs, timed as usual,
-  // with a note; past 4 times it, an error naming the flag.
-  const int64_t trained = e->config().trained_context();
-  const int64_t most = 4 * std::min<int64_t>(trained, INT32_MAX / 4);
-  std::string past;  // the tests beyond the trained context
-  const auto test_ctx = [&](const char* flag, const std::string& test, int value, int ctx) {
-    const std::string f = flag;
-    check(ctx <= most, f + " " + std::to_string(value) + " needs a context of " +
-                           std::to_string(ctx) + " tokens, more than 4 times the model's " +
-                           "trained context of " + std::to_string(trained) + " tokens (" + f +
-                           " can be at most " + std::to_string(most - (ctx - value)) + ")");
-    if (ctx > trained) past += (past.empty() ? "" : ", ") + test;
-  };
-  for (int p : a.n_prompt)
-    if (p > 0) test_ctx("-p", "pp" + std::to_string(p), p, p + 1);
-  for (int n : a.n_gen)
-    if (n > 0) test_ctx("-n", "tg" + std::to_string(n), n, n + 2);
   if (!past.empty())
     std::fprintf(stderr,
                  "perfx: note: %s run%s past the model's trained context of %lld tokens (bench "
@@ -198,6 +222,7 @@ void bench(const BenchArgs& a) {
 
   std::vector<Result> results;
   int salt = 1;
+  advice = "lower -p";
   for (int p : a.n_prompt) {
     if (p == 0) continue;
     Result r;
@@ -207,6 +232,7 @@ void bench(const BenchArgs& a) {
     r.peak_rss = peak_rss_bytes();
     results.push_back(r);
   }
+  advice = "lower -n or -B";
   for (int n : a.n_gen) {
     if (n == 0) continue;
     for (int b : a.batch) {
@@ -340,7 +366,17 @@ Register reg("bench", 55, [](CLI::App& app) {
     a->n_prompt = int_list(*p, "-p/--n-prompt");
     a->n_gen = int_list(*n, "-n/--n-gen");
     a->batch = int_list(*b, "-B/--batch-seqs");
-    bench(*a);
+    // The library's out-of-memory errors end with what to lower in run's and serve's flags
+    // (kLowerMemoryAdvice): say what to lower in bench's.
+    std::string advice;
+    try {
+      bench(*a, advice);
+    } catch (const Error& e) {
+      std::string m = e.what();
+      const size_t at = m.find(kLowerMemoryAdvice);
+      if (at == std::string::npos || advice.empty()) throw;
+      throw Error(m.replace(at, std::string(kLowerMemoryAdvice).size(), advice));
+    }
   });
 });
 

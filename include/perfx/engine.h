@@ -15,6 +15,10 @@ namespace perfx {
 
 struct ModelConfig;
 
+/// The largest EngineOptions::ctx and EngineOptions::kv_cache_tokens.
+inline constexpr int kMaxEngineCtx = 1 << 20;
+inline constexpr int kMaxKvCacheTokens = 64 * kMaxEngineCtx;
+
 struct EngineOptions {
   std::string
       model_path;  // HF checkpoint folder (safetensors), a .gguf file or "random:SHAPE[:FMT]"
@@ -34,6 +38,10 @@ struct EngineOptions {
   /// KV cache element types, llama.cpp's --cache-type-k / --cache-type-v: "f32", "f16", "q8_0";
   /// "" = the backend's activation dtype (f32 on the CPU).
   std::string cache_type_k, cache_type_v;
+  /// When set: called with the model's config as soon as the checkpoint is open, before the engine
+  /// checks ctx against it (e.g. a sliding window) and allocates anything. A front end whose flags
+  /// are not ctx (perfx bench: -p, -n) throws its own perfx::Error here, naming its flags.
+  std::function<void(const ModelConfig&)> check_config;
 };
 
 using SeqId = int64_t;

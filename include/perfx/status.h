@@ -13,6 +13,10 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+/// How an out-of-memory error for the KV cache (or another large buffer) ends: what to lower, in
+/// the flags of perfx run and serve (perfx bench, whose flags are others, puts its own there).
+inline constexpr char kLowerMemoryAdvice[] = "lower --kv-cache-tokens, --kv-cache-mib or -c";
+
 /// Throws perfx::Error(msg) when cond is false. The message is built before the call: in code that
 /// runs per token or per step, use PERFX_CHECK (or a literal message) so nothing is allocated when
 /// the check passes.

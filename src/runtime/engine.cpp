@@ -21,7 +21,6 @@
 namespace perfx {
 namespace {
 
-constexpr int kMaxCtx = 1 << 20;
 constexpr int kPrefillChunk = 512;  // tokens per forward during generate()'s prefill
 
 double now_seconds() {
@@ -41,17 +40,18 @@ class EngineImpl : public Engine {
   explicit EngineImpl(const EngineOptions& o) {
     check(o.n_threads >= 0 && o.n_threads <= 1024,
           "thread count " + std::to_string(o.n_threads) + " is out of range (0..1024)");
-    check(o.ctx >= 0 && o.ctx <= kMaxCtx, "context size " + std::to_string(o.ctx) +
-                                              " is out of range (0 = model default, or 1.." +
-                                              std::to_string(kMaxCtx) + ")");
-    check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= 64 * kMaxCtx,
+    check(o.ctx >= 0 && o.ctx <= kMaxEngineCtx, "context size " + std::to_string(o.ctx) +
+                                                    " is out of range (0 = model default, or 1.." +
+                                                    std::to_string(kMaxEngineCtx) + ")");
+    check(o.kv_cache_tokens >= 0 && o.kv_cache_tokens <= kMaxKvCacheTokens,
           "--kv-cache-tokens " + std::to_string(o.kv_cache_tokens) +
-              " is out of range (0 = default, or up to " + std::to_string(64 * kMaxCtx) + ")");
+              " is out of range (0 = default, or up to " + std::to_string(kMaxKvCacheTokens) + ")");
     check(o.block_size > 0 && o.block_size <= 4096, "KV block size must be 1..4096");
     check(o.gpu_memory_utilization >= 0 && o.gpu_memory_utilization <= 1,
           "GPU memory utilization must be in (0, 1], got " +
               std::to_string(o.gpu_memory_utilization));
     ck_ = open_checkpoint(o.model_path);
+    if (o.check_config) o.check_config(ck_.config);
     backend_ = create_backend(o.device, o.n_threads);
     model_ = std::make_unique<LlamaModel>(ck_, *backend_);
     if (!o.tokenizer_path.empty())
@@ -115,7 +115,7 @@ class EngineImpl : public Engine {
                       std::to_string(o.gpu_memory_utilization) +
                       " (lower -c or raise it; on CUDA, PERFX_CUDA_DENSE_WEIGHTS=0 drops the "
                       "dequantized weight copies)");
-      kv_tokens = (int)std::min<double>(fit, 64.0 * kMaxCtx);
+      kv_tokens = (int)std::min<double>(fit, (double)kMaxKvCacheTokens);
     }
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
@@ -124,8 +124,8 @@ class EngineImpl : public Engine {
                                 (int)c.num_key_value_heads, (int)c.head_dim, kvt);
     } catch (const std::bad_alloc&) {
       throw Error("cannot allocate the KV cache (" +
-                  std::to_string((int64_t)n_blocks * o.block_size) +
-                  " tokens): out of memory; lower --kv-cache-tokens, --kv-cache-mib or -c");
+                  std::to_string((int64_t)n_blocks * o.block_size) + " tokens): out of memory; " +
+                  kLowerMemoryAdvice);
     } catch (const Error& e) {
       // A cache type the backend does not store is the flag's problem, not an allocation's.
       if (std::string(e.what()).find("--cache-type") != std::string::npos) throw;

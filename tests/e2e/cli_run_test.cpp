@@ -484,6 +484,50 @@ TEST(CliErrors, ContextPastTheSlidingWindow) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// bench's errors named flags that bench does not have: past a sliding window run's ("so use -c <=
+// 64"), over the engine's most KV cache and out of memory serve's ("--kv-cache-tokens 81928256 is
+// out of range", "lower --kv-cache-tokens, --kv-cache-mib or -c"). Now bench's -p, -n and -B, as
+// its error past 4 times the trained context; run keeps its words.
+TEST(CliBench, ErrorsNameOnlyBenchsFlags) {
+  const std::string dir = copy_default("swa-bench");
+  std::string cfg = read_file(dir + "/config.json");
+  cfg.replace(cfg.find("\"llama\""), 7, "\"mistral\"");
+  cfg.replace(cfg.find("\"vocab_size\""), 0, "\"sliding_window\": 64,\n  ");
+  write_file(dir + "/config.json", cfg);
+  std::system(("ln -s " + kDefault + "/model.safetensors " + dir + "/model.safetensors").c_str());
+  const std::string window =
+      " tokens, more than the model's sliding_window of 64 tokens (config.json), past which "
+      "attention is not implemented ";
+  auto p = run_perfx("bench -m " + dir + " -p 100 -n 4 -r 1");
+  EXPECT_EQ(p.exit_code, 1);
+  EXPECT_EQ(p.err,
+            "perfx: error: -p 100 needs a context of 101" + window + "(-p can be at most 63)\n");
+  auto n = run_perfx("bench -m " + dir + " -p 16 -n 70 -r 1");
+  EXPECT_EQ(n.exit_code, 1);
+  EXPECT_EQ(n.err,
+            "perfx: error: -n 70 needs a context of 72" + window + "(-n can be at most 62)\n");
+  auto most = run_perfx("bench -m " + dir + " -p 63 -n 62 -r 1 -t 2");
+  ASSERT_EQ(most.exit_code, 0) << most.err;
+  EXPECT_NE(most.out.find("| tg62 |"), std::string::npos) << most.out;
+  auto run = run_perfx("run -m " + dir + " -p hi -c 100");
+  EXPECT_EQ(run.err,
+            "perfx: error: context 100 exceeds the model's sliding_window 64 (config.json); "
+            "attention past the window is not implemented, so use -c <= 64\n");
+  auto kv = run_perfx("bench -p 16 -n 20000 -B 4096");
+  EXPECT_EQ(kv.exit_code, 1);
+  EXPECT_EQ(kv.err,
+            "perfx: error: -n 20000 with -B 4096 needs a KV cache of 81985536 tokens, more than "
+            "the engine holds (67108864); lower -n or -B\n");
+#if !defined(__SANITIZE_ADDRESS__)  // ASan reserves terabytes of address space: no ulimit -v
+  // 1000 sequences of 2016 tokens: 15.4 GiB of fp32 KV for models/default, over a 1 GB limit.
+  auto mem = run_perfx_within(1000000, "bench -p 16 -n 2000 -B 1000 -r 1 -t 1");
+  EXPECT_EQ(mem.exit_code, 1);
+  EXPECT_EQ(mem.err,
+            "perfx: error: cannot allocate the KV cache (2016000 tokens): out of memory allocating "
+            "15750 MiB (mmap: Cannot allocate memory; lower -n or -B)\n");
+#endif
+}
+
 TEST(CliErrors, ShapeMismatch) {
   const std::string dir = copy_default("shape");
   std::string cfg = read_file(dir + "/config.json");

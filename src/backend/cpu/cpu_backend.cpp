@@ -39,8 +39,8 @@ class CpuBuffer : public Buffer {
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       const int err = errno;  // before the message's allocations, which may change errno
-      throw Error("out of memory allocating " + std::to_string(bytes >> 20) + " MiB (mmap: " +
-                  std::strerror(err) + "; lower --kv-cache-tokens, --kv-cache-mib or -c)");
+      throw Error("out of memory allocating " + std::to_string(bytes >> 20) +
+                  " MiB (mmap: " + std::strerror(err) + "; " + kLowerMemoryAdvice + ")");
     }
     data_ = p;
   }
