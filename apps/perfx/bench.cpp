@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "common.h"
 #include "core/thread_pool.h"
@@ -320,6 +321,8 @@ void bench(const BenchArgs& a, std::string& advice) {
 
 /// "512,1024" -> {512, 1024} (llama-bench accepts comma lists).
 std::vector<int> int_list(const std::string& s, const char* flag) {
+  const std::string bad =
+      std::string(flag) + " expects an integer or a comma-separated list of them, got '" + s + "'";
   std::vector<int> v;
   std::stringstream ss(s);
   std::string x;
@@ -328,13 +331,13 @@ std::vector<int> int_list(const std::string& s, const char* flag) {
       size_t used = 0;
       v.push_back(std::stoi(x, &used));
       check(used == x.size(), "");
+    } catch (const std::out_of_range&) {
+      throw Error(bad + " (out of range)");
     } catch (const std::exception&) {
-      throw Error(std::string(flag) +
-                  " expects an integer or a comma-separated list of them, got '" + s + "'");
+      throw Error(bad);
     }
   }
-  check(!v.empty(), std::string(flag) +
-                        " expects an integer or a comma-separated list of them, got '" + s + "'");
+  check(!v.empty() && s.back() != ',', bad);  // getline yields no empty item after a last comma
   return v;
 }
 

@@ -595,6 +595,13 @@ TEST(CliErrors, NonNumericValueNamesTheFlagAndItsType) {
               "-p/--n-prompt expects an integer or a comma-separated list of them, got 'x'");
   expect_line("bench -n 1.5",
               "-n/--n-gen expects an integer or a comma-separated list of them, got '1.5'");
+  // A last comma was dropped without a word ("-p 16," ran pp16; ",16" was an error), and a value
+  // past an int did not say so, as run's -n does.
+  expect_line("bench -p 16,",
+              "-p/--n-prompt expects an integer or a comma-separated list of them, got '16,'");
+  expect_line("bench -B 99999999999",
+              "-B/--batch-seqs expects an integer or a comma-separated list of them, got "
+              "'99999999999' (out of range)");
 }
 
 // Issue 8: a typo or a missing subcommand names the word and lists the subcommands (was "A
