@@ -35,14 +35,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "l2_prefetch_probe: error: %s: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#define PROBE_NAME "l2_prefetch_probe"
+#include "probe_common.cuh"
 
 namespace {
 
@@ -63,14 +57,6 @@ __device__ __forceinline__ void span_begin(Span* s) {
 __device__ __forceinline__ void span_end(Span* s) {
   __syncthreads();
   if (threadIdx.x == 0) atomicMax(&s->t1, gtimer());
-}
-
-__device__ __forceinline__ uint4 ld_w(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
 }
 
 /// cp.async.bulk.prefetch.L2 of 4 KiB (sm_90; a no-op in the sm_80 build).

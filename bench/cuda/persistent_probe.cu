@@ -33,7 +33,7 @@
 // folds everything it loads into a word stored only in a case that never happens (ptxas drops
 // loads whose values are dead). Time: cudaEvent around the graph / the launch, median of reps.
 //
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o persistent_probe
+// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -o persistent_probe
 //        bench/cuda/persistent_probe.cu        (the persistent_probe target of a CUDA build)
 // Run:   persistent_probe [reps=9] [chain=48]   (one line per (shape, mode): µs a step, µs a layer,
 // TB/s)
@@ -48,16 +48,15 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "persistent_probe: error: %s: %s\n", #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#define PROBE_NAME "persistent_probe"
+#include "backend/cuda/pdl.cuh"  // pdl_wait, pdl_trigger, launch_kernel_ex
+#include "probe_common.cuh"
 
 namespace {
+
+using perfx::cuda::launch_kernel_ex;
+using perfx::cuda::pdl_trigger;
+using perfx::cuda::pdl_wait;
 
 constexpr int kThreads = 256;
 constexpr int kRing = 8;         // 16-byte loads a thread in flight (w4_gemv3's ring: 32 KiB a CTA)
@@ -75,21 +74,8 @@ struct Layers {
   int n_layers;
 };
 
-__device__ __forceinline__ uint4 ld_w(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
 __device__ __forceinline__ uint32_t fold(uint4 v) {
   return v.x ^ v.y ^ v.z ^ v.w;
-}
-__device__ __forceinline__ void pdl_wait() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-__device__ __forceinline__ void pdl_trigger() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 /// The activation row, read coherently (it is written by the phase before).
@@ -320,18 +306,10 @@ float median_ms(int reps, cudaStream_t st, F&& launch) {
   return t[t.size() / 2];
 }
 
-template <typename... A>
-void launch_pdl_any(cudaStream_t st, int grid, void (*k)(A...), A... args) {
-  cudaLaunchConfig_t c = {};
-  c.gridDim = grid;
-  c.blockDim = kThreads;
-  c.stream = st;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  c.attrs = at;
-  c.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&c, k, args...));
+/// One kernel of the chain, launched with programmatic dependent launch (pdl.cuh).
+template <typename... P, typename... A>
+void launch_pdl(cudaStream_t st, int grid, void (*k)(P...), A... args) {
+  CK(launch_kernel_ex(k, dim3(grid), dim3(kThreads), 0, st, true, args...));
 }
 
 void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
@@ -387,14 +365,14 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     for (int l = 0; l < sh.layers; ++l) {
-      launch_pdl_any(st, grid, gemv_kernel, L.m[l][0], act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
       if (with_attn)
-        launch_pdl_any(st, sh.attn_ctas, attn_kernel, (const unsigned*)chase, chase_n, act, sink);
-      launch_pdl_any(st, grid, gemv_kernel, L.m[l][1], act, sink);
-      if (with_attn) launch_pdl_any(st, 1, norm_kernel, act, sink);
-      launch_pdl_any(st, grid, gemv_kernel, L.m[l][2], act, sink);
-      launch_pdl_any(st, grid, gemv_kernel, L.m[l][3], act, sink);
-      if (with_attn) launch_pdl_any(st, 1, norm_kernel, act, sink);
+        launch_pdl(st, sh.attn_ctas, attn_kernel, (const unsigned*)chase, chase_n, act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
+      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][2], act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][3], act, sink);
+      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
     }
     CK(cudaStreamEndCapture(st, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));

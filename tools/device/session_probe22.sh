@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-420}
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
-nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/pprobe \
+nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -o /tmp/pprobe \
   bench/cuda/persistent_probe.cu || exit 1
 for chain in 24 64; do
   timeout 120 /tmp/pprobe 9 $chain | tee "$OUT/pprobe_$chain.txt"
