@@ -428,6 +428,18 @@ std::string copy_default(const std::string& tag) {
   return dir;
 }
 
+/// models/default as a Mistral with a 64-token sliding window (config.json edited, the weights
+/// linked).
+std::string copy_with_sliding_window(const std::string& tag) {
+  const std::string dir = copy_default(tag);
+  std::string cfg = read_file(dir + "/config.json");
+  cfg.replace(cfg.find("\"llama\""), 7, "\"mistral\"");
+  cfg.replace(cfg.find("\"vocab_size\""), 0, "\"sliding_window\": 64,\n  ");
+  write_file(dir + "/config.json", cfg);
+  std::system(("ln -s " + kDefault + "/model.safetensors " + dir + "/model.safetensors").c_str());
+  return dir;
+}
+
 TEST(CliErrors, MissingModel) { expect_error("run -m /nonexistent/model -p hi", "does not exist"); }
 
 // Issue 8: a sampled run announced its random seed before failing to load: the error is the only
@@ -473,12 +485,7 @@ TEST(CliErrors, UnknownModelType) {
 // A context above Mistral v0.1's sliding window would silently attend past the window (not
 // implemented): refused with the key named; a context within it runs.
 TEST(CliErrors, ContextPastTheSlidingWindow) {
-  const std::string dir = copy_default("swa");
-  std::string cfg = read_file(dir + "/config.json");
-  cfg.replace(cfg.find("\"llama\""), 7, "\"mistral\"");
-  cfg.replace(cfg.find("\"vocab_size\""), 0, "\"sliding_window\": 64,\n  ");
-  write_file(dir + "/config.json", cfg);
-  std::system(("ln -s " + kDefault + "/model.safetensors " + dir + "/model.safetensors").c_str());
+  const std::string dir = copy_with_sliding_window("swa");
   expect_error("run -m " + dir + " -p hi -c 100", "sliding_window 64");
   auto ok = run_perfx("run -m " + dir + " -p hi -n 2 -c 64");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
@@ -489,12 +496,7 @@ TEST(CliErrors, ContextPastTheSlidingWindow) {
 // out of range", "lower --kv-cache-tokens, --kv-cache-mib or -c"). Now bench's -p, -n and -B, as
 // its error past 4 times the trained context; run keeps its words.
 TEST(CliBench, ErrorsNameOnlyBenchsFlags) {
-  const std::string dir = copy_default("swa-bench");
-  std::string cfg = read_file(dir + "/config.json");
-  cfg.replace(cfg.find("\"llama\""), 7, "\"mistral\"");
-  cfg.replace(cfg.find("\"vocab_size\""), 0, "\"sliding_window\": 64,\n  ");
-  write_file(dir + "/config.json", cfg);
-  std::system(("ln -s " + kDefault + "/model.safetensors " + dir + "/model.safetensors").c_str());
+  const std::string dir = copy_with_sliding_window("swa-bench");
   const std::string window =
       " tokens, more than the model's sliding_window of 64 tokens (config.json), past which "
       "attention is not implemented ";
