@@ -88,7 +88,7 @@ class SocketStream : public httplib::Stream {
   bool has_pending() const { return off_ < pending_.size(); }
 
   bool is_readable() const override {
-    return off_ < pending_.size() || wait_fd(fd_, POLLIN, read_sec_, read_usec_) > 0;
+    return off_ < pending_.size() || wait_readable_for_timeout() > 0;
   }
   bool is_writable() const override {
     return client_connected(fd_) && wait_fd(fd_, POLLOUT, write_sec_, write_usec_) > 0;
@@ -105,7 +105,7 @@ class SocketStream : public httplib::Stream {
       }
       return (ssize_t)n;
     }
-    if (wait_fd(fd_, POLLIN, read_sec_, read_usec_) <= 0) return -1;
+    if (wait_readable_for_timeout() <= 0) return -1;  // no input, or the server is stopping
     if (size >= sizeof buf_) return recv_some(ptr, size);
     ssize_t n = recv_some(buf_, sizeof buf_);
     if (n <= 0) return n;
@@ -163,6 +163,13 @@ class SocketStream : public httplib::Stream {
       const int r = wait_fd(fd_, POLLIN, 0, std::min<long long>(left.count(), 50000));
       if (r != 0) return r;
     }
+  }
+
+  // Waits one read timeout for input (a request body's next bytes) as wait_readable_until does,
+  // so stop() also ends a body that arrives in part within 50 ms instead of the read timeout.
+  int wait_readable_for_timeout() const {
+    return wait_readable_until(Clock::now() + std::chrono::seconds(read_sec_) +
+                               std::chrono::microseconds(read_usec_));
   }
 
   // Reads until the end of the header block is buffered, and adds "Content-Length: 0" where the

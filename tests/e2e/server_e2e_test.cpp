@@ -392,6 +392,27 @@ TEST(ServeE2E, SigtermAbortsInFlightStreamsAndExitsPromptly) {
   EXPECT_NE(got.find("data: [DONE]"), std::string::npos);
 }
 
+// A client that sent a request's headers and only part of its body held SIGTERM for the 30 s read
+// timeout: the body's reads waited on the socket without noticing stop() (the header block's read
+// did). Now they do, every 50 ms.
+TEST(ServeE2E, SigtermDuringARequestBodyInPartExitsPromptly) {
+  REQUIRE_DEFAULT_MODEL();
+  ServerProcess srv("-m " + sh_quote(default_model()));
+  ASSERT_TRUE(srv.ok()) << srv.log();
+  int fd = connect_loopback(srv.port());
+  ASSERT_GE(fd, 0);
+  const std::string part =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\":";
+  ASSERT_EQ(send(fd, part.data(), part.size(), 0), (ssize_t)part.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the server is reading the body
+  const auto t0 = Clock::now();
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("[ perfx ] server reading a request body in part exited %.3f s after SIGTERM\n", s);
+  EXPECT_LT(s, 1.0);
+  close(fd);
+}
+
 // Issue 8, the reported examples on stories260K (SentencePiece vocabulary, real model): the
 // continuation keeps its space (plain, streamed, echo); logprobs 11 gives 11 entries, " l" and
 // "l" apart; a prompt written with "<s>" keeps both BOS as /tokenize reports; the repetition
