@@ -347,8 +347,8 @@ Register reg("bench", 55, [](CLI::App& app) {
        b = std::make_shared<std::string>("1");
   auto* sub = app.add_subcommand("bench",
                                  "Prompt-processing and generation throughput (llama-bench style)");
-  sub->add_option(
-      "-m,--model", a->model,
+  add_model_option(
+      sub, &a->model,
       "HF folder, .gguf, or random:SHAPE[:FORMAT] (tinyllama-1.1b, llama-2-7b, llama-2-70b; "
       "awq, f16, q8_0, q4_0) (default: models/default)");
   sub->add_option("-p,--n-prompt", *p, "Prompt tokens per pp test (comma list; 0 = no pp test)")

@@ -77,8 +77,7 @@ Register reg("perplexity", 40, [](CLI::App& app) {
   auto* sub = app.add_subcommand(
       "perplexity",
       "Perplexity on a text file (llama.cpp definition: windows of -c tokens, second half scored)");
-  sub->add_option("-m,--model", a->model,
-                  "HF checkpoint folder or .gguf file (default: models/default)");
+  add_model_option(sub, &a->model, "HF checkpoint folder or .gguf file (default: models/default)");
   sub->add_option("-f,--file", a->file, "Text file to evaluate");
   sub->add_option("-c,--ctx-size", a->ctx, "Window (context) size in tokens (0 = the model's context)")
       ->capture_default_str();

@@ -81,8 +81,8 @@ Register reg("quantize", 30, [](CLI::App& app) {
   auto a = std::make_shared<QuantizeArgs>();
   auto* sub = app.add_subcommand(
       "quantize", "Quantize an fp16/bf16 checkpoint to AWQ int4 (AutoAWQ GEMM format, W4A16)");
-  sub->add_option("-m,--model", a->model,
-                  "Input: HF checkpoint folder or .gguf file (default: models/default)");
+  add_model_option(sub, &a->model,
+                   "Input: HF checkpoint folder or .gguf file (default: models/default)");
   sub->add_option("-o,--output", a->output, "Output folder (created; must be empty)");
   sub->add_option("--method", a->method, "awq | rtn")->capture_default_str();
   sub->add_option("--w-bit", a->w_bit, "Weight bits (4)")->capture_default_str();

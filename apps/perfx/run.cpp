@@ -164,8 +164,7 @@ void run(const RunArgs& a) {
 Register reg("run", 10, [](CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
   auto* sub = app.add_subcommand("run", "Generate text from a prompt");
-  sub->add_option("-m,--model", a->model,
-                  "HF checkpoint folder or .gguf file (default: models/default)");
+  add_model_option(sub, &a->model, "HF checkpoint folder or .gguf file (default: models/default)");
   sub->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" = start from BOS)")
       ->each([a](const std::string&) { a->prompt_given = true; });
   sub->add_option("-f,--file", a->prompt_file,
@@ -192,7 +191,10 @@ Register reg("run", 10, [](CLI::App& app) {
                   "Context size (0 = model's, at most 4096; more than the model's trained context "
                   "warns)")
       ->capture_default_str();
-  sub->add_option("--stop", a->stop, "Stop string (repeatable)");
+  sub->add_option("--stop", a->stop, "Stop string (repeatable)")
+      ->each([](const std::string& v) {  // as the server's "stop": an empty one would match at once
+        if (v.empty()) throw Error("--stop must not be an empty string");
+      });
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS");
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")
       ->capture_default_str();

@@ -168,8 +168,7 @@ static Register reg("serve", 50, [](CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   a->model = default_model_path();
   auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
-  sub->add_option("-m,--model", a->model,
-                  "model: HF folder or .gguf file (default: models/default)");
+  add_model_option(sub, &a->model, "model: HF folder or .gguf file (default: models/default)");
   sub->add_option("--host", a->host, "address to bind (default 127.0.0.1)");
   sub->add_option("--port", a->port, "port (default 8080; 0 picks a free one)");
   sub->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on the API");

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "perfx/status.h"
+
 namespace perfx::cli {
 
 /// setup(app) adds the subcommand to `app` (app.add_subcommand), its options and its callback.
@@ -59,5 +61,16 @@ inline void add_kv_cache_type_options(CLI::App* sub, std::string* k, std::string
 
 /// The model used when -m is omitted: models/default in the source tree (or $PERFX_DEFAULT_MODEL).
 std::string default_model_path();
+
+/// Adds -m/--model into `model`, which stays "" when the flag is omitted (the subcommand then takes
+/// default_model_path()). A value given but empty (`-m ""`, e.g. an unset shell variable) is
+/// refused while parsing (perfx::Error naming the flag: one `perfx: error:` line) instead of
+/// silently running the default model.
+inline CLI::Option* add_model_option(CLI::App* sub, std::string* model, const std::string& help) {
+  return sub->add_option("-m,--model", *model, help)->each([](const std::string& v) {
+    if (v.empty())
+      throw Error("-m/--model is empty; give a model path, or omit -m for models/default");
+  });
+}
 
 }  // namespace perfx::cli

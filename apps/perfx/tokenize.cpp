@@ -30,7 +30,7 @@ void tokenize(const TokArgs& a) {
 Register reg("tokenize", 20, [](CLI::App& app) {
   auto a = std::make_shared<TokArgs>();
   auto* sub = app.add_subcommand("tokenize", "Print the token ids of a text");
-  sub->add_option("-m,--model", a->model, "HF checkpoint folder or .gguf file (default: models/default)");
+  add_model_option(sub, &a->model, "HF checkpoint folder or .gguf file (default: models/default)");
   sub->add_option("-p,--prompt", a->prompt, "Text to tokenize")
       ->each([a](const std::string&) { a->prompt_given = true; });
   sub->add_option("-f,--file", a->prompt_file, "Read the text from a file (one trailing newline dropped)");

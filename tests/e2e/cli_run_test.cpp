@@ -530,6 +530,23 @@ TEST(CliBench, ErrorsNameOnlyBenchsFlags) {
 #endif
 }
 
+// `-m ""` (a script's unset $MODEL) ran models/default silently, in every subcommand; `run --stop
+// ""` was accepted where the server refuses an empty stop string. Both are errors naming the flag.
+TEST(CliErrors, EmptyModelOrStopStringIsRefused) {
+  for (const char* sub : {"run -p hi -n 2", "bench -p 0 -n 2 -r 1", "perplexity", "tokenize -p hi",
+                          "quantize -o /nonexistent/q", "serve --port 0"}) {
+    const std::string args = std::string(sub) + " -m ''";
+    auto r = run_perfx(args, 60);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err,
+              "perfx: error: -m/--model is empty; give a model path, or omit -m for "
+              "models/default\n")
+        << args;
+  }
+  expect_error("run -p hi -n 2 --stop ''", "perfx: error: --stop must not be an empty string");
+  EXPECT_EQ(run_perfx("run -p hi -n 2 --stop 'xyz'").exit_code, 0);
+}
+
 TEST(CliErrors, ShapeMismatch) {
   const std::string dir = copy_default("shape");
   std::string cfg = read_file(dir + "/config.json");
