@@ -5,8 +5,9 @@ goes among the PDL-chained kernels.
 Usage: trace_summary.py TRACE.csv [--steps N] [--timeline]
 
 Each CSV row is one CTA: kind, tag (a per-layer pointer), cta, smid, t_start, t_prewait (entering
-griddepcontrol.wait; absent in older traces), t_wait (its return; 0: no PDL wait), t_end, in ns
-of %globaltimer. A step ends with its argmax / sample launch. Inside a step the
+griddepcontrol.wait; absent in older traces), t_wait (its return; 0: no PDL wait), t_end and
+t_mark (a probe point after the wait, PERFX_CUDA_TRACE_PROBE; 0 or absent: none), in ns of
+%globaltimer. A step ends with its argmax / sample launch. Inside a step the
 rows of one (kind, tag) form one launch unless a CTA index repeats (then the next launch of the
 same pair). Linear launches are named by their order (qkv, o, gate_up, down per layer; the dense
 GEMV is lm_head).
@@ -33,7 +34,8 @@ def load(path):
     with open(path) as f:
         for r in csv.DictReader(f):
             rows.append((r["kind"], r["tag"], int(r["cta"]), int(r["smid"]), int(r["t_start"]),
-                         int(r["t_wait"]), int(r["t_end"]), int(r.get("t_prewait") or 0)))
+                         int(r["t_wait"]), int(r["t_end"]), int(r.get("t_prewait") or 0),
+                         int(r.get("t_mark") or 0)))
     return rows
 
 
@@ -54,6 +56,7 @@ def launches_of(rows):
             waits = [r[5] for r in rs if r[5] > 0]
             pre = [r[7] - r[4] for r in rs if r[7] > 0]  # start to entering the wait
             blk = [r[5] - r[7] for r in rs if r[7] > 0]  # inside the wait
+            mark = [r[8] - r[5] for r in rs if r[8] > 0 and r[5] > 0]  # wait return to the probe
             out.append({
                 "kind": l["kind"],
                 "n": len(rs),
@@ -64,6 +67,7 @@ def launches_of(rows):
                 "wait_min": min(waits) if waits else 0,
                 "pre": statistics.median(pre) if pre else None,
                 "blocked": statistics.median(blk) if blk else None,
+                "mark": statistics.median(mark) if mark else None,
             })
     out.sort(key=lambda l: l["start"])
     return out
@@ -136,6 +140,8 @@ def main():
             if l["pre"] is not None:
                 d["pre"].append(l["pre"] / 1e3)
                 d["blocked"].append(l["blocked"] / 1e3)
+            if l["mark"] is not None:
+                d["mark"].append(l["mark"] / 1e3)
             prev_end = l["end"]
         step_us.append((frontier - t0) / 1e3)
     print("trace %s: %d records, %d complete steps summarised, timer resolution %d ns" %
@@ -145,18 +151,18 @@ def main():
     if gaps:
         print("between steps (last end to the next step's first start): median %.1f us" %
               statistics.median(gaps))
-    print("\n%-22s %6s %5s %9s %9s %9s %9s %9s %9s %7s %7s" %
+    print("\n%-22s %6s %5s %9s %9s %9s %9s %9s %9s %7s %7s %7s" %
           ("op", "count", "CTAs", "crit/stp", "crit", "span", "startgap", "wait", "afterwait",
-           "pre", "inwait"))
+           "pre", "inwait", "mark"))
     tot = 0.0
     med = lambda v: statistics.median(v) if v else float("nan")
     for op, d in sorted(per_op.items(), key=lambda kv: -sum(kv[1]["critical"])):
         per_step = sum(d["critical"]) / len(steps)
         tot += per_step
-        print("%-22s %6d %5d %9.1f %9.2f %9.2f %9.2f %9.2f %9.2f %7.2f %7.2f" %
+        print("%-22s %6d %5d %9.1f %9.2f %9.2f %9.2f %9.2f %9.2f %7.2f %7.2f %7.2f" %
               (op, len(d["critical"]) // len(steps), int(med(d["n"])), per_step, med(d["critical"]),
                med(d["span"]), med(d["start_gap"]), med(d["wait"]), med(d["after_wait"]),
-               med(d["pre"]), med(d["blocked"])))
+               med(d["pre"]), med(d["blocked"]), med(d["mark"])))
     print("%-22s %6s %5s %9.1f   (= the step's critical path, us)" % ("total", "", "", tot))
     print("\ncrit/stp: us per step this op moved the step's end (sum over its launches); crit: the "
           "same per launch (median);\nspan: first CTA start to last CTA end; startgap: first CTA "

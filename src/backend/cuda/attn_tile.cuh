@@ -441,7 +441,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     const int last_tok = (min(rows_total, row0 + C::kRows) - 1) / G;
     k_end = max(0, min(kv_len, ctx + last_tok + 1));
   }
-  trace_probe(1);  // trace builds: the batch layout has been read (its values decided the above)
+  PERFX_TRACE_PROBE(1);  // trace builds: the batch layout read (its values decided the above)
 
   // This thread's two rows (g4 and g4 + 8 of its warp's 16) and their exclusive key limits.
   const int g4 = lane >> 2, t4 = lane & 3;
@@ -578,7 +578,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     static_assert(kThreads == kStages * kTileKeys, "one thread per key row of the ring");
     if (tid < kStages) mbar_init(&s_bar[tid], kTileKeys);
     __syncthreads();
-    trace_probe(3);  // trace builds: the mbarriers' init published
+    PERFX_TRACE_PROBE(3);  // trace builds: the mbarriers' init published
     const int st = tid / kTileKeys, r = tid - st * kTileKeys, j = k_begin + st * kTileKeys + r;
     T* dk = sK + st * C::kKvElems + r * C::kStride;
     T* dv = sV + st * C::kKvElems + r * C::kStride;
@@ -592,7 +592,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     }
     constexpr unsigned kRow = D * sizeof(T);
     mbar_arrive_expect_tx(&s_bar[st], slot < 0 ? 0u : 2 * kRow);
-    trace_probe(4);  // trace builds: the row's block-table entry read, its bytes announced
+    PERFX_TRACE_PROBE(4);  // trace builds: the row's block-table entry read, its bytes announced
     if (slot >= 0) {
       const int64_t off = slot * slot_stride + head_off;
       bulk_copy_g2s(dk, kc + off, kRow, &s_bar[st]);
@@ -604,7 +604,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       if (st < n_tiles) load_kv(k_begin + st * kTileKeys, st, k_begin, early_end);
     cp_async_commit();
   }
-  trace_probe(2);  // trace builds: the earlier keys' staging issued (block-table reads included)
+  PERFX_TRACE_PROBE(2);  // trace builds: earlier keys' staging issued (block-table reads too)
   // Fused RoPE: this split's new keys [new_lo, new_hi) (tokens new_lo - ctx ..) are rotated and
   // written by the prologue below; in the ring's first kStages tiles they go straight into shared
   // memory, so the loads of those tiles skip them (skip_hi = 0 when not fused).
@@ -636,6 +636,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   // Q fragments stay in registers for the whole key loop.
   cp_async_wait<1>();  // the Q group has landed (for this thread) ...
   __syncthreads();     // ... and for every thread
+  PERFX_TRACE_PROBE(11);  // trace builds: q (and the new keys' raw rows) in shared memory
   if constexpr (kSplit) {
     if (rope) {
       rope_prologue<T, D, WM, WN, kQ8>(a, sQ, sK, sV, sRaw, s_cs, s_new, rows_total, new_lo, new_hi,
@@ -643,6 +644,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       __syncthreads();
     }
   }
+  PERFX_TRACE_PROBE(12);  // trace builds: RoPE and the KV store done
   uint32_t qf[D / 16][4];
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks)
@@ -663,6 +665,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     cp_async_wait<1>();  // everything but the newest group: tile t is here
     if (bulk && t < kStages) mbar_wait(&s_bar[t], 0);  // ... and its bulk-copied rows
     __syncthreads();
+    if (t == 0) PERFX_TRACE_PROBE(15);  // trace builds: the first tile in shared memory
     if constexpr (kQ8) {
       dequant_stage(t & 1);
       __syncthreads();
@@ -771,6 +774,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   }
   cp_async_wait<0>();
   __syncthreads();  // the K/V ring is free: reuse it as the merge buffer
+  PERFX_TRACE_PROBE(13);  // trace builds: the key loop done
 
   {
     float* myO = sO + (wn * C::kRows + wm * 16) * C::kOStride;
@@ -849,6 +853,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       *reinterpret_cast<uint4*>(dst) = u;
     }
   }
+  PERFX_TRACE_PROBE(14);  // trace builds: this CTA's output (or partials) stored
   // Split counters: the CTA that finishes last for its (sequence, KV head) merges the splits
   // (threadFenceReduction's pattern: partials visible device-wide before the count, the count's
   // winner reads them after its own fence).

@@ -20,13 +20,14 @@ namespace perfx::cuda {
 /// One CTA of one launch. Times in ns of %globaltimer.
 struct TraceRec {
   uint64_t tag, t_start, t_prewait, t_wait, t_end;
+  uint64_t t_mark;  // a probe point reached after the wait (PERFX_CUDA_TRACE_PROBE; 0: none)
   uint32_t kind, cta, smid, pad;
 };
 /// The ring: `n` counts every record ever appended; record i lives at rec[i % cap].
 struct TraceBuf {
   unsigned long long n;
   uint32_t cap;
-  uint32_t probe;  // PERFX_CUDA_TRACE_PROBE: the probe point that stamps t_prewait (0: none)
+  uint32_t probe;  // PERFX_CUDA_TRACE_PROBE: the probe point that stamps t_prewait or t_mark
   TraceRec rec[1];
 };
 enum TraceKind : uint32_t {
@@ -88,38 +89,39 @@ __device__ __forceinline__ uint64_t trace_now() {
   return t;
 }
 /// When the CTA's griddepcontrol.wait was entered and returned ([0], [1]; set by pdl_wait, read
-/// by ~TraceScope).
+/// by ~TraceScope) and when it passed the probe point after the wait ([2]).
 __device__ __forceinline__ uint64_t* trace_wait_slot() {
-  __shared__ uint64_t t[2];
+  __shared__ uint64_t t[3];
   return t;
 }
 __device__ __forceinline__ void trace_before_wait() {
-  // a probe point reached before the wait (trace_probe) keeps its stamp
+  // a probe point reached before the wait (PERFX_TRACE_PROBE) keeps its stamp
   if (threadIdx.x == 0 && trace_wait_slot()[0] == 0) trace_wait_slot()[0] = trace_now();
-}
-/// Probe point `id` (1, 2, ...: a kernel's own numbering): when the run set
-/// PERFX_CUDA_TRACE_PROBE=id and the CTA's PDL wait has not returned yet, its t_prewait is
-/// stamped here instead of at the wait's entry, so trace_summary.py's "pre" column times the
-/// prologue up to this point (thread 0's progress). A probe reached after the wait (a kernel that
-/// waits at entry) records nothing. Each call costs thread 0 two dependent global loads (the ring,
-/// then its probe field), whatever the variable says: probe points are for probe runs.
-__device__ __forceinline__ void trace_probe(uint32_t id) {
-  if (threadIdx.x != 0 || trace_wait_slot()[1] != 0) return;
-  const TraceBuf* b = g_trace_buf;
-  if (b != nullptr && b->probe == id) trace_wait_slot()[0] = trace_now();
 }
 __device__ __forceinline__ void trace_waited() {
   if (threadIdx.x == 0) trace_wait_slot()[1] = trace_now();
 }
 /// Declared first in a kernel: records the CTA's start, and its end when it goes out of scope.
+/// Thread 0 reads the run's probe point (PERFX_CUDA_TRACE_PROBE) once here; its first use is at
+/// the kernel's first probe point, so the load's latency overlaps the kernel's own work.
 struct TraceScope {
   uint64_t tag, t0;
-  uint32_t kind;
-  __device__ TraceScope(uint32_t k, const void* t) : tag((uint64_t)t), t0(0), kind(k) {
+  uint32_t kind, probe;
+  __device__ TraceScope(uint32_t k, const void* t) : tag((uint64_t)t), t0(0), kind(k), probe(0) {
     if (threadIdx.x == 0) {
       t0 = trace_now();
-      trace_wait_slot()[0] = trace_wait_slot()[1] = 0;
+      trace_wait_slot()[0] = trace_wait_slot()[1] = trace_wait_slot()[2] = 0;
+      const TraceBuf* b = g_trace_buf;
+      probe = b != nullptr ? b->probe : 0;
     }
+  }
+  /// Probe point `id` (a kernel's own numbering; PERFX_TRACE_PROBE): when the run set
+  /// PERFX_CUDA_TRACE_PROBE=id, thread 0 stamps its progress here — as the CTA's t_prewait while
+  /// its PDL wait has not returned (trace_summary.py's "pre" column then times the prologue up to
+  /// this point), else as t_mark ("mark": the wait's return to this point).
+  __device__ __forceinline__ void probe_at(uint32_t id) {
+    if (threadIdx.x != 0 || probe != id) return;
+    trace_wait_slot()[trace_wait_slot()[1] == 0 ? 0 : 2] = trace_now();
   }
   __device__ ~TraceScope() {
     TraceBuf* b = g_trace_buf;
@@ -134,6 +136,7 @@ struct TraceScope {
     r.t_prewait = trace_wait_slot()[0];
     r.t_wait = trace_wait_slot()[1];
     r.t_end = t1;
+    r.t_mark = trace_wait_slot()[2];
     r.kind = kind;
     r.cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     r.smid = smid;
@@ -141,9 +144,11 @@ struct TraceScope {
   }
 };
 #define PERFX_TRACE(kind, tag) ::perfx::cuda::TraceScope perfx_trace_scope_((kind), (tag))
+/// Probe point `id` of a kernel that opened with PERFX_TRACE (TraceScope::probe_at).
+#define PERFX_TRACE_PROBE(id) perfx_trace_scope_.probe_at(id)
 #else
 __device__ __forceinline__ void trace_before_wait() {}
-__device__ __forceinline__ void trace_probe(uint32_t) {}
+#define PERFX_TRACE_PROBE(id) ((void)0)
 __device__ __forceinline__ void trace_waited() {}
 #define PERFX_TRACE_BINDER(fn) \
   cudaError_t fn(TraceBuf*) {  \

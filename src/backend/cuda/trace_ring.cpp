@@ -43,7 +43,7 @@ TraceRing::TraceRing(unsigned cap) {
     ok(cudaMemcpy(static_cast<char*>(buf_) + offsetof(TraceBuf, cap), &cap_, sizeof cap_,
                   cudaMemcpyHostToDevice),
        "cudaMemcpy");
-    // PERFX_CUDA_TRACE_PROBE=N (0..1000; 0: none): which probe point stamps t_prewait
+    // PERFX_CUDA_TRACE_PROBE=N (0..1000; 0: none): which probe point stamps t_prewait / t_mark
     // (trace.cuh; an N that no kernel has records nothing different from 0)
     if (const uint32_t probe = (uint32_t)env_int("PERFX_CUDA_TRACE_PROBE", 0, 1000, 0)) {
       ok(cudaMemcpy(static_cast<char*>(buf_) + offsetof(TraceBuf, probe), &probe, sizeof probe,
@@ -82,13 +82,13 @@ void TraceRing::write() const {
        "reading the records");
   FILE* f = std::fopen(path_.c_str(), "w");
   if (f == nullptr) throw Error("PERFX_CUDA_TRACE: cannot write " + path_);
-  std::fprintf(f, "kind,tag,cta,smid,t_start,t_prewait,t_wait,t_end\n");
+  std::fprintf(f, "kind,tag,cta,smid,t_start,t_prewait,t_wait,t_end,t_mark\n");
   for (unsigned long long k = n - kept; k < n; ++k) {
     const TraceRec& r = rec[(size_t)(k % cap_)];
-    std::fprintf(f, "%s,%llx,%u,%u,%llu,%llu,%llu,%llu\n", trace_kind_name(r.kind),
+    std::fprintf(f, "%s,%llx,%u,%u,%llu,%llu,%llu,%llu,%llu\n", trace_kind_name(r.kind),
                  (unsigned long long)r.tag, r.cta, r.smid, (unsigned long long)r.t_start,
                  (unsigned long long)r.t_prewait, (unsigned long long)r.t_wait,
-                 (unsigned long long)r.t_end);
+                 (unsigned long long)r.t_end, (unsigned long long)r.t_mark);
   }
   const bool failed = std::ferror(f) != 0;
   if (std::fclose(f) != 0 || failed) throw Error("PERFX_CUDA_TRACE: writing " + path_ + " failed");
