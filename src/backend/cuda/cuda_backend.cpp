@@ -284,6 +284,7 @@ class CudaBackend : public Backend {
     }
     rope_fused_ = env_switch("PERFX_CUDA_ROPE_FUSED");
     (void)qkv_trigger_pct();  // PERFX_CUDA_QKV_TRIGGER: a bad value is refused here, not mid-run
+    (void)qkv_grid_free();    // PERFX_CUDA_QKV_GRID_FREE: likewise
     attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";

@@ -271,6 +271,8 @@ struct W4A8Act {
 struct W4Gemv3Config {
   int split = 0;     // warps splitting one row block's K: 1, 2, 4 or 8 (0: w4_gemv3_default_split)
   int grid_cap = 0;  // at most this many CTAs (0: one wave at full occupancy)
+  int grid_free = 0;  // CTA slots of the one wave left unlaunched (room for the next kernel's
+                      // CTAs, which PDL may launch before this one ends)
   bool probe = false;         // bench only: weight loads alone, no conversion / mma (y is garbage;
                               // fp16 in and out only)
   bool pdl = false;           // launch with programmatic dependent launch (sm_90)
@@ -384,6 +386,13 @@ int w4_dense_min_m();
 /// §20); 0 = after the main loop, as every other w4_gemv3. Read once per process; a value that is
 /// not a whole number from 0 to 99 throws (naming the variable).
 int qkv_trigger_pct();
+
+/// CTA slots of its one-wave grid that the decode GEMV (w4_gemv3) of the QKV projection leaves
+/// unlaunched, so attention's CTAs, launched early by PDL (qkv_trigger_pct), can be resident and
+/// run their prologue while the projection streams: PERFX_CUDA_QKV_GRID_FREE, else 0
+/// (docs/cuda_linear_notes.md §29). Read once per process; a value that is not a whole number
+/// from 0 to 1024 throws (naming the variable).
+int qkv_grid_free();
 
 /// The W4 ladder ("use me?" predicates in order): M <= 8 → Gemv; M <= 32 → GemmS32; M <= 64 →
 /// GemmS64; M >= w4_dense_min_m() and have_dense → Dense; else GemmL128. split_k from

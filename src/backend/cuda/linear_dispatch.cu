@@ -180,6 +180,11 @@ int qkv_trigger_pct() {
   return v;
 }
 
+int qkv_grid_free() {
+  static const int v = env_int("PERFX_CUDA_QKV_GRID_FREE", 0, 1024, 0);
+  return v;
+}
+
 LinearPlan w4a16_plan(const W4View& w, int M, bool have_dense) {
   LinearPlan p;
   if (gemv3_should_use(w, M)) {
@@ -329,6 +334,7 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
       // only over the default rule (after the main loop): PERFX_CUDA_PDL_GEMV3 set otherwise wins
       if (trigger_pct > 0 && trigger_pct < 100 && c.pdl && c.late_trigger && c.trigger_pct == 100)
         c.trigger_pct = trigger_pct;
+      if (trigger_pct > 0) c.grid_free = qkv_grid_free();  // the weight feeds attention
       gemv3_launch(v, c, x, xt, M, ldx, y, yt, ldy, bias, ws, stream);
       break;
     }

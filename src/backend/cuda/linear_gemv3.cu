@@ -450,7 +450,8 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   frag::l2_warm_drain(pf);
 }
 
-/// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap.
+/// Launch of one instance: one wave at the instance's occupancy (cached), capped by c.grid_cap
+/// and less c.grid_free slots.
 template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool SYM = false>
 void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, int64_t ldx, void* y,
                int64_t ldy, const float* bias, cudaStream_t stream, int S) {
@@ -462,8 +463,10 @@ void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, in
     per_sm = std::max(1, per_sm);
   });
   const int64_t groups = ceil_div<int64_t>(w.d.NB, kNW / S);
-  int64_t grid = std::min<int64_t>(groups, (int64_t)device_sm_count() * per_sm);
+  const int64_t wave = (int64_t)device_sm_count() * per_sm;
+  int64_t grid = std::min<int64_t>(groups, wave);
   if (c.grid_cap > 0) grid = std::min<int64_t>(grid, c.grid_cap);
+  if (c.grid_free > 0) grid = std::min<int64_t>(grid, std::max<int64_t>(1, wave - c.grid_free));
   CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
