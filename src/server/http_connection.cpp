@@ -117,6 +117,9 @@ class SocketStream : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    // A read that stop() ended leaves an unfinished request: httplib would answer it 400; the
+    // connection is dropped unanswered instead, as one whose header block stop() ended.
+    if (stopped_) return -1;
     if (wait_fd(fd_, POLLOUT, write_sec_, write_usec_) <= 0) return -1;
     ssize_t n;
     do {
@@ -152,16 +155,19 @@ class SocketStream : public httplib::Stream {
     return r;
   }
 
-  // Waits up to `deadline` for input, in slices of 50 ms so that stop() is noticed. Returns > 0
-  // when readable, 0 at the deadline or when stopping, < 0 on a socket error.
+  // Waits up to `deadline` for input, in slices of 50 ms so that stop() is noticed (then sets
+  // stopped_). Returns > 0 when readable (input already waiting counts, even at a zero timeout),
+  // 0 at the deadline or when stopping, < 0 on a socket error.
   int wait_readable_until(Clock::time_point deadline) const {
     while (true) {
-      if (stopping_ && stopping_()) return 0;
+      if (stopping_ && stopping_()) {
+        stopped_ = true;
+        return 0;
+      }
       const auto left =
           std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return 0;
-      const int r = wait_fd(fd_, POLLIN, 0, std::min<long long>(left.count(), 50000));
-      if (r != 0) return r;
+      const int r = wait_fd(fd_, POLLIN, 0, std::clamp<long long>(left.count(), 0, 50000));
+      if (r != 0 || left.count() <= 0) return r;
     }
   }
 
@@ -243,6 +249,7 @@ class SocketStream : public httplib::Stream {
   int fd_;
   time_t read_sec_, read_usec_, write_sec_, write_usec_;
   std::function<bool()> stopping_;  // true once the server stops
+  mutable bool stopped_ = false;    // a read gave up because the server stops
   char buf_[4096];
   std::string pending_;  // bytes read from the socket and not yet returned, from off_
   size_t off_ = 0;
