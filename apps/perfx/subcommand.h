@@ -62,8 +62,8 @@ inline void add_kv_cache_type_options(CLI::App* sub, std::string* k, std::string
 /// The model used when -m is omitted: models/default in the source tree (or $PERFX_DEFAULT_MODEL).
 std::string default_model_path();
 
-/// Adds -m/--model into `model`, which stays "" when the flag is omitted (the subcommand then takes
-/// default_model_path()). A value given but empty (`-m ""`, e.g. an unset shell variable) is
+/// Adds -m/--model into `model`, which keeps its value when the flag is omitted (the subcommands
+/// then take default_model_path(): "" means it, or serve presets it). A value given but empty (`-m ""`, e.g. an unset shell variable) is
 /// refused while parsing (perfx::Error naming the flag: one `perfx: error:` line) instead of
 /// silently running the default model.
 inline CLI::Option* add_model_option(CLI::App* sub, std::string* model, const std::string& help) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Twenty-third session, call 3: the split-KV attention reads the new keys' cache slots (their
 # block-table entries) before its PDL wait, not in the RoPE + KV store after it
-# (docs/cuda_attention_notes.md, "The new keys' slots before the wait"). The attention kernel tests
+# (docs/cuda_attention_notes.md, "After the wait"). The attention kernel tests
 # with every sanitizer (prebuilt, .devpack/kt.tar.xz), the engine suite, traces of the after-wait
 # probe points 12 (RoPE + KV store done), 15 (first key tile in shared memory) and 13 (key loop
 # done) on both shapes, and tg128 against call 1's binary (.devpack/old.tar.xz), interleaved.

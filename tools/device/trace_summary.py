@@ -169,7 +169,8 @@ def main():
           "start minus the previous launch's last end (negative: started under it);\nwait: the "
           "last griddepcontrol.wait return minus the previous launch's last end; afterwait: last "
           "end minus that return;\npre / inwait: per CTA (median), its start to entering griddepcontrol.wait / the time "
-          "inside it (traces with t_prewait).")
+          "inside it (traces with t_prewait);\nmark: per CTA (median), the wait's return to the "
+          "probe point after it (PERFX_CUDA_TRACE_PROBE; traces with t_mark).")
     if a.timeline:
         st = steps[len(steps) // 2]
         t0 = st[0]["start"]

@@ -271,8 +271,9 @@ struct W4A8Act {
 struct W4Gemv3Config {
   int split = 0;     // warps splitting one row block's K: 1, 2, 4 or 8 (0: w4_gemv3_default_split)
   int grid_cap = 0;  // at most this many CTAs (0: one wave at full occupancy)
-  int grid_free = 0;  // CTA slots of the one wave left unlaunched (room for the next kernel's
-                      // CTAs, which PDL may launch before this one ends)
+  // CTA slots of the one wave left unlaunched (room for the next kernel's CTAs, which PDL may
+  // launch before this one ends)
+  int grid_free = 0;
   bool probe = false;         // bench only: weight loads alone, no conversion / mma (y is garbage;
                               // fp16 in and out only)
   bool pdl = false;           // launch with programmatic dependent launch (sm_90)
