@@ -63,9 +63,9 @@ inline void add_kv_cache_type_options(CLI::App* sub, std::string* k, std::string
 std::string default_model_path();
 
 /// Adds -m/--model into `model`, which keeps its value when the flag is omitted (the subcommands
-/// then take default_model_path(): "" means it, or serve presets it). A value given but empty (`-m ""`, e.g. an unset shell variable) is
-/// refused while parsing (perfx::Error naming the flag: one `perfx: error:` line) instead of
-/// silently running the default model.
+/// then take default_model_path(): "" means it, or serve presets it). A value given but empty
+/// (`-m ""`, e.g. an unset shell variable) is refused while parsing (perfx::Error naming the
+/// flag: one `perfx: error:` line) instead of silently running the default model.
 inline CLI::Option* add_model_option(CLI::App* sub, std::string* model, const std::string& help) {
   return sub->add_option("-m,--model", *model, help)->each([](const std::string& v) {
     if (v.empty())

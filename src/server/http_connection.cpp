@@ -88,7 +88,7 @@ class SocketStream : public httplib::Stream {
   bool has_pending() const { return off_ < pending_.size(); }
 
   bool is_readable() const override {
-    return off_ < pending_.size() || wait_readable_for_timeout() > 0;
+    return off_ < pending_.size() || wait_readable_until(read_deadline()) > 0;
   }
   bool is_writable() const override {
     return client_connected(fd_) && wait_fd(fd_, POLLOUT, write_sec_, write_usec_) > 0;
@@ -105,7 +105,8 @@ class SocketStream : public httplib::Stream {
       }
       return (ssize_t)n;
     }
-    if (wait_readable_for_timeout() <= 0) return -1;  // no input, or the server is stopping
+    // A request body's next bytes: stop() ends the wait within 50 ms, not at the read timeout.
+    if (wait_readable_until(read_deadline()) <= 0) return -1;  // no input, or the server stops
     if (size >= sizeof buf_) return recv_some(ptr, size);
     ssize_t n = recv_some(buf_, sizeof buf_);
     if (n <= 0) return n;
@@ -171,11 +172,9 @@ class SocketStream : public httplib::Stream {
     }
   }
 
-  // Waits one read timeout for input (a request body's next bytes) as wait_readable_until does,
-  // so stop() also ends a body that arrives in part within 50 ms instead of the read timeout.
-  int wait_readable_for_timeout() const {
-    return wait_readable_until(Clock::now() + std::chrono::seconds(read_sec_) +
-                               std::chrono::microseconds(read_usec_));
+  // One read timeout from now.
+  Clock::time_point read_deadline() const {
+    return Clock::now() + std::chrono::seconds(read_sec_) + std::chrono::microseconds(read_usec_);
   }
 
   // Reads until the end of the header block is buffered, and adds "Content-Length: 0" where the
@@ -186,8 +185,7 @@ class SocketStream : public httplib::Stream {
   // or one header line kMaxHeaderLineBytes (the caller answers 431).
   bool read_header_block(std::string& too_large) {
     too_large.clear();
-    const auto deadline =
-        Clock::now() + std::chrono::seconds(read_sec_) + std::chrono::microseconds(read_usec_);
+    const auto deadline = read_deadline();
     // The block starts after any stray CRLFs (RFC 9112 §2.2) and ends at the first empty line.
     auto block_end = [this](size_t& start) {
       start = pending_.find_first_not_of("\r\n", off_);
