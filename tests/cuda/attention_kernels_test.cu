@@ -152,6 +152,7 @@ PagedAttentionArgs make_args(const AttnCase& c, const HostBatch& b, const DevBat
   a.n_kv_heads = c.nkv;
   a.head_dim = c.D;
   a.block_size = c.bs;
+  a.kv_slots = static_cast<int64_t>(b.n_blocks) * c.bs;  // the block copies where bs allows
   a.block_tables = d.table.as<int32_t>();
   a.max_blocks = b.max_blocks;
   a.seq_q_start = d.q_start.as<int32_t>();
@@ -541,6 +542,7 @@ void bench_attention(const Shape& sh, int batch, int q_len, int ctx, bool decode
   a.n_kv_heads = sh.nkv;
   a.head_dim = sh.D;
   a.block_size = bs;
+  a.kv_slots = total_blocks * bs;
   a.block_tables = d_table.as<int32_t>();
   a.max_blocks = nbps;
   a.seq_q_start = d_qs.as<int32_t>();

@@ -37,6 +37,8 @@
 #undef __shared__
 #undef __align__
 #undef __restrict__
+#undef __grid_constant__
+#define __grid_constant__
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -53,7 +55,7 @@ dim3 gridDim, blockDim;
 
 namespace perfx::cuda::attn_detail {
 // The kernels' `extern __shared__ unsigned char smem_raw[]` binds to this (one CTA at a time).
-alignas(16) unsigned char smem_raw[128 * 1024];
+alignas(128) unsigned char smem_raw[128 * 1024];
 }  // namespace perfx::cuda::attn_detail
 
 namespace emu {
@@ -342,6 +344,8 @@ inline int max(int a, int b) {
   return a > b ? a : b;
 }
 
+#include "backend/cuda/attn_plan.h"  // KvTensorMap (tma_load_2d below)
+
 namespace perfx::cuda::attn_detail {
 
 /// mma.sync.m16n8k16.row.col f32 += T x T (PTX ISA fragment layout for .f16/.bf16, lane = 4g+t):
@@ -498,6 +502,49 @@ inline void bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes, uint64_t
   ++m.issued;
   ++emu::g_events;
 }
+// A tensor copy (the block path of early_bulk): the box m.box_rows x m.box_cols of the view at
+// (column c0, row c1), rows packed at box_cols elements, columns past the view read as zeros (as
+// TMA's out-of-bounds fill), every box byte counted against the barrier. Checked: the box's rows
+// inside the view, the destination 128-byte aligned and inside shared memory, each row's source
+// inside a registered buffer (and not hidden before the PDL wait).
+int64_t g_tensor_copies = 0;  // tma_load_2d calls (the block path must run where configured)
+inline void tma_load_2d(void* smem, const KvTensorMap& m, int c0, int c1, uint64_t* bar) {
+  ++g_tensor_copies;
+  emu::MBar& mb = mbar_of(bar, "cp.async.bulk.tensor");
+  if (mb.done) emu::die("cp.async.bulk.tensor: completes on an mbarrier whose phase has completed");
+  if (m.rows <= 0 || m.box_rows <= 0 || m.box_cols <= 0 || (m.box_cols * 2) % 16 ||
+      m.box_rows > 256 || m.box_cols > 256)
+    emu::die("cp.async.bulk.tensor: no view, or a box TMA refuses");
+  if (c0 < 0 || c0 >= m.cols || c1 < 0 || c1 + m.box_rows > m.rows)
+    emu::die("cp.async.bulk.tensor: the box starts outside the view or runs past its rows");
+  if (reinterpret_cast<uintptr_t>(smem) % 128)
+    emu::die("cp.async.bulk.tensor: destination not 128-byte aligned");
+  const unsigned bytes = static_cast<unsigned>(m.box_rows * m.box_cols * 2);
+  emu::check_smem(smem, bytes, "cp.async.bulk.tensor destination");
+  const int64_t in_cols = std::min<int64_t>(m.box_cols, m.cols - c0);
+  for (int r = 0; r < m.box_rows; ++r) {
+    unsigned char* dst =
+        static_cast<unsigned char*>(smem) + static_cast<size_t>(r) * m.box_cols * 2;
+    const unsigned char* src =
+        static_cast<const unsigned char*>(m.base) + ((c1 + r) * m.cols + c0) * 2;
+    emu::check_global(src, static_cast<size_t>(in_cols) * 2, "cp.async.bulk.tensor source");
+    emu::BulkCopy c{dst, src, static_cast<unsigned>(in_cols * 2), {}};
+    emu::BulkCopy pad{dst + in_cols * 2, nullptr, static_cast<unsigned>((m.box_cols - in_cols) * 2),
+                      std::vector<unsigned char>(static_cast<size_t>(m.box_cols - in_cols) * 2, 0)};
+    if (!emu::g_deferred) {
+      std::memcpy(c.dst, src, c.bytes);
+      if (pad.bytes) std::memset(pad.dst, 0, pad.bytes);
+      continue;
+    }
+    if (emu::g_snapshot) c.data.assign(src, src + c.bytes);
+    mb.copies.push_back(std::move(c));
+    if (pad.bytes) mb.copies.push_back(std::move(pad));
+  }
+  mb.tx -= bytes;
+  ++mb.issued;
+  ++emu::g_events;
+}
+
 inline void mbar_wait(uint64_t* bar, unsigned parity) {
   if (parity != 0) emu::die("mbarrier: the kernel uses one phase (parity 0) per barrier");
   emu::MBar* m = &mbar_of(bar, "try_wait");
@@ -628,6 +675,7 @@ struct Config {
   bool snapshot = false;  // deferred copies read their source at issue (emu::g_snapshot)
   bool counters = false;  // PagedAttentionArgs::split_counters (the last CTA merges the splits)
   bool bulk = false;      // PagedAttentionArgs::early_bulk (early_kv's keys as bulk copies)
+  bool blocks = false;    // PagedAttentionArgs::kv_slots given: bulk copies a KV block at a time
 };
 
 // The split counters (zeroed once; every call must leave them zeroed).
@@ -727,10 +775,33 @@ PagedAttentionArgs emu_args(const AttnCase& c, const HostBatch& b, std::vector<u
   a.path = path;
   a.early_kv = cfg.early_kv;
   a.early_bulk = cfg.bulk;
+  a.kv_slots = cfg.blocks ? static_cast<int64_t>(b.n_blocks) * c.bs : 0;
   emu::g_deferred = cfg.deferred;
   emu::g_snapshot = cfg.snapshot;
   a.split_counters = cfg.counters ? g_counters.data() : nullptr;
   return a;
+}
+
+/// Whether case c's batch b gives early_bulk's block path (Config::blocks) a block to copy: an
+/// fp16/bf16 cache, a block size that path takes (8..64, dividing 64; attn_plan.h kv_box_view) and
+/// a sequence on the split-KV kernel with a whole block of earlier keys.
+bool block_path_expected(const AttnCase& c, const HostBatch& b) {
+  if (c.q8 || c.bs < 8 || kTileKeys % c.bs != 0) return false;
+  const int G = c.nq / c.nkv;
+  for (int s = 0; s < b.n_seqs; ++s) {
+    const int q_len = b.q_start[s + 1] - b.q_start[s];
+    if (q_len > 0 && q_len * G <= kSplitRows && b.kv_len[s] - q_len >= c.bs) return true;
+  }
+  return false;
+}
+
+/// Counts a case whose blocks configuration issued no tensor copy where block_path_expected.
+void check_block_path(const std::string& what, const Config& cfg, bool expected,
+                      int64_t copies_before) {
+  if (!cfg.blocks || !cfg.early_kv || !expected || g_tensor_copies > copies_before) return;
+  ++g_cases;
+  ++g_failures;
+  std::printf("[FAIL] %s: no KV block was copied by a tensor copy\n", what.c_str());
 }
 
 void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& configs) {
@@ -748,10 +819,14 @@ void run_case(const AttnCase& c, uint64_t seed, const std::vector<Config>& confi
       const PagedAttentionArgs a = emu_args(c, b, out, ldo, ws, path, cfg);
       int launches = 0;
       PagedAttentionPlan plan;
+      const int64_t copies_before = g_tensor_copies;
       try {
         validate(a);
         plan = make_plan(a, cfg.n_sms, cfg.occupancy);
         execute_plan(a, plan, EmuLauncher{c.bf16, c.D, &launches});
+        if (path == AttnPath::kAuto)
+          check_block_path("emu/" + std::string(cfg.name) + " " + c.name, cfg,
+                           block_path_expected(c, b), copies_before);
       } catch (const std::exception& e) {
         ++g_cases;
         ++g_failures;
@@ -878,6 +953,7 @@ void run_fused(const AttnCase& c, uint64_t seed, const std::vector<Config>& conf
   for (const Config& cfg : configs) {
     FusedOutcome res[2];
     bool failed = false;
+    const int64_t copies_before = g_tensor_copies;
     for (int fused = 0; fused < 2 && !failed; ++fused) {
       HostBatch u = b;  // this run's cache
       std::vector<u16> qkv = f.d.qkv, out(n_out, kPoison);
@@ -914,6 +990,9 @@ void run_fused(const AttnCase& c, uint64_t seed, const std::vector<Config>& conf
         int launches = 0;
         execute_plan(a, plan, EmuLauncher{c.bf16, c.D, &launches});
         check_counters("emu-fused " + c.name);
+        if (fused)
+          check_block_path("emu-fused/" + std::string(cfg.name) + " " + c.name, cfg,
+                           block_path_expected(c, b), copies_before);
       } catch (const std::exception& e) {
         ++g_cases;
         ++g_failures;
@@ -979,11 +1058,11 @@ int main(int argc, char** argv) {
     }
   }
   // Each case: the H200 model (many splits) with immediate copies, the earlier keys as bulk
-  // copies and the last-CTA merge, and a 1-SM model (one split, the direct-write path) with
-  // deferred copies, both with early_kv; and the H200 model without, its deferred copies reading
-  // their sources at issue, with the reduce kernel.
+  // copies a KV block at a time and the last-CTA merge, and a 1-SM model (one split, the
+  // direct-write path) with deferred copies, both with early_kv; and the H200 model without, its
+  // deferred copies reading their sources at issue, with the reduce kernel.
   const std::vector<Config> configs = {
-      {"h200/immediate/merge/bulk", 132, 3, false, true, false, true, true},
+      {"h200/immediate/merge/bulk-blocks", 132, 3, false, true, false, true, true, true},
       {"1sm/deferred", 1, 1, true, true},
       {"h200/snapshot/late-kv", 132, 3, true, false, true}};
   if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
@@ -993,11 +1072,12 @@ int main(int argc, char** argv) {
                [&](const AttnCase& c, uint64_t seed) { run_case(c, seed, configs); });
   // Fused RoPE: copies that read their sources at issue and land at the wait (the order in which
   // a load of a new key's cache row, issued before the prologue writes it, would land stale), on
-  // both device models (the 1-SM one with the earlier keys as bulk copies); and read-late copies
-  // without early_kv.
+  // both device models, the earlier keys as cp.async, as bulk copies a row (H200) and a KV block
+  // at a time (1 SM); and read-late copies without early_kv.
   const std::vector<Config> fused_configs = {
       {"h200/snapshot", 132, 3, true, true, true},
-      {"1sm/snapshot/bulk", 1, 1, true, true, true, false, true},
+      {"1sm/snapshot/bulk-blocks", 1, 1, true, true, true, false, true, true},
+      {"h200/snapshot/bulk", 132, 3, true, true, true, false, true},
       {"1sm/deferred/late-kv", 1, 1, true, false}};
   for_selected(cases, quick, filter, "fused ", 1000,
                [&](const AttnCase& c, uint64_t seed) { run_fused(c, seed, fused_configs); });

@@ -117,6 +117,11 @@ struct PagedAttentionArgs {
   /// 16-byte cp.async (sm_90+, fp16/bf16 caches; elsewhere ignored). paged_attention sets it
   /// unless PERFX_CUDA_ATTN_BULK=0 (docs/cuda_linear_notes.md §24).
   bool early_bulk = false;
+  /// Slots (rows) of k_cache and v_cache: n_blocks * block_size. With early_bulk, given (> 0),
+  /// a KV head's whole block of earlier keys comes as one bulk tensor copy (TMA) of K and one of
+  /// V where the block size allows (attn_plan.h, kv_box_view), instead of one copy a key row;
+  /// 0 (unknown): a copy a row.
+  int64_t kv_slots = 0;
   /// Non-null: RoPE + KV store happen inside the split-KV kernel (decode), as rope_norm_kv_store
   /// followed by paged_attention would do them, bit for bit. q and rope->k / rope->v are then the
   /// QKV projection's unrotated output; token i of sequence s is at position seq_kv_len[s] - q_len

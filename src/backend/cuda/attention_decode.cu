@@ -10,8 +10,11 @@
 // = sum_s 2^(m_s - m*) O_s / sum_s 2^(m_s - m*) l_s. With PagedAttentionArgs::rope the CTA also
 // does RoPE + KV store for the query rows and the new keys it covers (rope_prologue in
 // attn_tile.cuh): one kernel fewer per decode layer.
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled (the driver's, reached through the runtime)
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -120,6 +123,14 @@ bool early_bulk_enabled() {
   return on;
 }
 
+/// PERFX_CUDA_ATTN_BULK_BLOCKS=0|1 (read once; default 1): early_bulk copies a whole KV block of
+/// a KV head as one tensor copy where PagedAttentionArgs::kv_slots allows (docs/
+/// cuda_attention_notes.md, "A block a copy"); 0: one copy a key row (the A/B arm).
+bool early_bulk_blocks_enabled() {
+  static const bool on = env_count("PERFX_CUDA_ATTN_BULK_BLOCKS", "0 or 1", 0, 1, 1) != 0;
+  return on;
+}
+
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
@@ -164,6 +175,43 @@ void launch_typed(bool reduce, int head_dim, const TileArgs& t, Grid g, cudaStre
   }
 }
 
+/// The driver's cuTensorMapEncodeTiled (CUDA 12.0 ABI), through the runtime so that nothing links
+/// libcuda directly; null where the driver does not provide it.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      p = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/// Encodes m.map from m's plain fields (KvTensorMap: 2-byte elements, no swizzle, zeros out of
+/// bounds); false where the driver refuses (the caller then copies row by row).
+bool encode_kv_map(KvTensorMap& m) {
+  const PFN_cuTensorMapEncodeTiled_v12000 enc = tensor_map_encoder();
+  if (enc == nullptr || m.rows <= 0) return false;
+  CUtensorMap map;
+  static_assert(sizeof(map) == sizeof(m.map), "CUtensorMap is 128 bytes");
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(m.cols), static_cast<cuuint64_t>(m.rows)};
+  const cuuint64_t pitch[1] = {static_cast<cuuint64_t>(m.cols) * 2};  // bytes between rows
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(m.box_cols),
+                             static_cast<cuuint32_t>(m.box_rows)};
+  const cuuint32_t step[2] = {1, 1};
+  if (enc(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(m.base), dims, pitch, box,
+          step, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  std::memcpy(m.map, &map, sizeof(map));
+  return true;
+}
+
 /// execute_plan() launcher for the real device.
 struct CudaLauncher {
   AttnDtype dtype;
@@ -173,7 +221,12 @@ struct CudaLauncher {
     launch_prefill(dtype, head_dim, t, static_cast<int>(g.x), static_cast<int>(g.y),
                    static_cast<int>(g.z), stream);
   }
-  void split(const TileArgs& t, Grid g) const { launch(false, t, g); }
+  void split(const TileArgs& t, Grid g) const {
+    if (t.tmap_k.rows <= 0) return launch(false, t, g);
+    TileArgs e = t;  // the views' maps encoded, or both views dropped (a copy a row)
+    if (!encode_kv_map(e.tmap_k) || !encode_kv_map(e.tmap_v)) e.tmap_k.rows = e.tmap_v.rows = 0;
+    launch(false, e, g);
+  }
   void reduce(const TileArgs& t, Grid g) const { launch(true, t, g); }
   void launch(bool reduce, const TileArgs& t, Grid g) const {
     if (dtype == AttnDtype::kF16)
@@ -209,6 +262,7 @@ void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   b.early_kv = a.early_kv && pdl_early_reads() &&
                static_cast<int64_t>(a.n_seqs) * a.n_kv_heads <= early_kv_max_pairs();
   b.early_bulk = b.early_kv && early_bulk_enabled();
+  if (!early_bulk_blocks_enabled()) b.kv_slots = 0;
   execute_plan(b, p, CudaLauncher{a.dtype, a.head_dim, stream});
 }
 

@@ -25,6 +25,19 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr double kCtaOverheadTiles = 1.0;  // prologue (Q, first-load latency) + merge + write
 constexpr double kReduceTiles = 1.0;       // the extra reduce launch
 
+/// A 2-D view of one KV cache (K or V) for bulk tensor copies (TMA; PTX ISA 8.0,
+/// "cp.async.bulk.tensor", "Tensor Maps"): rows = cache slots, cols = n_kv_heads * head_dim
+/// elements of 2 bytes (row pitch cols * 2 bytes). One copy moves a box of box_rows slots (a KV
+/// block) x box_cols = head_dim + 8 elements (a KV head's row and the tile's 8-element pad, so the
+/// box lands at the shared-memory tile's row stride; past the last head's row the box reads zeros,
+/// never the next slot). rows = 0: no view (the kernel copies row by row).
+struct alignas(64) KvTensorMap {
+  unsigned char map[128];  // its CUtensorMap (encoded on the host by the CUDA launcher)
+  const void* base;        // the cache's first element (the CPU emulator copies from these fields)
+  int64_t rows, cols;
+  int box_rows, box_cols;
+};
+
 /// Kernel parameters (by value). Sizes in elements.
 struct TileArgs {
   const void* q;
@@ -50,6 +63,9 @@ struct TileArgs {
   float* ws_ml;    // [n_seqs, n_kv_heads, kSplitRows, n_splits, 2] (max in log2 units, sum)
   int early_kv;    // split-KV: stage the keys before the first new token before the PDL wait
   int early_bulk;  // early_kv's staging as bulk copies (sm_90; fp16/bf16 caches), not cp.async
+  // early_bulk with PagedAttentionArgs::kv_slots: a whole KV block of earlier keys as one tensor
+  // copy of K and one of V (kv_box_view(); tmap_k.rows = 0: one copy a key row).
+  KvTensorMap tmap_k, tmap_v;
   // Fused RoPE + KV store (split-KV only; PagedAttentionArgs::rope): rope_tokens > 0 turns it on
   // and sizes the dynamic shared memory after the tile's (rope_smem_bytes).
   int rope_tokens;
@@ -116,7 +132,8 @@ inline void validate(const PagedAttentionArgs& a) {
   require(a.n_q_heads >= a.n_kv_heads && a.n_q_heads % a.n_kv_heads == 0,
           f + "n_q_heads must be a positive multiple of n_kv_heads");
   require(a.n_seqs >= 0 && a.n_seqs <= 65535, f + "n_seqs out of range (0..65535)");
-  require(a.n_tokens >= 0 && a.max_q_len >= 0 && a.max_kv_len >= 0, f + "negative size");
+  require(a.n_tokens >= 0 && a.max_q_len >= 0 && a.max_kv_len >= 0 && a.kv_slots >= 0,
+          f + "negative size");
   if (a.n_seqs == 0 || a.max_q_len == 0) return;
   require(a.block_size >= 1, f + "block_size must be >= 1");
   require(a.max_blocks >= 1, f + "max_blocks must be >= 1");
@@ -227,6 +244,26 @@ struct Grid {
   unsigned x, y, z;
 };
 
+/// The KvTensorMap of `cache` for early_bulk's block copies (without its encoded map), or one
+/// with rows = 0 where they do not apply: kv_slots unknown (0) or past int32 coordinates, a q8
+/// cache, or a block that does not tile the 64-key stage in 128-byte-aligned pieces (block_size
+/// must divide 64, and a block of (head_dim + 8)-element rows must span a multiple of 128 bytes:
+/// block_size >= 8 for every supported head_dim; TMA destinations are 128-byte aligned).
+inline KvTensorMap kv_box_view(const PagedAttentionArgs& a, const void* cache) {
+  KvTensorMap m{};
+  const int64_t box_bytes = static_cast<int64_t>(a.block_size) * (a.head_dim + 8) * 2;
+  if (a.kv_q8 || a.kv_slots <= 0 || a.kv_slots > std::numeric_limits<int32_t>::max() ||
+      a.block_size < 2 || kTileKeys % a.block_size != 0 || box_bytes % 128 != 0 ||
+      !aligned16(cache))
+    return m;
+  m.base = cache;
+  m.rows = a.kv_slots;
+  m.cols = static_cast<int64_t>(a.n_kv_heads) * a.head_dim;
+  m.box_rows = a.block_size;
+  m.box_cols = a.head_dim + 8;
+  return m;
+}
+
 /// Issues the plan's launches through `L`, which provides prefill(const TileArgs&, Grid),
 /// split(const TileArgs&, Grid) and reduce(const TileArgs&, Grid) (all with kThreads threads).
 /// Order: prefill, split-KV, reduce (the two main kernels write disjoint rows of out).
@@ -258,6 +295,10 @@ void execute_plan(const PagedAttentionArgs& a, const PagedAttentionPlan& p, Laun
   t.ws_ml = nullptr;
   t.early_kv = a.early_kv ? 1 : 0;
   t.early_bulk = a.early_kv && a.early_bulk ? 1 : 0;
+  if (t.early_bulk) {
+    t.tmap_k = kv_box_view(a, a.k_cache);
+    t.tmap_v = kv_box_view(a, a.v_cache);
+  }
   t.rope_tokens = 0;
   if (a.rope != nullptr) {  // validate() has checked that only the split-KV kernel runs
     const AttnRopeArgs& r = *a.rope;

@@ -10,11 +10,12 @@
 //   (running max m, running sum l, O rescaled by exp2(m_old - m_new)) -> O += P V (P rounded to T).
 // K/V tiles are gathered slot by slot through the block table (PagedAttention, arXiv 2309.06180)
 // with 16-byte cp.async into a 2-stage ring (the split-KV kernel's keys of earlier steps, staged
-// before its PDL wait: one bulk copy a row on sm_90, TileArgs::early_bulk); keys past the CTA's
-// range are zero-filled (never read). At the end each warp's (O, m, l) goes to shared memory; the
-// WN slices are merged by log-sum-exp and written either normalized to `out` (T) or, for split-KV
-// with n_splits > 1, as fp32 partials (unnormalized O, m, l) that split_reduce_kernel — or, with
-// split counters, the split that finishes last — merges across splits (flash-decoding).
+// before its PDL wait: on sm_90 one tensor copy a whole KV block, else one bulk copy a row,
+// TileArgs::early_bulk); keys past the CTA's range are zero-filled (never read). At the end each
+// warp's (O, m, l) goes to shared memory; the WN slices are merged by log-sum-exp and written
+// either normalized to `out` (T) or, for split-KV with n_splits > 1, as fp32 partials
+// (unnormalized O, m, l) that split_reduce_kernel — or, with split counters, the split that
+// finishes last — merges across splits (flash-decoding).
 //
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", f16/bf16): lane = 4 * g + t
 //   A 16x16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1],
@@ -196,6 +197,22 @@ __device__ __forceinline__ void bulk_copy_g2s(void* smem, const void* gmem, unsi
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
           "r"(smem_u32(smem)),
       "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+#endif
+}
+
+/// Copies the box of the 2-D tensor map `m` at (column c0, row c1) — m.box_rows rows of
+/// m.box_cols 2-byte elements, packed at m.box_cols elements a row — to `smem` (128-byte
+/// aligned); completion counts box_rows * box_cols * 2 bytes (elements past the view's columns
+/// read as zeros and count too) against `bar`. `m` must live in kernel-parameter space
+/// (__grid_constant__) or global memory.
+__device__ __forceinline__ void tma_load_2d(void* smem, const KvTensorMap& m, int c0, int c1,
+                                            uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_u32(smem)),
+      "l"(reinterpret_cast<uint64_t>(m.map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
       : "memory");
 #endif
 }
@@ -382,11 +399,11 @@ __device__ __forceinline__ void merge_splits(const TileArgs& a, int seq, int kvh
 // has landed, the CTA dequantizes it into one T stage of K and V, so everything after that is the
 // fp16/bf16 kernel (one more barrier per tile).
 template <typename T, int D, int WM, int WN, bool kSplit, bool kQ8 = false>
-__global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
+__global__ void __launch_bounds__(kThreads) attn_tile_kernel(__grid_constant__ const TileArgs a) {
   PERFX_TRACE(kTrAttn, a.k_cache);
   using C = TileCfg<D, WM, WN>;
   using Ops = TypeOps<T>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = reinterpret_cast<T*>(smem_raw + C::kQBytes);
   T* sV = sK + (kQ8 ? 1 : kStages) * C::kKvElems;
@@ -565,9 +582,12 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   constexpr int kAll = 0x7fffffff;
   static_assert(kStages == 2, "tile t + 1 goes to stage (t + 1) & 1 below");
   const int early_end = early ? max(k_begin, min(ctx, k_end)) : k_begin;
-  // TileArgs::early_bulk: those keys come as one bulk copy per K row and per V row, thread tid
-  // taking key row tid % 64 of stage tid / 64, completing on the stage's mbarrier s_bar[st]
-  // (64 arrivals, each expecting its row's bytes), instead of 16-byte cp.async.
+  // TileArgs::early_bulk: those keys come as bulk copies instead of 16-byte cp.async, thread tid
+  // taking key row tid % 64 of stage tid / 64 and completing on the stage's mbarrier s_bar[st]
+  // (64 arrivals, each expecting the bytes it copies): a KV block whose rows are all such keys
+  // as one tensor copy of K and one of V by the thread of its first row (TileArgs::tmap_k; the
+  // block's other threads arrive expecting nothing), any other row as one copy of K and one of V
+  // by its own thread. Blocks line up with the stages when k_begin is a multiple of the block.
 #if defined(PERFX_ATTN_EMULATION)
   static uint64_t s_bar[kStages];  // the emulator runs one CTA at a time: shared by its threads
 #else
@@ -583,6 +603,11 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     T* dk = sK + st * C::kKvElems + r * C::kStride;
     T* dv = sV + st * C::kKvElems + r * C::kStride;
     const int64_t slot = j < early_end ? slot_of(j) : -1;
+    // j's block is copied whole: all its keys are earlier keys (then all have slots, or none).
+    const int js = j - (j - k_begin) % bs;  // the block's first key (k_begin block-aligned)
+    const bool boxes = a.tmap_k.rows > 0 && k_begin % bs == 0 &&
+                       (reinterpret_cast<uintptr_t>(sK) & 127) == 0;  // TMA: 128-byte aligned
+    const bool whole = boxes && slot >= 0 && js + bs <= early_end;
     if (slot < 0 && j < early_end) {  // a hole in the block table: zeros, as cp.async's zero-fill
 #pragma unroll
       for (int ch = 0; ch < C::kChunks; ++ch) {
@@ -591,9 +616,15 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
       }
     }
     constexpr unsigned kRow = D * sizeof(T);
-    mbar_arrive_expect_tx(&s_bar[st], slot < 0 ? 0u : 2 * kRow);
+    const unsigned box = static_cast<unsigned>(bs) * C::kStride * sizeof(T);  // a block, padded
+    mbar_arrive_expect_tx(&s_bar[st], whole ? (j == js ? 2 * box : 0u) : slot < 0 ? 0u : 2 * kRow);
     PERFX_TRACE_PROBE(4);  // trace builds: the row's block-table entry read, its bytes announced
-    if (slot >= 0) {
+    if (whole) {
+      if (j == js) {
+        tma_load_2d(dk, a.tmap_k, static_cast<int>(head_off), static_cast<int>(slot), &s_bar[st]);
+        tma_load_2d(dv, a.tmap_v, static_cast<int>(head_off), static_cast<int>(slot), &s_bar[st]);
+      }
+    } else if (slot >= 0) {
       const int64_t off = slot * slot_stride + head_off;
       bulk_copy_g2s(dk, kc + off, kRow, &s_bar[st]);
       bulk_copy_g2s(dv, vc + off, kRow, &s_bar[st]);
@@ -634,8 +665,8 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
   cp_async_commit();
 
   // Q fragments stay in registers for the whole key loop.
-  cp_async_wait<1>();  // the Q group has landed (for this thread) ...
-  __syncthreads();     // ... and for every thread
+  cp_async_wait<1>();     // the Q group has landed (for this thread) ...
+  __syncthreads();        // ... and for every thread
   PERFX_TRACE_PROBE(11);  // trace builds: q (and the new keys' raw rows) in shared memory
   if constexpr (kSplit) {
     if (rope) {
@@ -773,7 +804,7 @@ __global__ void __launch_bounds__(kThreads) attn_tile_kernel(const TileArgs a) {
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
   }
   cp_async_wait<0>();
-  __syncthreads();  // the K/V ring is free: reuse it as the merge buffer
+  __syncthreads();        // the K/V ring is free: reuse it as the merge buffer
   PERFX_TRACE_PROBE(13);  // trace builds: the key loop done
 
   {

@@ -870,6 +870,7 @@ class CudaBackend : public Backend {
     a.n_kv_heads = kv.n_kv_heads;
     a.head_dim = kv.head_dim;
     a.block_size = kv.block_size;
+    a.kv_slots = (int64_t)kv.n_blocks * kv.block_size;
     a.block_tables = tables_d_;
     a.max_blocks = width_;
     a.seq_q_start = q_start_d_;
