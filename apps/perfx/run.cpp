@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include "backend/backend.h"
@@ -79,10 +80,14 @@ void run(const RunArgs& a) {
         "--seed must be >= 0, or -1 for a random seed, got " + std::to_string(a.seed));
   const SamplingParams sampling = sampling_params(a);
   const std::string prompt = prompt_text(a.prompt, a.prompt_file, a.prompt_given);
-  if (!a.dump_logits.empty())  // before the model loads, not after
+  if (!a.dump_logits.empty()) {  // before the model loads, not after
     check(!is_directory(a.dump_logits), "--dump-logits: '" + a.dump_logits +
                                             "' is a folder; give a file path such as '" +
                                             a.dump_logits + "/logits.safetensors'");
+    const std::string parent = std::filesystem::path(a.dump_logits).parent_path().string();
+    check(parent.empty() || is_directory(parent),
+          "--dump-logits: the folder '" + parent + "' does not exist (create it first)");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;

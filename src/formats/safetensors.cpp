@@ -424,7 +424,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error("write_safetensors: cannot create '" + tmp + "': " + std::strerror(errno));
+    // Errors name the file asked for; the temporary beside it is an implementation detail.
+    if (!f) throw Error("cannot create '" + path + "': " + std::strerror(errno));
     const uint64_t n = h.size();
     f.write(reinterpret_cast<const char*>(&n), 8);
     f.write(h.data(), (std::streamsize)h.size());
@@ -435,13 +436,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
     const int err = errno;  // what the failing write() set (ENOSPC: disk full)
     if (!f) {
       std::remove(tmp.c_str());
-      throw Error("write_safetensors: writing '" + tmp + "' failed: " + std::strerror(err));
+      throw Error("writing '" + path + "' failed: " + std::strerror(err));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string err = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw Error("write_safetensors: cannot rename '" + tmp + "' to '" + path + "': " + err);
+    throw Error("cannot write '" + path + "' (renaming its temporary '" + tmp + "'): " + err);
   }
 }
 

@@ -642,7 +642,8 @@ TEST(CliErrors, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
 }
 
 // Issue 8: `perfx run -f FILE` reads the prompt from a file (as llama.cpp: one trailing newline
-// dropped); --dump-logits onto a folder is a plain error before the model loads.
+// dropped); --dump-logits onto a folder, or into a missing one, is a plain error before the model
+// loads.
 TEST(CliRun, PromptFromAFileAndDumpLogitsOntoAFolder) {
   PERFX_REQUIRE_SHARED("models/stories260K-hf/model.safetensors");
   const std::string m = shared_path("models/stories260K-hf");
@@ -662,6 +663,12 @@ TEST(CliRun, PromptFromAFileAndDumpLogitsOntoAFolder) {
   EXPECT_EQ(d.exit_code, 1);
   EXPECT_EQ(d.err, "perfx: error: --dump-logits: '" + dir + "' is a folder; give a file path such as '" +
                        dir + "/logits.safetensors'\n");
+  // A path in a folder that does not exist: refused before the model loads (it used to load,
+  // run, then fail naming the writer's internal '.tmp' file).
+  auto g = run_perfx("run -m " + m + " -p hi -n 1 --dump-logits " + dir + "/no/l.safetensors");
+  EXPECT_EQ(g.exit_code, 1);
+  EXPECT_EQ(g.err, "perfx: error: --dump-logits: the folder '" + dir +
+                       "/no' does not exist (create it first)\n");
   std::system(("rm -rf " + dir).c_str());
 }
 
