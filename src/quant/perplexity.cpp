@@ -48,8 +48,10 @@ PerplexityResult evaluate_perplexity(
   check(n_ctx <= engine.ctx(), "-c " + std::to_string(n_ctx) + " exceeds the engine context " +
                                    std::to_string(engine.ctx()));
   check(static_cast<int64_t>(ids.size()) >= 2 * static_cast<int64_t>(n_ctx),
-        "perplexity: the text has " + std::to_string(ids.size()) +
-            " tokens; at least 2*ctx = " + std::to_string(2 * n_ctx) + " are needed");
+        "the text has " + std::to_string(ids.size()) + (ids.size() == 1 ? " token" : " tokens") +
+            "; perplexity with -c " + std::to_string(n_ctx) + " needs at least 2 x " +
+            std::to_string(n_ctx) + " = " + std::to_string(2 * n_ctx) +
+            " (give a longer text or a smaller -c)");
   int n_chunks = static_cast<int>(ids.size() / static_cast<size_t>(n_ctx));
   if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
   const int first = n_ctx / 2;

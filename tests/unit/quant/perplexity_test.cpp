@@ -109,5 +109,14 @@ TEST(Perplexity, WindowsBosAndSecondHalf) {
   EXPECT_EQ(e2.windows[1][0], ids[8]);                           // no BOS substitution
   EXPECT_THROW(evaluate_perplexity(e2, ids, 16, -1, 0), Error);  // ctx > engine ctx
   e2.context = 16;
-  EXPECT_THROW(evaluate_perplexity(e2, ids, 16, -1, 0), Error);  // < 2 * ctx tokens
+  try {  // < 2 * ctx tokens: the message says what to change
+    evaluate_perplexity(e2, ids, 16, -1, 0);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_STREQ(err.what(),
+                 ("the text has " + std::to_string(ids.size()) +
+                  " tokens; perplexity with -c 16 needs at least 2 x 16 = 32 (give a longer text "
+                  "or a smaller -c)")
+                     .c_str());
+  }
 }
