@@ -953,8 +953,9 @@ void run_fused(const AttnCase& c, uint64_t seed, const std::vector<Config>& conf
   for (const Config& cfg : configs) {
     FusedOutcome res[2];
     bool failed = false;
-    const int64_t copies_before = g_tensor_copies;
     for (int fused = 0; fused < 2 && !failed; ++fused) {
+      // Each run's own tensor copies are checked (the fused run's must not borrow the unfused's).
+      const int64_t copies_before = g_tensor_copies;
       HostBatch u = b;  // this run's cache
       std::vector<u16> qkv = f.d.qkv, out(n_out, kPoison);
       std::vector<float> ws(workspace_bytes(c.D) / sizeof(float), NAN);

@@ -18,8 +18,9 @@ ARCH=${ARCH:--gencode=arch=compute_90a,code=sm_90a}
 FLAGS="-std=c++17 -O3 $ARCH -Isrc -Xcompiler -Wall,-Wextra -Xptxas -v"
 
 if [ "$MODE" = "--emulate" ]; then
-  g++ -std=c++20 -O2 -Isrc -I/usr/local/cuda/include -Wall -Wextra -Wno-unknown-pragmas -Wno-psabi \
-    -Wno-unused-function tests/cuda/attn_emulation_test.cpp -o "$BUILD/attn_emulation_test" ||
+  g++ -std=c++20 -O2 -Isrc -I/usr/local/cuda/include -Wall -Wextra -Wno-unknown-pragmas \
+    -Wno-psabi -Wno-unused-function tests/cuda/attn_emulation_test.cpp \
+    -o "$BUILD/attn_emulation_test" ||
     exit 1
   "$BUILD/attn_emulation_test" "${@:2}" 2>&1 | tee "$OUTDIR/emulation.log"
   exit "${PIPESTATUS[0]}"

@@ -177,16 +177,20 @@ void launch_typed(bool reduce, int head_dim, const TileArgs& t, Grid g, cudaStre
 
 /// The driver's cuTensorMapEncodeTiled (CUDA 12.0 ABI), through the runtime so that nothing links
 /// libcuda directly; null where the driver does not provide it.
+/// (cudaGetDriverEntryPointByVersion is CUDA 12.5's; older toolkits build without block copies.)
+/// paged_attention_init() makes the first call, outside any stream capture.
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
+#if CUDART_VERSION >= 12050
     cudaDriverEntryPointQueryResult q{};
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
                                          &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
+      (void)cudaGetLastError();  // the lookup's own error, at init: nothing else is pending yet
       p = nullptr;
     }
+#endif
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
   }();
   return fn;
@@ -253,6 +257,7 @@ PagedAttentionPlan paged_attention_plan(const PagedAttentionArgs& a) {
 
 void paged_attention_init() {
   (void)attn_detail::device_state();
+  (void)attn_detail::tensor_map_encoder();
 }
 
 void paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {

@@ -134,6 +134,9 @@ inline void validate(const PagedAttentionArgs& a) {
   require(a.n_seqs >= 0 && a.n_seqs <= 65535, f + "n_seqs out of range (0..65535)");
   require(a.n_tokens >= 0 && a.max_q_len >= 0 && a.max_kv_len >= 0 && a.kv_slots >= 0,
           f + "negative size");
+  require(a.block_size < 1 || a.kv_slots % a.block_size == 0,
+          f + "kv_slots " + std::to_string(a.kv_slots) + " is not whole blocks of " +
+              std::to_string(a.block_size) + " (n_blocks * block_size, or 0)");
   if (a.n_seqs == 0 || a.max_q_len == 0) return;
   require(a.block_size >= 1, f + "block_size must be >= 1");
   require(a.max_blocks >= 1, f + "max_blocks must be >= 1");
