@@ -192,19 +192,22 @@ void bench(const BenchArgs& a, std::string& advice) {
                               std::to_string(ctx) + " tokens, more than " + what + " (" + f +
                               " can be at most " + std::to_string(limit - (ctx - value)) + ")");
     };
-    const auto test_ctx = [&](const std::string& f, const std::string& test, int value, int ctx) {
+    // ctx: the tokens the test's sequence holds; used: the positions the model computes (a pp
+    // test's step ends with one sampled id, which holds a slot but is never run).
+    const auto test_ctx = [&](const std::string& f, const std::string& test, int value, int ctx,
+                              int used) {
       fits(f, value, ctx, most,
            "4 times the model's trained context of " + std::to_string(trained) + " tokens");
       if (c.sliding_window > 0)
         fits(f, value, ctx, c.sliding_window,
              "the model's sliding_window of " + std::to_string(c.sliding_window) +
                  " tokens (config.json), past which attention is not implemented");
-      if (ctx > trained) past += (past.empty() ? "" : ", ") + test;
+      if (used > trained) past += (past.empty() ? "" : ", ") + test;
     };
     for (int p : a.n_prompt)
-      if (p > 0) test_ctx("-p", "pp" + std::to_string(p), p, p + 1);
+      if (p > 0) test_ctx("-p", "pp" + std::to_string(p), p, p + 1, p);
     for (int n : a.n_gen)
-      if (n > 0) test_ctx("-n", "tg" + std::to_string(n), n, n + 2);
+      if (n > 0) test_ctx("-n", "tg" + std::to_string(n), n, n + 2, n + 2);
   };
   advice = kv_n > 0 ? "lower -n or -B" : "lower -p";  // what sized the KV cache
   warn_if_oversubscribed(a.threads);

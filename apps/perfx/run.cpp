@@ -206,7 +206,10 @@ Register reg("run", 10, [](CLI::App& app) {
   add_max_alloc_option(sub);
   sub->add_option("--dump-logits", a->dump_logits,
                   "Write the prompt's logits after prefill as safetensors (input_ids i32 [T], "
-                  "logits f32 [T, vocab])");
+                  "logits f32 [T, vocab])")
+      ->each([](const std::string& v) {  // an empty path was taken as "not given"
+        if (v.empty()) throw Error("--dump-logits needs a file path, got an empty string");
+      });
   sub->callback([a] { run(*a); });
 });
 

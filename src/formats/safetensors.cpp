@@ -220,7 +220,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(MappedFile file) {
     if (end > buffer_len) {
       fail(path, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                      "] out of range: the data buffer holds " + std::to_string(buffer_len) +
-                     " bytes");
+                     " bytes (truncated file?)");
     }
     if (end - begin != expect_bytes) {
       fail(path, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +

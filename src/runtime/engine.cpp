@@ -257,7 +257,9 @@ class EngineImpl : public Engine {
     check((int)prompt.size() < ctx_,
           "prompt has " + std::to_string(prompt.size()) +
               " tokens, which leaves no room to generate in the context size " +
-              std::to_string(ctx_) + " (the prompt must be shorter than the context)");
+              std::to_string(ctx_) +
+              " (the prompt must be shorter than the context: shorten it, or raise -c / "
+              "--ctx-size)");
     GenerateResult r;
     r.prompt_tokens = (int)prompt.size();
     const SeqId seq = create_sequence();

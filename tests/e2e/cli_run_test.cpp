@@ -234,6 +234,21 @@ TEST(CliPerplexity, ContextZeroIsTheModelsContext) {
   EXPECT_EQ(r.out.rfind("PPL = ", 0), 0u) << r.out;
 }
 
+// Fresh-user run: a text shorter than 2 x ctx printed a header counting its "1 windows", then an
+// error that the text is too short; now only the error, saying what to change.
+TEST(CliPerplexity, ShortTextIsOneErrorLine) {
+  const std::string dir = make_temp_dir("pplshort");
+  write_file(dir + "/t.txt", "In the beginning God created the heaven and the earth.\n");
+  auto r = run_perfx("perplexity -f " + dir + "/t.txt -c 8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.find("windows"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("perplexity with -c 8 needs at least 2 x 8 = 16 (give a longer text or a "
+                       "smaller -c)\n"),
+            std::string::npos)
+      << r.err;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // `perfx bench -o json` speaks llama-bench's fields, one object per test; n_threads is the count
 // the run used (a fresh user saw 0 for the default -t 0).
 TEST(CliBench, JsonHasLlamaBenchFieldsAndTheThreadsUsed) {
@@ -276,6 +291,12 @@ TEST(CliBench, PastTheTrainedContextNotesItAndFarPastItNamesTheFlag) {
   auto ok = run_perfx("bench -p 16 -n 4 -r 1 -t 2");
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_EQ(ok.err.find("note"), std::string::npos) << ok.err;
+  // pp512 on a 512-token model (bench's default test): its prompt fills the trained context
+  // exactly; the slot its sampled id holds is never run, so no note (a fresh user's first bench
+  // printed one).
+  auto full = run_perfx("bench -p 512 -n 4 -r 1 -t 2");
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_EQ(full.err.find("note"), std::string::npos) << full.err;
   auto past = run_perfx("bench -p 600 -n 4 -r 1 -t 2");
   ASSERT_EQ(past.exit_code, 0) << past.err;
   EXPECT_NE(past.err.find("perfx: note: pp600 runs past the model's trained context of 512 tokens "
@@ -669,6 +690,8 @@ TEST(CliRun, PromptFromAFileAndDumpLogitsOntoAFolder) {
   EXPECT_EQ(g.exit_code, 1);
   EXPECT_EQ(g.err, "perfx: error: --dump-logits: the folder '" + dir +
                        "/no' does not exist (create it first)\n");
+  expect_error("run -m " + m + " -p hi -n 1 --dump-logits ''",
+               "--dump-logits needs a file path, got an empty string");  // was silently ignored
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -58,6 +58,7 @@ TEST(GenerateText, PromptAsLongAsTheContextSaysThereIsNoRoomToGenerate) {
     EXPECT_NE(m.find("prompt has 4 tokens, which leaves no room to generate in the context size 4"),
               std::string::npos)
         << m;
+    EXPECT_NE(m.find("shorten it, or raise -c / --ctx-size"), std::string::npos) << m;  // the fix
   }
 }
 
