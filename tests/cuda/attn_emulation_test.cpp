@@ -482,6 +482,25 @@ inline void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
   m.tx += bytes;
   ++emu::g_events;
 }
+/// One bulk copy's bytes on `m`: written at once (immediate copies), or when the phase completes
+/// (deferred; g_snapshot: the source as it was at issue). src null: zeros (TMA's out-of-bounds
+/// fill).
+inline void stage_bulk(emu::MBar& m, void* dst, const void* src, unsigned bytes) {
+  const auto* s = static_cast<const unsigned char*>(src);
+  if (!emu::g_deferred) {
+    if (s)
+      std::memcpy(dst, s, bytes);
+    else
+      std::memset(dst, 0, bytes);
+    return;
+  }
+  emu::BulkCopy c{dst, src, bytes, {}};
+  if (!s)
+    c.data.assign(bytes, 0);
+  else if (emu::g_snapshot)
+    c.data.assign(s, s + bytes);
+  m.copies.push_back(std::move(c));
+}
 inline void bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
   emu::MBar& m = mbar_of(bar, "cp.async.bulk");
   if (m.done) emu::die("cp.async.bulk: completes on an mbarrier whose phase has completed");
@@ -489,15 +508,7 @@ inline void bulk_copy_g2s(void* smem, const void* gmem, unsigned bytes, uint64_t
     emu::die("cp.async.bulk: size not a positive multiple of 16 or source misaligned");
   emu::check_smem(smem, bytes, "cp.async.bulk destination");
   emu::check_global(gmem, bytes, "cp.async.bulk source");
-  emu::BulkCopy c{smem, gmem, bytes, {}};
-  if (!emu::g_deferred) {
-    std::memcpy(smem, gmem, bytes);
-  } else {
-    if (emu::g_snapshot)
-      c.data.assign(static_cast<const unsigned char*>(gmem),
-                    static_cast<const unsigned char*>(gmem) + bytes);
-    m.copies.push_back(std::move(c));
-  }
+  stage_bulk(m, smem, gmem, bytes);
   m.tx -= bytes;
   ++m.issued;
   ++emu::g_events;
@@ -528,17 +539,9 @@ inline void tma_load_2d(void* smem, const KvTensorMap& m, int c0, int c1, uint64
     const unsigned char* src =
         static_cast<const unsigned char*>(m.base) + ((c1 + r) * m.cols + c0) * 2;
     emu::check_global(src, static_cast<size_t>(in_cols) * 2, "cp.async.bulk.tensor source");
-    emu::BulkCopy c{dst, src, static_cast<unsigned>(in_cols * 2), {}};
-    emu::BulkCopy pad{dst + in_cols * 2, nullptr, static_cast<unsigned>((m.box_cols - in_cols) * 2),
-                      std::vector<unsigned char>(static_cast<size_t>(m.box_cols - in_cols) * 2, 0)};
-    if (!emu::g_deferred) {
-      std::memcpy(c.dst, src, c.bytes);
-      if (pad.bytes) std::memset(pad.dst, 0, pad.bytes);
-      continue;
-    }
-    if (emu::g_snapshot) c.data.assign(src, src + c.bytes);
-    mb.copies.push_back(std::move(c));
-    if (pad.bytes) mb.copies.push_back(std::move(pad));
+    stage_bulk(mb, dst, src, static_cast<unsigned>(in_cols * 2));
+    if (in_cols < m.box_cols)  // past the view's columns: zeros
+      stage_bulk(mb, dst + in_cols * 2, nullptr, static_cast<unsigned>((m.box_cols - in_cols) * 2));
   }
   mb.tx -= bytes;
   ++mb.issued;
