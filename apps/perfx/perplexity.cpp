@@ -46,10 +46,10 @@ void run_perplexity(const PplArgs& a) {
   const Tokenizer& tok = engine->tokenizer();
   const bool add_bos = tok.add_bos_by_default() && tok.bos_id() >= 0;
   const std::vector<int32_t> ids = tok.encode(text, add_bos);
-  if (ids.size() >= 2 * static_cast<size_t>(ctx))  // else evaluate_perplexity says what is short
-    std::fprintf(stderr, "perplexity: %s: %zu tokens, ctx %d, %zu windows, weights %s\n",
-                 eo.model_path.c_str(), ids.size(), ctx, ids.size() / static_cast<size_t>(ctx),
-                 human_bytes(engine->weight_bytes()).c_str());
+  quant::check_perplexity_tokens(ids.size(), ctx);  // a short text: the error, not the header
+  std::fprintf(stderr, "perplexity: %s: %zu tokens, ctx %d, %zu windows, weights %s\n",
+               eo.model_path.c_str(), ids.size(), ctx, ids.size() / static_cast<size_t>(ctx),
+               human_bytes(engine->weight_bytes()).c_str());
   const bool tty = isatty(fileno(stderr)) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   const quant::PerplexityResult r = quant::evaluate_perplexity(

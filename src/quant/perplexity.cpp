@@ -41,17 +41,21 @@ PerplexityResult NllAccumulator::result() const {
   return r;
 }
 
+void check_perplexity_tokens(size_t n_ids, int n_ctx) {
+  check(static_cast<int64_t>(n_ids) >= 2 * static_cast<int64_t>(n_ctx),
+        "the text has " + std::to_string(n_ids) + (n_ids == 1 ? " token" : " tokens") +
+            "; perplexity with -c " + std::to_string(n_ctx) + " needs at least 2 x " +
+            std::to_string(n_ctx) + " = " + std::to_string(2 * n_ctx) +
+            " (give a longer text or a smaller -c)");
+}
+
 PerplexityResult evaluate_perplexity(
     Engine& engine, const std::vector<int32_t>& ids, int n_ctx, int32_t bos, int max_chunks,
     const std::function<void(int, int, const PerplexityResult&)>& on_chunk) {
   check(n_ctx >= 4, "-c must be at least 4, got " + std::to_string(n_ctx));
   check(n_ctx <= engine.ctx(), "-c " + std::to_string(n_ctx) + " exceeds the engine context " +
                                    std::to_string(engine.ctx()));
-  check(static_cast<int64_t>(ids.size()) >= 2 * static_cast<int64_t>(n_ctx),
-        "the text has " + std::to_string(ids.size()) + (ids.size() == 1 ? " token" : " tokens") +
-            "; perplexity with -c " + std::to_string(n_ctx) + " needs at least 2 x " +
-            std::to_string(n_ctx) + " = " + std::to_string(2 * n_ctx) +
-            " (give a longer text or a smaller -c)");
+  check_perplexity_tokens(ids.size(), n_ctx);
   int n_chunks = static_cast<int>(ids.size() / static_cast<size_t>(n_ctx));
   if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
   const int first = n_ctx / 2;

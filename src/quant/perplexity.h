@@ -6,6 +6,7 @@
 // PPL = exp(mean NLL); the ± is ppl · sqrt(var(NLL) / (count − 1)).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -40,6 +41,10 @@ class NllAccumulator {
 
 /// −log softmax(logits)[target] in double precision (max-subtracted).
 double token_nll(const float* logits, int64_t vocab, int32_t target);
+
+/// Throws perfx::Error unless a text of `n_ids` tokens is long enough for perplexity with windows
+/// of `n_ctx` tokens: at least 2·n_ctx (llama.cpp's requirement); the message says what to change.
+void check_perplexity_tokens(size_t n_ids, int n_ctx);
 
 /// Evaluates the perplexity of `ids` (the tokenized text, with its BOS) on `engine`.
 /// bos < 0: no BOS substitution. max_chunks <= 0: all windows. on_chunk(i, n, running) is called
