@@ -197,9 +197,8 @@ Register reg("run", 10, [](CLI::App& app) {
                   "warns)")
       ->capture_default_str();
   sub->add_option("--stop", a->stop, "Stop string (repeatable)")
-      ->each([](const std::string& v) {  // as the server's "stop": an empty one would match at once
-        if (v.empty()) throw Error("--stop must not be an empty string");
-      });
+      // as the server's "stop": an empty one would match at once
+      ->each(refuse_empty("--stop must not be an empty string"));
   sub->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at EOS");
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")
       ->capture_default_str();
@@ -207,9 +206,8 @@ Register reg("run", 10, [](CLI::App& app) {
   sub->add_option("--dump-logits", a->dump_logits,
                   "Write the prompt's logits after prefill as safetensors (input_ids i32 [T], "
                   "logits f32 [T, vocab])")
-      ->each([](const std::string& v) {  // an empty path was taken as "not given"
-        if (v.empty()) throw Error("--dump-logits needs a file path, got an empty string");
-      });
+      // an empty path was taken as "not given"
+      ->each(refuse_empty("--dump-logits needs a file path, got an empty string"));
   sub->callback([a] { run(*a); });
 });
 

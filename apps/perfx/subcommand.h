@@ -62,15 +62,21 @@ inline void add_kv_cache_type_options(CLI::App* sub, std::string* k, std::string
 /// The model used when -m is omitted: models/default in the source tree (or $PERFX_DEFAULT_MODEL).
 std::string default_model_path();
 
+/// An option's `->each` check that refuses a value given but empty (`-x ""`, e.g. an unset shell
+/// variable) while parsing: perfx::Error with `message`, one `perfx: error:` line.
+inline std::function<void(const std::string&)> refuse_empty(std::string message) {
+  return [message = std::move(message)](const std::string& v) {
+    if (v.empty()) throw Error(message);
+  };
+}
+
 /// Adds -m/--model into `model`, which keeps its value when the flag is omitted (the subcommands
 /// then take default_model_path(): "" means it, or serve presets it). A value given but empty
 /// (`-m ""`, e.g. an unset shell variable) is refused while parsing (perfx::Error naming the
 /// flag: one `perfx: error:` line) instead of silently running the default model.
 inline CLI::Option* add_model_option(CLI::App* sub, std::string* model, const std::string& help) {
-  return sub->add_option("-m,--model", *model, help)->each([](const std::string& v) {
-    if (v.empty())
-      throw Error("-m/--model is empty; give a model path, or omit -m for models/default");
-  });
+  return sub->add_option("-m,--model", *model, help)
+      ->each(refuse_empty("-m/--model is empty; give a model path, or omit -m for models/default"));
 }
 
 }  // namespace perfx::cli
