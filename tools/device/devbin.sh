@@ -114,6 +114,18 @@ case_counts() {
   done
 }
 
+# attn_san TIMEOUT "TOOL..." [LABEL]: each compute-sanitizer TOOL (memcheck, racecheck, ...) over
+# the attention kernel tests' --quick set ($B/attn), one summary line each (LABEL after --quick);
+# logs $OUT/attn_TOOL.log.
+attn_san() {
+  local limit=$1 tools=$2 label=${3:-} tool
+  for tool in $tools; do
+    timeout "$limit" "$SAN" --tool $tool --error-exitcode 7 "$B/attn/attention_kernels_test" --quick \
+      > "$OUT/attn_$tool.log" 2>&1
+    echo "attention $tool --quick${label:+ $label} rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
+  done
+}
+
 # attn_checks: the attention kernel tests ($B/attn), memcheck and racecheck over their --quick
 # set, the CUDA conformance suite in fp16 and bf16, memcheck over it (graphs off), the CUDA model
 # tests; one line each, the first failures after. Logs in $OUT.
@@ -122,10 +134,7 @@ attn_checks() {
   timeout 120 "$A" > "$OUT/attn_test.log" 2>&1
   echo "attention kernels rc=$?: $(grep -m1 SUMMARY "$OUT/attn_test.log")"
   grep -m4 '^\[FAIL\]' "$OUT/attn_test.log" | cut -c1-220
-  for tool in memcheck racecheck; do
-    timeout 120 "$SAN" --tool $tool --error-exitcode 7 "$A" --quick > "$OUT/attn_$tool.log" 2>&1
-    echo "attention $tool --quick rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
-  done
+  attn_san 120 "memcheck racecheck"
   for dt in f16 bf16; do
     PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" \
       --gtest_filter='*cuda*' > "$OUT/conf_$dt.log" 2>&1

@@ -20,9 +20,6 @@ done
 ROUNDS=3 ab_tg PERFX_CUDA_ATTN_BULK_BLOCKS "1 0"
 ab_b8 PERFX_CUDA_ATTN_BULK_BLOCKS "1 0 1 0"
 echo "benches done at $(( $(date +%s) - T0 )) s"
-for tool in memcheck racecheck synccheck; do
-  timeout 100 "$SAN" --tool $tool --error-exitcode 7 "$A" --quick > "$OUT/attn_$tool.log" 2>&1
-  echo "attention $tool --quick rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
-done
+attn_san 100 "memcheck racecheck synccheck"
 cuda_suite "$OUT"
 echo "total $(( $(date +%s) - T0 )) s"

@@ -36,9 +36,6 @@ for p in 2 12; do
   python3 tools/device/trace_summary.py /tmp/tr.csv --steps 6 > "$OUT/trace_p$p.txt" 2>&1
   echo "probe $p traced $(grep tg128 /tmp/tb.md | awk -F'|' '{print $(NF-1)}'): $(grep -E '^attn ' "$OUT/trace_p$p.txt")"
 done
-for tool in memcheck racecheck; do
-  timeout 100 "$SAN" --tool $tool --error-exitcode 7 "$A" --quick > "$OUT/attn_$tool.log" 2>&1
-  echo "attention $tool --quick rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
-done
+attn_san 100 "memcheck racecheck"
 cuda_suite "$OUT"
 echo "total $(( $(date +%s) - T0 )) s"

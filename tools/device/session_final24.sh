@@ -12,10 +12,7 @@ A=$B/attn/attention_kernels_test
 timeout 120 "$A" > "$OUT/attn.log" 2>&1
 echo "attention kernels rc=$?: $(grep -m1 SUMMARY "$OUT/attn.log")"
 grep -m4 '^\[FAIL\]' "$OUT/attn.log" | cut -c1-220
-for tool in memcheck racecheck synccheck; do
-  timeout 100 "$SAN" --tool $tool --error-exitcode 7 "$A" --quick > "$OUT/attn_$tool.log" 2>&1
-  echo "attention $tool --quick rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
-done
+attn_san 100 "memcheck racecheck synccheck"
 cuda_suite "$OUT"
 for m in llama-2-7b tinyllama-1.1b; do
   tg_line final "$B/perfx" "random:$m"

@@ -22,9 +22,6 @@ ROUNDS=2 MODELS=tinyllama-1.1b ab_tg PERFX_CUDA_ATTN_TRIGGER_TILE "1 0"
 ab_b8 PERFX_CUDA_ATTN_TRIGGER_TILE "1 0"
 echo "benches done at $(( $(date +%s) - T0 )) s"
 export PERFX_CUDA_ATTN_TRIGGER_TILE=1
-for tool in memcheck racecheck; do
-  timeout 100 "$SAN" --tool $tool --error-exitcode 7 "$A" --quick > "$OUT/attn_$tool.log" 2>&1
-  echo "attention $tool --quick (trigger_tile=1) rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/attn_$tool.log" | tail -1)"
-done
+attn_san 100 "memcheck racecheck" "(trigger_tile=1)"
 cuda_suite "$OUT"
 echo "total $(( $(date +%s) - T0 )) s"
