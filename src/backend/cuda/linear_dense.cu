@@ -9,24 +9,12 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/cvt.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 
 namespace perfx::cuda {
 namespace {
-
-/// Packs 8 fp32 values as 8 elements of T into a uint4 (element 0 lowest).
-template <typename T>
-__device__ __forceinline__ uint4 pack8(const float v[8]) {
-  uint32_t r[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const T lo = frag::to_out<T>(v[2 * i]), hi = frag::to_out<T>(v[2 * i + 1]);
-    r[i] = (uint32_t) * reinterpret_cast<const uint16_t*>(&lo) |
-           ((uint32_t) * reinterpret_cast<const uint16_t*>(&hi) << 16);
-  }
-  return make_uint4(r[0], r[1], r[2], r[3]);
-}
 
 /// One thread per (row block nb, chunk kc, lane): the lane's 32 weights are rows gid, gid + 8 ×
 /// channels 64kc + 32h + 8tid + 0..7 (h = 0, 1): four 16-byte stores.
