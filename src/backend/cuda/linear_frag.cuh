@@ -18,6 +18,13 @@
 #define PERFX_HD inline
 #endif
 
+#if defined(PERFX_CUDA_EMULATION)
+// The CPU emulator's (tests/cuda/cuda_emu.h) stand-ins for the device-only primitives below.
+void perfx_emu_mma16816(bool bf16, float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+void perfx_emu_check_global(const void* p, size_t n);
+void* perfx_emu_dyn_smem();
+#endif
+
 namespace perfx::cuda::frag {
 
 // ------------------------------------------------------------------------- W4 element placement
@@ -330,7 +337,9 @@ PERFX_HD void w8_word_to_bf16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
 }
 
 // ------------------------------------------------------------------------- device-only primitives
-#if defined(__CUDACC__)
+// (also compiled by the CPU emulator, PERFX_CUDA_EMULATION, which supplies the mma and the checked
+// loads; the cp.async helpers are not emulated)
+#if defined(__CUDACC__) || defined(PERFX_CUDA_EMULATION)
 
 /// D = A·B + C, m16n8k16, fp32 accumulate; A/B fp16 (F16) or bf16 (BF16).
 template <typename Tag>
@@ -339,37 +348,57 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
 template <>
 __device__ __forceinline__ void mma16816<F16>(float c[4], const uint32_t a[4], uint32_t b0,
                                               uint32_t b1) {
+#if defined(PERFX_CUDA_EMULATION)
+  perfx_emu_mma16816(false, c, a, b0, b1);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 template <>
 __device__ __forceinline__ void mma16816<BF16>(float c[4], const uint32_t a[4], uint32_t b0,
                                                uint32_t b1) {
+#if defined(PERFX_CUDA_EMULATION)
+  perfx_emu_mma16816(true, c, a, b0, b1);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 /// 16-byte global load, streaming (evict-first): weights are read once per pass.
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+#if defined(PERFX_CUDA_EMULATION)
+  perfx_emu_check_global(p, 16);
+  return *p;
+#else
   return __ldcs(p);
+#endif
 }
 /// 16-byte global load of streamed weights: non-coherent path, no L1 allocation, 256-byte L2
 /// prefetch (a warp's 512-byte quad row is contiguous). Not volatile: the compiler may schedule it.
 /// Weights only: the read-only path is wrong for anything a kernel writes (pdl.cuh).
 __device__ __forceinline__ uint4 ld_weight_nc(const uint4* p) {
+#if defined(PERFX_CUDA_EMULATION)
+  perfx_emu_check_global(p, 16);
+  return *p;
+#else
   uint4 r;
   // nc-ok: packed weights, immutable
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
       : "l"(p));
   return r;
+#endif
 }
+
+#if !defined(PERFX_CUDA_EMULATION)
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return (uint32_t)__cvta_generic_to_shared(p);
@@ -411,6 +440,10 @@ __device__ __forceinline__ void l2_warm_share(const L2Prefetch& pf, uint4* scrat
 __device__ __forceinline__ void l2_warm_drain(const L2Prefetch& pf) {
   if ((pf.n[0] | pf.n[1]) != 0) asm volatile("cp.async.wait_all;" ::: "memory");
 }
+#else   // the emulator: L2 warming is a hint with no effect on results, so nothing to do
+inline void l2_warm_share(const L2Prefetch&, uint4*) {}
+inline void l2_warm_drain(const L2Prefetch&) {}
+#endif  // !PERFX_CUDA_EMULATION
 
 /// fp32 → output element.
 template <typename O>
@@ -472,6 +505,6 @@ __device__ __forceinline__ void w4_half_mma(float c[4], const uint32_t words[4],
   }
 }
 
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || PERFX_CUDA_EMULATION
 
 }  // namespace perfx::cuda::frag

@@ -49,6 +49,16 @@ inline int xs_row_stride(int64_t k_pad) {
   return (int)(ceil_div<int64_t>(k_pad, 64) * 64 + 32);
 }
 
+/// The CTA's dynamic shared memory, where the staged activations go (xs).
+__device__ __forceinline__ uint4* dyn_smem_xs() {
+#if defined(PERFX_CUDA_EMULATION)
+  return static_cast<uint4*>(::perfx_emu_dyn_smem());  // the CPU emulator's (cuda_emu.h)
+#else
+  extern __shared__ uint4 xs_dyn[];
+  return xs_dyn;
+#endif
+}
+
 /// Copies x[0..M)[0..k_pad) (zero beyond K) to shared memory xs (row stride xs_ld elements, a
 /// multiple of 8), then __syncthreads(). All threads of the CTA must call it. Each thread keeps 4
 /// 16-byte loads in flight (the copy is latency-bound: it runs while the first weight batch is
@@ -128,7 +138,7 @@ __global__ void __launch_bounds__(512)
   constexpr int U = ChunksInFlight<XS>::value;
   constexpr int NR = RK == kRecPair ? 2 : 1;
   __shared__ uint4 warm[kMaxWarps * 32];  // frag::l2_warm_share's scratch
-  extern __shared__ uint4 xs[];
+  uint4* const xs = dyn_smem_xs();
   const int64_t nb = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int gid = lane >> 2, tid = lane & 3;
@@ -228,7 +238,7 @@ __global__ void __launch_bounds__(512)
                    int64_t ldy, const float* __restrict__ bias, int xs_ld, bool late_trigger) {
   PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
-  extern __shared__ uint4 xs[];
+  uint4* const xs = dyn_smem_xs();
   const int64_t nb = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   const int gid = lane >> 2, tid = lane & 3;
@@ -334,7 +344,8 @@ bool use_xs(int M, int xs_ld, int x_smem) {
 template <typename Kernel>
 void ensure_xs_attr(Kernel kernel, std::once_flag& once) {
   std::call_once(once, [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)kMaxXsBytes));
   });
 }

@@ -32,12 +32,15 @@
 
 #include "backend/cuda/trace.cuh"
 
-#if defined(PERFX_ATTN_EMULATION)
-/// The CPU emulator's (tests/cuda/attn_emulation_test.cpp) record of a thread's wait: reads of
-/// the previous kernel's outputs before it fail the emulated run.
+#if defined(PERFX_CUDA_EMULATION)
+/// The CPU emulator's (tests/cuda/cuda_emu.h) record of a thread's wait: reads of the previous
+/// kernel's outputs before it fail the emulated run.
 void perfx_emu_pdl_wait();
 /// The emulator's check of a plain load of the previous kernel's output (fails before the wait).
 void perfx_emu_check_read(const void* p, size_t n);
+/// The emulator's check of a global load: inside a buffer the test registered, and not of the
+/// previous kernel's output before the wait.
+void perfx_emu_check_global(const void* p, size_t n);
 #endif
 
 namespace perfx::cuda {
@@ -45,7 +48,7 @@ namespace perfx::cuda {
 /// Waits for the preceding grid's completion and memory flush (a no-op when the grid was not
 /// launched with the attribute; compiled out below sm_90; recorded in host-compiled emulation).
 __device__ __forceinline__ void pdl_wait() {
-#if defined(PERFX_ATTN_EMULATION)
+#if defined(PERFX_CUDA_EMULATION)
   perfx_emu_pdl_wait();
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   trace_before_wait();  // trace builds only (trace.cuh): when the CTA entered and left the wait
@@ -73,10 +76,15 @@ __device__ __forceinline__ void pdl_enter() {
 /// turn a const __restrict__ pointer's loads into ld.global.nc).
 __device__ __forceinline__ uint4 ld_act(const void* p) {
   uint4 r;
+#if defined(PERFX_CUDA_EMULATION)
+  perfx_emu_check_global(p, 16);
+  std::memcpy(&r, p, 16);
+#else
   asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p)
                : "memory");
+#endif
   return r;
 }
 

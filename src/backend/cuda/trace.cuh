@@ -74,7 +74,7 @@ constexpr bool kTraceBuilt =
     false;
 #endif
 
-#if defined(PERFX_CUDA_TRACE) && defined(__CUDACC__) && !defined(PERFX_ATTN_EMULATION)
+#if defined(PERFX_CUDA_TRACE) && defined(__CUDACC__) && !defined(PERFX_CUDA_EMULATION)
 namespace {
 __device__ TraceBuf* g_trace_buf = nullptr;  // one per translation unit, bound by its binder
 }
