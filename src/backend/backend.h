@@ -249,6 +249,18 @@ class Backend {
     add_rms_norm(residual, x, norm_w, eps, h);
     linear(h, w, bias, y);
   }
+  /// linear(x, w1, b1, y1), then add_rms_norm_linear(residual, y1, norm_w, eps, h, w2, b2, y2):
+  /// a layer's last projection, the residual add and the next linear's input norm + projection.
+  /// residual and y2 end as with those ops on the same backend (bit for bit: a backend that fuses
+  /// them keeps the ops' rounding and summation order); y1 [T, n] and h [T, n] are scratch,
+  /// contents afterwards unspecified (CUDA's fused decode pair writes neither:
+  /// docs/cuda_linear_notes.md §30). Default: those ops.
+  virtual void linear_add_rms_norm_linear(Tensor x, const Weight& w1, const Weight* b1, Tensor y1,
+                                          Tensor residual, const Weight& norm_w, float eps,
+                                          Tensor h, const Weight& w2, const Weight* b2, Tensor y2) {
+    linear(x, w1, b1, y1);
+    add_rms_norm_linear(residual, y1, norm_w, eps, h, w2, b2, y2);
+  }
   /// act [T, I] = silu(x·W_gateᵀ + b_gate) * (x·W_upᵀ + b_up) for a weight from load_gate_up
   /// (bias [2I]: gate's, then up's; or null), each projection rounded to the activation dtype
   /// first, as linear then silu_mul (a backend may add the bias after that rounding instead of

@@ -212,13 +212,14 @@ Tensor LlamaModel::forward(const BatchLayout& b, KvStorage& kv) {
     if (observer) observer(l, "gate_up", h);  // AWQ calibration: each linear's input
     be_.linear_silu_mul(h, *L.gate_up, L.gate_up_bias.get(), gu, act);
     if (observer) observer(l, "down", act);
-    be_.linear(act, *L.down, L.down_bias.get(), o);
     if (l + 1 < (int)layers_.size() && !observer) {
-      // the next layer's input norm fused with its QKV projection
+      // the down projection, the residual add and the next layer's input norm + QKV projection
       const LayerWeights& N = layers_[l + 1];
-      be_.add_rms_norm_linear(x, o, *N.attn_norm, eps, h, *N.qkv, N.qkv_bias.get(), qkv);
+      be_.linear_add_rms_norm_linear(act, *L.down, L.down_bias.get(), o, x, *N.attn_norm, eps, h,
+                                     *N.qkv, N.qkv_bias.get(), qkv);
       qkv_ready = true;
     } else {
+      be_.linear(act, *L.down, L.down_bias.get(), o);
       const Weight& next_norm = l + 1 < (int)layers_.size() ? *layers_[l + 1].attn_norm : *final_norm_;
       be_.add_rms_norm(x, o, next_norm, eps, h);
     }

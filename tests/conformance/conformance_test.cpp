@@ -612,6 +612,91 @@ TEST_P(Conformance, AddRmsNormLinear) {
   }
 }
 
+TEST_P(Conformance, LinearAddRmsNormLinear) {
+  // The down projection, residual add and next input norm + QKV projection as one op. Against a
+  // double reference, and bit for bit against the three ops on the same backend (its contract;
+  // CUDA with PERFX_CUDA_NORM_FUSE=1 links two w4_gemv launches at decode sizes: n = 2048 makes
+  // the fused norm take 256 threads, as TinyLlama's; out = 2560 runs 8-warp CTAs, n = 256 16-warp
+  // ones). y1 and h are scratch: not compared.
+  struct Case {
+    const char* fmt;
+    int64_t k1, n, out;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {"INT4_G128", 384, 256, 72, false}, {"INT4_G128", 384, 2048, 2560, true},
+      {"INT4_G32", 192, 256, 40, true},   {"Q4_0", 128, 2048, 96, false},
+      {"F16", 96, 256, 72, true},         {"Q8_0", 128, 256, 40, false}};
+  for (const Case& c : cases) {
+    for (int T : {1, 2, 5}) {
+      std::mt19937 rng((uint32_t)(T * 977 + c.n + c.out + std::string(c.fmt).size()));
+      const HostWeight w1 = make_weight(c.fmt, c.n, c.k1, rng),
+                       w2 = make_weight(c.fmt, c.out, c.n, rng);
+      auto lw1 = d().be().load_linear({w1.source("w1")});
+      auto lw2 = d().be().load_linear({w2.source("w2")});
+      const auto nw = randn((size_t)c.n, rng), b1v = randn((size_t)c.n, rng, 0.1f),
+                 b2v = randn((size_t)c.out, rng, 0.1f);
+      auto norm = d().be().load_vector(vector_view("norm", nw));
+      auto b1 = d().be().load_vector(vector_view("b1", b1v));
+      auto b2 = d().be().load_vector(vector_view("b2", b2v));
+      const Weight* pb1 = c.bias ? b1.get() : nullptr;
+      const Weight* pb2 = c.bias ? b2.get() : nullptr;
+      const auto x = rounded(randn((size_t)(T * c.k1), rng)),
+                 res = rounded(randn((size_t)(T * c.n), rng, 4.0f));
+      const float eps = 1e-5f;
+
+      Tensor xt = d().upload(x, T, c.k1), rt = d().upload(res, T, c.n);
+      Tensor y1 = d().poisoned(T, c.n), h = d().poisoned(T, c.n), y2 = d().poisoned(T, c.out);
+      d().be().linear_add_rms_norm_linear(xt, *lw1, pb1, y1, rt, *norm, eps, h, *lw2, pb2, y2);
+      const auto got_res = d().download(rt), got_y2 = d().download(y2);
+
+      // the same backend's three ops
+      Tensor rt_u = d().upload(res, T, c.n), y1_u = d().poisoned(T, c.n),
+             h_u = d().poisoned(T, c.n), y2_u = d().poisoned(T, c.out);
+      d().be().linear(xt, *lw1, pb1, y1_u);
+      d().be().add_rms_norm(rt_u, y1_u, *norm, eps, h_u);
+      d().be().linear(h_u, *lw2, pb2, y2_u);
+      const auto ops_res = d().download(rt_u), ops_y2 = d().download(y2_u);
+
+      // double reference from the dequantized weights, rounding where the ops store
+      std::vector<double> ref_res, ref_y2;
+      std::vector<float> s((size_t)c.n), hr((size_t)c.n);
+      for (int t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < c.n; ++i) {
+          double acc = c.bias ? b1v[(size_t)i] : 0.0;
+          for (int64_t k = 0; k < c.k1; ++k)
+            acc += (double)x[(size_t)(t * c.k1 + k)] * w1.deq[(size_t)(i * c.k1 + k)];
+          s[(size_t)i] =
+              round_to(d().act(), res[(size_t)(t * c.n + i)] + round_to(d().act(), (float)acc));
+          ref_res.push_back(s[(size_t)i]);
+        }
+        const double inv = rms_inv(s.data(), c.n, eps);
+        for (int64_t i = 0; i < c.n; ++i)
+          hr[(size_t)i] = round_to(d().act(), (float)(nw[(size_t)i] * s[(size_t)i] * inv));
+        for (int64_t r = 0; r < c.out; ++r) {
+          double acc = c.bias ? b2v[(size_t)r] : 0.0;
+          for (int64_t k = 0; k < c.n; ++k)
+            acc += (double)hr[(size_t)k] * w2.deq[(size_t)(r * c.n + k)];
+          ref_y2.push_back(acc);
+        }
+      }
+      const std::string what = std::string("linear_add_rms_norm_linear ") + c.fmt + " [" +
+                               std::to_string(c.k1) + " -> " + std::to_string(c.n) + " -> " +
+                               std::to_string(c.out) + "] T=" + std::to_string(T) +
+                               (c.bias ? " +bias" : "");
+      const double ytol = int8_activations(GetParam(), c.fmt) ? kInt8ActTol : tol();
+      expect_close(got_res, ref_res, ytol, what + " (residual)");
+      expect_close(got_y2, ref_y2, ytol, what + " (y2)");
+      // bit for bit the ops' results (NaN compares unequal: a NaN fails here too)
+      size_t res_diff = 0, y2_diff = 0;
+      for (size_t i = 0; i < got_res.size(); ++i) res_diff += !(got_res[i] == ops_res[i]);
+      for (size_t i = 0; i < got_y2.size(); ++i) y2_diff += !(got_y2[i] == ops_y2[i]);
+      EXPECT_EQ(res_diff, 0u) << what << ": residual differs from linear + add_rms_norm";
+      EXPECT_EQ(y2_diff, 0u) << what << ": y2 differs from linear + add_rms_norm + linear";
+    }
+  }
+}
+
 TEST_P(Conformance, LinearSiluMul) {
   // gate|up from load_gate_up (CUDA: interleaved rows, SwiGLU in the W4 GEMV's epilogue where it
   // runs; in = 2048 makes w4_gemv3 split K over 4 warps; I = 36 is not a multiple of 8, so it

@@ -14,7 +14,7 @@
 // (tools/device/cuda_attention_kernels.sh --emulate does it). Runs the shared case list.
 #define PERFX_ATTN_EMULATION 1
 #include "cuda_emu.h"
-
+// (first: the kernels' headers below see the emulator's device qualifiers and hooks)
 #include "backend/cuda/attn_plan.h"  // KvTensorMap (tma_load_2d below)
 
 namespace perfx::cuda::attn_detail {

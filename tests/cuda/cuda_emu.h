@@ -330,6 +330,9 @@ inline int atomicAdd(int* p, int v) {
   return old;
 }
 inline void __threadfence() {}
+[[noreturn]] inline void __trap() {
+  emu::die("__trap()");
+}
 
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
   if (mask != 0xffffffffu) emu::die("__syncwarp with a partial mask");
@@ -342,7 +345,6 @@ inline int min(int a, int b) {
 inline int max(int a, int b) {
   return a > b ? a : b;
 }
-
 
 // ---- emulated memory primitives of pdl.cuh and linear_frag.cuh (PERFX_CUDA_EMULATION)
 /// A checked plain global load (ld_act, ld_weight_nc): in a registered buffer, and not of the
@@ -397,4 +399,3 @@ void perfx_emu_mma16816(bool bf16, float d[4], const uint32_t a[4], uint32_t b0,
   else
     emu_mma16816<__half>(d, a, b0, b1);
 }
-

@@ -286,6 +286,13 @@ class CudaBackend : public Backend {
     (void)qkv_trigger_pct();  // PERFX_CUDA_QKV_TRIGGER: a bad value is refused here, not mid-run
     (void)qkv_grid_free();    // PERFX_CUDA_QKV_GRID_FREE: likewise
     attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
+    {  // PERFX_CUDA_NORM_FUSE=1: linear_add_rms_norm_linear as two linked GEMVs (off by default)
+      const char* e = std::getenv("PERFX_CUDA_NORM_FUSE");
+      const std::string v = e ? e : "";
+      check(v.empty() || v == "0" || v == "1",
+            "PERFX_CUDA_NORM_FUSE must be 0 or 1, got '" + v + "'");
+      norm_fuse_ = v == "1";
+    }
     const char* prof = std::getenv("PERFX_CUDA_PROFILE");
     profile_ = prof && std::string(prof) == "1";
     if (profile_) graphs_enabled_ = false;   // per-op events need eager launches
@@ -928,6 +935,42 @@ class CudaBackend : public Backend {
                       /*interleaved=*/true, b);
     });
     launched("linear_silu_mul");
+  }
+
+  /// The down projection, residual add and next input norm + QKV projection. With
+  /// PERFX_CUDA_NORM_FUSE=1, at decode sizes where both weights run w4_gemv (v1), two linked
+  /// GEMVs (linear_w4a16_norm_pair: the add in the first's epilogue, the norm in the second's
+  /// prologue; y1 and h are not written); otherwise the three ops.
+  void linear_add_rms_norm_linear(Tensor x, const Weight& w1t, const Weight* b1, Tensor y1,
+                                  Tensor residual, const Weight& norm_w, float eps, Tensor h,
+                                  const Weight& w2t, const Weight* b2, Tensor y2) override {
+    if (replaying()) return;  // every op of the default returns at once too
+    const auto& w1 = cw(w1t);
+    const auto& w2 = cw(w2t);
+    const int M = (int)x.rows;
+    auto ready = [&](const Tensor& t) { return t.dtype == act_ && kernel_ready_x(t); };
+    const bool fuse =
+        norm_fuse_ && skip_ == 0 && w1.w4 && w2.w4 && !w1.interleaved && !w2.interleaved &&
+        residual.rows == M && y2.rows == M && y1.rows == M && h.rows == M && x.cols == w1.in &&
+        residual.cols == w1.out && y1.cols == w1.out && h.cols == w1.out && w2.in == w1.out &&
+        norm_w.out == w1.out && y2.cols == w2.out && (!b1 || b1->out == w1.out) &&
+        (!b2 || b2->out == w2.out) && ready(x) && ready(residual) && ready(y2) &&
+        // the unfused path's norm would take its vectorized kernel (the order this one keeps)
+        ready(y1) && ready(h) && aligned16(cw(norm_w).vec()) &&
+        w4a16_norm_pair_applies(w1.w4->view(), w2.w4->view(), M);
+    if (!fuse)
+      return Backend::linear_add_rms_norm_linear(x, w1t, b1, y1, residual, norm_w, eps, h, w2t, b2,
+                                                 y2);
+    OpTimer timer(*this, profile_ ? "linear_add_rms_norm_linear" : "");
+    const L2Prefetch pf1 = l2_prefetch_after(w1, M), pf2 = l2_prefetch_after(w2, M);
+    last_linear_ = &w2;
+    guarded("linear_add_rms_norm_linear (W4A16)", [&] {
+      linear_w4a16_norm_pair(w1.w4->view(), x.data, x.stride, b1 ? cw(*b1).vec() : nullptr,
+                             residual.data, residual.stride, cw(norm_w).vec(), eps, w2.w4->view(),
+                             y2.data, y2.stride, b2 ? cw(*b2).vec() : nullptr, act_, M, stream_,
+                             pf1, pf2);
+    });
+    launched("linear_add_rms_norm_linear");
   }
 
   /// Attention follows the latest linear directly (only RoPE + KV store may sit between): that
@@ -1652,6 +1695,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<TraceRing> trace_;         // PERFX_CUDA_TRACE (trace builds only)
   bool rope_fused_ = true;  // PERFX_CUDA_ROPE_FUSED: RoPE + KV store inside split-KV attention
   bool attn_merge_ = true;  // PERFX_CUDA_ATTN_MERGE: split-KV's last CTA merges (no reduce kernel)
+  bool norm_fuse_ = false;  // PERFX_CUDA_NORM_FUSE: the decode pair around the norm as linked GEMVs
   std::vector<DevMem> retired_;
   std::shared_ptr<Generation> gen_;
   std::shared_ptr<Generation> weights_freed_ = std::make_shared<Generation>();

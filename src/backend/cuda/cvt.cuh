@@ -1,9 +1,11 @@
 // fp16 / bf16 <-> fp32 conversions for the CUDA kernels templated on the activation type T
-// (round to nearest even when narrowing).
+// (round to nearest even when narrowing), and fp32 products rounded explicitly (mul_rn, fma_rn).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cmath>
 
 namespace perfx::cuda {
 
@@ -42,6 +44,23 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) h[i] = from_f<T>(f[i]);
   return u;
+}
+
+/// a * b and a * b + c, each rounded once (fp32): the same on the device and in the CPU emulator
+/// (PERFX_CUDA_EMULATION), with no contraction choice left to the compiler.
+__device__ __forceinline__ float mul_rn(float a, float b) {
+#if defined(PERFX_CUDA_EMULATION)
+  return a * b;
+#else
+  return __fmul_rn(a, b);
+#endif
+}
+__device__ __forceinline__ float fma_rn(float a, float b, float c) {
+#if defined(PERFX_CUDA_EMULATION)
+  return std::fma(a, b, c);
+#else
+  return __fmaf_rn(a, b, c);
+#endif
 }
 
 }  // namespace perfx::cuda

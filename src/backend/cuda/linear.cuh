@@ -222,17 +222,42 @@ class W8Weight {
 // written; x[m, 0..K) for m < M is read. All launches go to `stream` and are checked with
 // cudaGetLastError.
 
+/// What w4_gemv does beside y = x·Wᵀ (+ bias) in the two halves of the fused decode pair
+/// linear → add + RMSNorm → linear (Backend::linear_add_rms_norm_linear; docs/cuda_linear_notes.md
+/// §30). Empty (both pointers null): nothing.
+///  * `residual` set (the producer): y is not written; instead residual[m, n] (xt, row stride
+///    ldr >= N) becomes round(residual[m, n] + round(y[m, n])), add_rms_norm's sum bit for bit.
+///    Needs yt == xt. Each element is read (after the PDL wait) and written by the thread that
+///    computes it.
+///  * `gamma` set (the consumer): x is the residual s [M, K] (already summed) and the GEMV's input
+///    is γ ⊙ s · rsqrt(mean(s²) + eps), rounded to xt, computed into shared memory after the PDL
+///    wait with the vectorized rms_norm kernel's thread mapping and arithmetic (norm_math.cuh), so
+///    bit for bit its output. x is then always staged in shared memory, whatever x_smem says (M ·
+///    (K + 32) · 2 bytes, at most 66 KB). gamma: fp32 [K], 16-byte aligned, read before the PDL
+///    wait (a weight). Needs K % 8 == 0, K <= 4096, and 32 · warps >= norm_vec_threads(K / 8)
+///    (256 from K = 2048). Formula: RMSNorm (Zhang & Sennrich 2019, arXiv 1910.07467).
+/// Errors: perfx::Error when both are set or a need above is not met.
+struct GemvNormLink {
+  void* residual = nullptr;
+  int64_t ldr = 0;
+  const float* gamma = nullptr;
+  float eps = 0.f;
+};
+
 /// W4A16 GEMV, M = 1..8 tokens. Grid: one CTA per 16-row block; `warps` (4, 8 or 16; 0 = default
 /// 8) warps split K, partial sums reduced through shared memory. x_smem: stage x in shared memory
 /// (then 8 chunks in flight per lane, else 4 with x in registers) when its M · (64·KC + 32) · 2
-/// bytes are <= 32 KB (-1, default), <= 96 KB (1), never (0).
+/// bytes are <= 32 KB (-1, default), <= 96 KB (1), never (0); with a GemvNormLink consumer, always.
 /// Numerics: per (row, token, 32-channel half-chunk) the mma sums (q − zero)·x exactly in fp32
 /// (integers times fp16/bf16 are exact in fp32), then acc += scale · partial in fp32: error is fp32
 /// summation only (~1e-6 relative), independent of the activation type. pf: the next linear's
 /// first bytes, read into L2 before the kernel's PDL wait (L2Prefetch; none by default).
+///
+/// link (GemvNormLink): the decode pair of Backend::linear_add_rms_norm_linear fused around the
+/// norm (docs/cuda_linear_notes.md §30); empty by default.
 void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
              int64_t ldy, const float* bias, cudaStream_t stream, int warps = 0, int x_smem = -1,
-             const L2Prefetch& pf = {});
+             const L2Prefetch& pf = {}, const GemvNormLink& link = GemvNormLink{});
 
 /// Configuration of w4_gemv2 (0 = the default rule w4_gemv2_default_config).
 struct W4Gemv2Config {
@@ -435,6 +460,26 @@ LinearPlan linear_w4a16(const W4View& w, const void* x, DType xt, int M, int64_t
 bool linear_w4a16_swiglu(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* act,
                          int64_t ldact, const float* bias, cudaStream_t stream,
                          const L2Prefetch& prefetch = {}, Workspace ws = {});
+/// Whether linear_w4a16_norm_pair takes the pair (w1, w2) at M tokens: 1 <= M <= 8, w4a16_plan
+/// picks w4_gemv (v1) for both, w1's N is w2's K, and that K and w2's CTA meet GemvNormLink's
+/// consumer needs (K % 8 == 0, K <= 4096, enough threads). Reads the plan rules (w4a16_plan,
+/// which may query the current device's properties for wide matrices); launches nothing.
+bool w4a16_norm_pair_applies(const W4View& w1, const W4View& w2, int M);
+/// The decode pair linear → add + RMSNorm → linear as two w4_gemv launches linked by GemvNormLink
+/// (docs/cuda_linear_notes.md §30), one kernel fewer than linear, add_rms_norm, linear:
+/// residual [M, N1] = round(residual + round(x·W1ᵀ + b1)), then y2 [M, N2] = round(γ ⊙ residual ·
+/// rsqrt(mean(residual²) + eps)) · W2ᵀ + b2, rounded to xt — the same bits as the unfused ops
+/// (the vectorized norm kernel's order). x [M, K1], residual and y2 in xt (F16 / BF16), row
+/// strides ldx, ldr, ldy2; residual 16-byte aligned with ldr % 8 == 0; gamma fp32 [N1], 16-byte
+/// aligned; b1 / b2 fp32 or null. pf1 / pf2: each GEMV's L2 prefetch (linear_w4a16's `prefetch`).
+/// Errors: perfx::Error when w4a16_norm_pair_applies is false or a w4_gemv precondition fails;
+/// the consumer's are checked before the producer launches, so a refused call leaves the residual
+/// as it was.
+void linear_w4a16_norm_pair(const W4View& w1, const void* x, int64_t ldx, const float* b1,
+                            void* residual, int64_t ldr, const float* gamma, float eps,
+                            const W4View& w2, void* y2, int64_t ldy2, const float* b2, DType xt,
+                            int M, cudaStream_t stream, const L2Prefetch& pf1 = {},
+                            const L2Prefetch& pf2 = {});
 /// Bytes quantize_act_q8 needs in its workspace for M rows of K at `group`.
 size_t act_q8_bytes(int M, int64_t K, int group);
 /// Quantizes x [M, K] (fp16/bf16, row stride ldx) per group of `group` channels into ws (W4A8Act

@@ -12,6 +12,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_internal.cuh"
+#include "backend/cuda/norm_math.cuh"
 
 namespace perfx::cuda {
 namespace {
@@ -361,6 +362,49 @@ LinearPlan linear_w4a16(const W4View& v, const void* x, DType xt, int M, int64_t
     }
   }
   return p;
+}
+
+bool w4a16_norm_pair_applies(const W4View& w1, const W4View& w2, int M) {
+  const int64_t K = w2.d.K;
+  if (M < 1 || M > 8 || w1.d.N != K || K % 8 != 0 || K > 4096) return false;
+  if (w4a16_plan(w1, M, true).kernel != LinearKernel::Gemv ||
+      w4a16_plan(w2, M, true).kernel != LinearKernel::Gemv)
+    return false;
+  const int warps = gemv_rule(w2, M).warps;
+  return 32 * (warps == 0 ? 8 : warps) >= norm_vec_threads((int)(K / 8));
+}
+
+void linear_w4a16_norm_pair(const W4View& w1, const void* x, int64_t ldx, const float* b1,
+                            void* residual, int64_t ldr, const float* gamma, float eps,
+                            const W4View& w2, void* y2, int64_t ldy2, const float* b2, DType xt,
+                            int M, cudaStream_t stream, const L2Prefetch& pf1,
+                            const L2Prefetch& pf2) {
+  PERFX_CHECK(w4a16_norm_pair_applies(w1, w2, M),
+              "linear_w4a16_norm_pair: the pair [" + std::to_string(w1.d.N) + ", " +
+                  std::to_string(w1.d.K) + "] -> [" + std::to_string(w2.d.N) + ", " +
+                  std::to_string(w2.d.K) + "] at M = " + std::to_string(M) +
+                  " does not take the fused norm (w4a16_norm_pair_applies)");
+  // the consumer's needs first: a failure after the producer ran would leave y1 added twice on
+  // retry
+  check_linear_args("linear_w4a16_norm_pair (consumer)", w2.d.N, w2.d.K, residual, xt, M, ldr, y2,
+                    xt, ldy2);
+  PERFX_CHECK(gamma != nullptr && reinterpret_cast<uintptr_t>(gamma) % 16 == 0,
+              "linear_w4a16_norm_pair: gamma must be non-null and 16-byte aligned");
+  LinearPlan p;
+  p.kernel = LinearKernel::Gemv;
+  log_plan("w4a16+norm-link (producer)", w1.d.N, w1.d.K, w1.d.group_size, M, xt, xt, p);
+  log_plan("w4a16+norm-link (consumer)", w2.d.N, w2.d.K, w2.d.group_size, M, xt, xt, p);
+  GemvNormLink producer;
+  producer.residual = residual;
+  producer.ldr = ldr;
+  const GemvRule r1 = gemv_rule(w1, M);
+  // y is not written by the producer; the residual stands in for check_linear_args
+  w4_gemv(w1, x, xt, M, ldx, residual, xt, ldr, b1, stream, r1.warps, r1.x_smem, pf1, producer);
+  GemvNormLink consumer;
+  consumer.gamma = gamma;
+  consumer.eps = eps;
+  const GemvRule r2 = gemv_rule(w2, M);
+  w4_gemv(w2, residual, xt, M, ldr, y2, xt, ldy2, b2, stream, r2.warps, r2.x_smem, pf2, consumer);
 }
 
 LinearPlan linear_w8a16(const W8View& v, const void* x, DType xt, int M, int64_t ldx, void* y,

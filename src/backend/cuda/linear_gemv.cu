@@ -16,9 +16,11 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/cvt.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_frag.cuh"
 #include "backend/cuda/linear_internal.cuh"
+#include "backend/cuda/norm_math.cuh"
 
 namespace perfx::cuda {
 namespace {
@@ -92,12 +94,92 @@ __device__ __forceinline__ void stage_x(uint4* xs, const T* x, int M, int64_t ld
   __syncthreads();
 }
 
+/// stage_x's counterpart for the consumer of a fused norm (GemvNormLink::gamma): xs[m] = γ ⊙ s[m] ·
+/// rsqrt(mean(s[m]²) + eps), rounded to T, zero beyond K, then __syncthreads(). Thread t takes
+/// the 16-byte chunks t and t + tv of the row (tv = norm_vec_threads(K / 8)), as
+/// rms_norm_vec_kernel's threads do, and both sum and normalize with norm_math.cuh's helpers, so
+/// xs is bit for bit that kernel's output (an fp32 sum in another order could round 1/rms
+/// differently). All threads of the CTA must call it; blockDim.x >= tv, K % 8 == 0 and K / 8 <=
+/// 2 · tv (checked by the host).
+/// GemvNormLink's γ chunks for stage_x_norm: this thread's chunks t and t + tv (two float4 each),
+/// loaded before the PDL wait (γ is a weight).
+struct NormGamma {
+  float4 g[2][2];
+};
+__device__ __forceinline__ NormGamma load_norm_gamma(const float* gamma, int64_t K) {
+  NormGamma r;
+  const int n8 = (int)(K / 8), tv = norm_vec_threads(n8), t = threadIdx.x;
+  const float4* g4 = reinterpret_cast<const float4*>(gamma);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int i = c * tv + t;
+    if (t < tv && i < n8) {
+      r.g[c][0] = g4[2 * i];      // nc-ok: γ, the norm weight, immutable
+      r.g[c][1] = g4[2 * i + 1];  // nc-ok: γ
+    }
+  }
+  return r;
+}
+
+/// stage_x's counterpart for the consumer of a fused norm (GemvNormLink::gamma): xs[m] = γ ⊙ s[m] ·
+/// rsqrt(mean(s[m]²) + eps), rounded to T, zero beyond K, then __syncthreads(). Thread t takes
+/// the 16-byte chunks t and t + tv of the row (tv = norm_vec_threads(K / 8)), as
+/// rms_norm_vec_kernel's threads do, and both sum and normalize with norm_math.cuh's helpers, so
+/// xs is bit for bit that kernel's output (an fp32 sum in another order could round 1/rms
+/// differently). g: load_norm_gamma's. All threads of the CTA must call it; blockDim.x >= tv,
+/// K % 8 == 0 and K / 8 <= 2 · tv (checked by the host).
+template <typename T>
+__device__ __forceinline__ void stage_x_norm(uint4* xs, const T* s, int M, int64_t lds, int64_t K,
+                                             int64_t k_pad, int xs_ld, const NormGamma& g,
+                                             float eps) {
+  const int n8 = (int)(K / 8), tv = norm_vec_threads(n8), t = threadIdx.x, ld8 = xs_ld / 8;
+  for (int m = 0; m < M; ++m) {
+    const T* row = s + (int64_t)m * lds;
+    uint4 raw[2];
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int i = c * tv + t;
+      if (t < tv && i < n8) raw[c] = ld_act(row + 8 * (int64_t)i);
+    }
+    float ss = 0.0f, v[2][8];
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int i = c * tv + t;
+      if (t >= tv || i >= n8) continue;
+      unpack8<T>(raw[c], v[c]);
+      sumsq8(ss, v[c]);
+    }
+    const float inv = rms_inv_of(ss, (int)K, eps);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int i = c * tv + t;
+      if (t >= tv || i >= n8) continue;
+      xs[m * ld8 + i] = norm_chunk<T>(v[c], g.g[c][0], g.g[c][1], inv);
+    }
+    for (int u = n8 + t; u < (int)(k_pad / 8); u += blockDim.x)
+      xs[m * ld8 + u] = make_uint4(0, 0, 0, 0);
+  }
+  __syncthreads();
+}
+
+/// The output element gemv_reduce_store's thread i (< 128) writes: row 16·nb + gid + 8·(c / 2)
+/// and token 2·tid + c % 2 of lane i / 4's accumulators (c = i % 4).
+__device__ __forceinline__ void gemv_store_slot(int i, int64_t nb, int64_t& row, int& token) {
+  const int src_lane = i >> 2, c = i & 3, gid = src_lane >> 2, tid = src_lane & 3;
+  row = nb * 16 + gid + 8 * (c >> 1);
+  token = 2 * tid + (c & 1);
+}
+
 /// Sums the per-warp accumulators of the 16-row block and writes y. acc: this lane's 4 mma
 /// accumulator values: (row gid, token 2tid), (gid, 2tid+1), (gid+8, 2tid), (gid+8, 2tid+1).
+/// res (GemvNormLink's producer): instead of y, res[token, row] = round(r_old + round(y)), where
+/// r_old is this thread's residual element, loaded by the caller (gemv_store_slot's element).
 template <typename OutT>
 __device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb, int64_t N, int M,
                                                   OutT* __restrict__ y, int64_t ldy,
-                                                  const float* __restrict__ bias) {
+                                                  const float* __restrict__ bias,
+                                                  OutT* res = nullptr, int64_t ldr = 0,
+                                                  OutT r_old = OutT()) {
   __shared__ float4 red[kMaxWarps][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
   red[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -106,13 +188,17 @@ __device__ __forceinline__ void gemv_reduce_store(const float acc[4], int64_t nb
     const int i = threadIdx.x, src_lane = i >> 2, c = i & 3;
     float s = 0.f;
     for (int w = 0; w < nw; ++w) s += reinterpret_cast<const float*>(&red[w][src_lane])[c];
-    const int gid = src_lane >> 2, tid = src_lane & 3;
-    const int64_t row = nb * 16 + gid + 8 * (c >> 1);
-    const int token = 2 * tid + (c & 1);
+    int64_t row;
+    int token;
+    gemv_store_slot(i, nb, row, token);
     if (row < N && token < M) {
       // nc-ok: bias: a weight, immutable
       if (bias != nullptr) s += bias[row];
-      y[(int64_t)token * ldy + row] = frag::to_out<OutT>(s);
+      if (res != nullptr)  // add_rms_norm's sum: both operands rounded to OutT, added in fp32
+        res[(int64_t)token * ldr + row] =
+            frag::to_out<OutT>(static_cast<float>(r_old) + frag::round_to<OutT>(s));
+      else
+        y[(int64_t)token * ldy + row] = frag::to_out<OutT>(s);
     }
   }
 }
@@ -133,7 +219,7 @@ template <typename Tag, typename OutT, bool XS, int RK>
 __global__ void __launch_bounds__(512)
     w4_gemv_kernel(W4View w, const typename Tag::T* x, int M, int64_t ldx, OutT* __restrict__ y,
                    int64_t ldy, const float* __restrict__ bias, int xs_ld, bool late_trigger,
-                   L2Prefetch pf) {
+                   L2Prefetch pf, GemvNormLink link) {
   PERFX_TRACE(kTrGemv1, w.q);
   constexpr int U = ChunksInFlight<XS>::value;
   constexpr int NR = RK == kRecPair ? 2 : 1;
@@ -189,9 +275,31 @@ __global__ void __launch_bounds__(512)
   if (!late_trigger) pdl_trigger();
   load_w(kc0);
   frag::l2_warm_share(pf, warm);  // the next linear's first bytes, while the predecessor runs
+  // GemvNormLink's consumer (only with x staged: gemv_stages_x): γ, a weight, before the wait
+  NormGamma gamma{};
+  if constexpr (XS) {
+    if (link.gamma != nullptr) gamma = load_norm_gamma(link.gamma, K);
+  } else {
+    if (link.gamma != nullptr) __trap();  // a launcher bug: the raw residual would be multiplied
+  }
   pdl_wait();
+  // GemvNormLink's producer: this thread's residual element, read now (written by an earlier
+  // kernel: a coherent load) so that its latency hides behind the main loop
+  OutT* const res = static_cast<OutT*>(link.residual);
+  OutT r_old = OutT();
+  if (res != nullptr && threadIdx.x < 128) {
+    int64_t row;
+    int token;
+    gemv_store_slot(threadIdx.x, nb, row, token);
+    if (row < w.d.N && token < M) r_old = ld_prev(res + (int64_t)token * link.ldr + row);
+  }
   load_x(kc0);
-  if constexpr (XS) stage_x(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld);
+  if constexpr (XS) {
+    if (link.gamma != nullptr)  // GemvNormLink's consumer: x is the residual; normalize it here
+      stage_x_norm(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld, gamma, link.eps);
+    else
+      stage_x(xs, x, M, ldx, K, 64 * (int64_t)KC, xs_ld);
+  }
   while (kc0 < KC) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -227,7 +335,7 @@ __global__ void __launch_bounds__(512)
     load_x(kc0);
   }
   if (late_trigger) pdl_trigger();
-  gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias);
+  gemv_reduce_store<OutT>(acc, nb, w.d.N, M, y, ldy, bias, res, link.ldr, r_old);
   frag::l2_warm_drain(pf);
 }
 
@@ -340,13 +448,43 @@ bool use_xs(int M, int xs_ld, int x_smem) {
   return x_smem > 0 ? bytes <= kMaxXsBytes : x_smem < 0 ? bytes <= kAutoXsBytes : false;
 }
 
+/// Whether w4_gemv stages x in shared memory: always for GemvNormLink's consumer (its norm is
+/// computed there; the register path would multiply the raw residual), else use_xs.
+bool gemv_stages_x(int M, int xs_ld, int x_smem, const GemvNormLink& link) {
+  return link.gamma != nullptr || use_xs(M, xs_ld, x_smem);
+}
+
+/// GemvNormLink's preconditions (linear.cuh), as perfx::Error naming `who` and the need.
+void check_norm_link(const char* who, const GemvNormLink& link, int64_t K, DType xt, DType yt,
+                     int warps, int M, int64_t N) {
+  const std::string w = who;
+  PERFX_CHECK(link.residual == nullptr || link.gamma == nullptr,
+              w + ": a GemvNormLink is the producer (residual) or the consumer (gamma), not both");
+  if (link.residual != nullptr) {
+    PERFX_CHECK(yt == xt, w + ": the fused residual add needs y in the activation dtype");
+    PERFX_CHECK(link.ldr >= N, w + ": residual row stride " + std::to_string(link.ldr) +
+                                   " < N = " + std::to_string(N));
+  }
+  if (link.gamma != nullptr) {
+    const int64_t n8 = K / 8;
+    PERFX_CHECK(
+        K % 8 == 0 && K <= 4096,
+        w + ": the fused norm needs K % 8 == 0 and K <= 4096, got K = " + std::to_string(K));
+    PERFX_CHECK(32 * warps >= norm_vec_threads((int)n8),
+                w + ": the fused norm needs " + std::to_string(norm_vec_threads((int)n8)) +
+                    " threads, the CTA has " + std::to_string(32 * warps));
+    PERFX_CHECK(((uintptr_t)link.gamma & 15) == 0, w + ": gamma must be 16-byte aligned");
+    PERFX_CHECK(use_xs(M, xs_row_stride(64 * ((K + 63) / 64)), 1),
+                w + ": the fused norm's staged input exceeds shared memory");
+  }
+}
+
 /// Raises a staged-x instance's dynamic shared-memory limit to kMaxXsBytes, once per process.
 template <typename Kernel>
 void ensure_xs_attr(Kernel kernel, std::once_flag& once) {
   std::call_once(once, [&] {
     CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)kMaxXsBytes));
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxXsBytes));
   });
 }
 template <typename Tag, typename OutT, int RK>
@@ -369,33 +507,34 @@ void ensure_w8_xs() {
 template <typename Tag, typename OutT, int RK>
 void launch_w4_gemv_rk(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
                        const float* bias, cudaStream_t stream, int warps, int x_smem,
-                       const L2Prefetch& pf) {
+                       const L2Prefetch& pf, const GemvNormLink& link) {
   const int xs_ld = xs_row_stride(64 * (int64_t)w.d.KC);
-  const bool xs = use_xs(M, xs_ld, x_smem);
+  const bool xs = gemv_stages_x(M, xs_ld, x_smem, link);
   const size_t smem = xs ? (size_t)M * xs_ld * 2 : 0;
   const auto* xp = static_cast<const typename Tag::T*>(x);
   auto* yp = static_cast<OutT*>(y);
   const dim3 grid((unsigned)w.d.NB), block(32 * warps);
   if (xs) ensure_w4_xs<Tag, OutT, RK>();
   auto* fn = xs ? w4_gemv_kernel<Tag, OutT, true, RK> : w4_gemv_kernel<Tag, OutT, false, RK>;
-  launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late(), pf);
+  launch_pdl(fn, grid, block, smem, stream, w, xp, M, ldx, yp, ldy, bias, xs_ld, gemv1_late(), pf,
+             link);
   CUDA_CHECK_LAUNCH("w4_gemv_kernel");
 }
 
 template <typename Tag, typename OutT>
 void launch_w4_gemv(const W4View& w, const void* x, int M, int64_t ldx, void* y, int64_t ldy,
                     const float* bias, cudaStream_t stream, int warps, int x_smem,
-                    const L2Prefetch& pf) {
+                    const L2Prefetch& pf, const GemvNormLink& link) {
   switch (rec_kind(w)) {
     case kRecPair:
       return launch_w4_gemv_rk<Tag, OutT, kRecPair>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                    x_smem, pf);
+                                                    x_smem, pf, link);
     case kRecSym:
       return launch_w4_gemv_rk<Tag, OutT, kRecSym>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                   x_smem, pf);
+                                                   x_smem, pf, link);
     default:
       return launch_w4_gemv_rk<Tag, OutT, kRecGroup>(w, x, M, ldx, y, ldy, bias, stream, warps,
-                                                     x_smem, pf);
+                                                     x_smem, pf, link);
   }
 }
 
@@ -458,23 +597,24 @@ std::string describe_gemv_kernels() {
 
 void w4_gemv(const W4View& w, const void* x, DType xt, int M, int64_t ldx, void* y, DType yt,
              int64_t ldy, const float* bias, cudaStream_t stream, int warps, int x_smem,
-             const L2Prefetch& pf) {
+             const L2Prefetch& pf, const GemvNormLink& link) {
   check_linear_args("w4_gemv", w.d.N, w.d.K, x, xt, M, ldx, y, yt, ldy);
   PERFX_CHECK(M <= 8, "w4_gemv: M = " + std::to_string(M) + " > 8");
   PERFX_CHECK(pf.aligned(),
               "w4_gemv: an L2 prefetch range must be 16-byte aligned and a multiple of 16 bytes");
-  if (M == 0) return;
   const int nw = gemv_warps(warps);
+  check_norm_link("w4_gemv", link, w.d.K, xt, yt, nw, M, w.d.N);
+  if (M == 0) return;
   if (xt == DType::F16) {
     if (yt == DType::F32)
-      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
+      launch_w4_gemv<F16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf, link);
     else
-      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
+      launch_w4_gemv<F16, __half>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf, link);
   } else {
     if (yt == DType::F32)
-      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
+      launch_w4_gemv<BF16, float>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf, link);
     else
-      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf);
+      launch_w4_gemv<BF16, __nv_bfloat16>(w, x, M, ldx, y, ldy, bias, stream, nw, x_smem, pf, link);
   }
 }
 

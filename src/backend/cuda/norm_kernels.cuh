@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include "backend/cuda/block_sum.cuh"
 #include "backend/cuda/cvt.cuh"
+#include "backend/cuda/norm_math.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/trace.cuh"
 
@@ -31,7 +31,7 @@ __global__ void rms_norm_kernel(const T* x, int64_t ldx, const float* __restrict
     const float v = to_f(xr[i]);
     ss += v * v;
   }
-  const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
+  const float inv = rms_inv_of(ss, (int)n, eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float g = w[i];  // nc-ok: γ, the norm weight, immutable
     o[i] = from_f<T>(g * (to_f(xr[i]) * inv));
@@ -54,7 +54,7 @@ __global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* x
     const float v = to_f(s);
     ss += v * v;
   }
-  const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
+  const float inv = rms_inv_of(ss, (int)n, eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const float g = w[i];  // nc-ok: γ, the norm weight, immutable
     o[i] = from_f<T>(g * (to_f(r[i]) * inv));
@@ -64,7 +64,7 @@ __global__ void add_rms_norm_kernel(T* __restrict__ res, int64_t ldr, const T* x
 // Vectorized norms: each thread keeps up to VPT 16-byte chunks (8 values) of the row in registers,
 // so the row is read once and every load of a thread is issued before the first use (the scalar
 // kernels above are latency-bound at one 2-byte load per iteration: ~10 us for a 4096-wide row).
-// Their chunk mapping (norm_vec_threads) and block_sum are shared with the decode GEMV's fused norm
+// Their chunk mapping and arithmetic (norm_math.cuh) are shared with the decode GEMV's fused norm
 // prologue (linear_gemv.cu: stage_x_norm), which must match them bit for bit.
 template <typename T, int VPT>
 __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, int64_t ldr_in,
@@ -115,21 +115,15 @@ __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, in
       reinterpret_cast<uint4*>(res_out + row * ldr)[i] = s;
       unpack8<T>(s, v[c]);
     }
-#pragma unroll
-    for (int k = 0; k < 8; ++k) ss += v[c][k] * v[c][k];
+    sumsq8(ss, v[c]);
   }
-  const float inv = rsqrtf(block_sum(ss) / (float)n + eps);
+  const float inv = rms_inv_of(ss, n, eps);
   uint4* o = reinterpret_cast<uint4*>(out + row * ldo);
 #pragma unroll
   for (int c = 0; c < VPT; ++c) {
     const int i = c * blockDim.x + threadIdx.x;
     if (i >= n8) continue;
-    const float4 a = wv[c][0], b = wv[c][1];
-    const float ww[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    float r[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) r[k] = ww[k] * (v[c][k] * inv);
-    o[i] = pack8<T>(r);
+    o[i] = norm_chunk<T>(v[c], wv[c][0], wv[c][1], inv);
   }
 }
 

@@ -17,8 +17,8 @@
 // that kernel is alive while this one runs, so its data is not read-only for this kernel's
 // lifetime; ctest cuda_pdl_nc_audit (tools/lint/pdl_nc_audit.sh) fails on any ld.global.nc in a
 // kernel that waits unless its statement says, with an "nc-ok:" comment on it or right above it,
-// why the data is immutable. A kernel launched without the attribute waits for its predecessor as usual, so cuBLAS
-// and unconverted kernels mix in safely.
+// why the data is immutable. A kernel launched without the attribute waits for its predecessor as
+// usual, so cuBLAS and unconverted kernels mix in safely.
 //
 // Self-contained (CUDA runtime only): the attention kernels' standalone test builds include it.
 #pragma once
@@ -86,6 +86,17 @@ __device__ __forceinline__ uint4 ld_act(const void* p) {
                : "memory");
 #endif
   return r;
+}
+
+/// A plain load of what an earlier kernel of the chain wrote (the QKV projection's q for RoPE, the
+/// residual for the GEMV's fused add): coherent (not __restrict__, so never ld.global.nc); the CPU
+/// emulator checks that it follows the thread's pdl_wait().
+template <typename U>
+__device__ __forceinline__ U ld_prev(const U* p) {
+#if defined(PERFX_CUDA_EMULATION)
+  perfx_emu_check_read(p, sizeof(U));
+#endif
+  return *p;
 }
 
 /// Whether kernels make the early reads the contract above allows beyond weights: the batch

@@ -13,24 +13,9 @@
 #include <cstdint>
 
 #include "backend/cuda/cvt.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace perfx::cuda::rope_detail {
-
-/// a * b and a * b + c, each rounded once (fp32), the same on the device and in the CPU emulator.
-__device__ __forceinline__ float mul_rn(float a, float b) {
-#if defined(PERFX_ATTN_EMULATION)
-  return a * b;
-#else
-  return __fmul_rn(a, b);
-#endif
-}
-__device__ __forceinline__ float fma_rn(float a, float b, float c) {
-#if defined(PERFX_ATTN_EMULATION)
-  return std::fma(a, b, c);
-#else
-  return __fmaf_rn(a, b, c);
-#endif
-}
 
 /// angle = float(pos) * inv_freq (fp32 product), then accurate sincosf (full range reduction).
 __device__ __forceinline__ void rope_cos_sin(int pos, float inv_freq, float af, float* c,
@@ -41,16 +26,6 @@ __device__ __forceinline__ void rope_cos_sin(int pos, float inv_freq, float af, 
   sincosf(ang, &sv, &cv);
   *c = mul_rn(cv, af);
   *s = mul_rn(sv, af);
-}
-
-/// A load of the previous kernel's output (the QKV projection): the CPU emulator checks that it
-/// follows pdl_wait.
-template <typename U>
-__device__ __forceinline__ U ld_prev(const U* p) {
-#if defined(PERFX_ATTN_EMULATION)
-  perfx_emu_check_read(p, sizeof(U));
-#endif
-  return *p;
 }
 
 /// Where one head's RoPE gets its parameters: rot_dim even (0: no rotation), pairs (i, i + rot/2)

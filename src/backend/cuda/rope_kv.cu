@@ -21,7 +21,6 @@ namespace {
 
 using attn_detail::require;
 using rope_detail::HeadRope;
-using rope_detail::ld_prev;
 using rope_detail::norm_rope_head;
 using rope_detail::rope_cos_sin;
 using rope_detail::store_q8;
