@@ -51,6 +51,71 @@ std::string conversion_message(const CLI::App& app, const CLI::ConversionError& 
   return "";
 }
 
+/// Levenshtein distance between a and b (the option a typo was meant to be).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// CLI11's message for arguments it could not place ("The following arguments were not expected:
+/// 0.5 --tmp": reversed, with the value listed as if it were wrong too) as ours: the first word
+/// of the command line that is neither an option of the subcommand (or of perfx) nor a value,
+/// named, with the nearest option of the subcommand when one is close ("did you mean --temp?").
+/// "" when no such word is found (the caller keeps CLI11's text then).
+std::string extras_message(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* a : app.get_subcommands()) sub = a;
+  if (sub == nullptr) return "";
+  const std::string where = "perfx " + sub->get_name();
+  auto known = [&](const std::string& name) {
+    for (const CLI::App* a : {sub, &app})
+      for (const CLI::Option* o : a->get_options())
+        if (o->check_name(name)) return o;
+    return static_cast<const CLI::Option*>(nullptr);
+  };
+  // a flag, not a value such as -3 or -.5
+  auto flag_like = [](const std::string& w) {
+    return w.size() >= 2 && w[0] == '-' && !(w[1] >= '0' && w[1] <= '9') && w[1] != '.';
+  };
+  for (int i = 2; i < argc; ++i) {
+    std::string w = argv[i];
+    if (!flag_like(w)) {
+      // a value: of the option before it when that one takes values, else unexpected
+      const std::string before = i > 2 ? argv[i - 1] : "";
+      // a flag that may take this word as its value (not --flag=value)
+      const bool open = flag_like(before) && before.find('=') == std::string::npos;
+      const CLI::Option* prev = open ? known(before) : nullptr;
+      if (prev != nullptr && prev->get_type_size() != 0) continue;
+      if (open && prev == nullptr) continue;  // an unknown flag's value: the flag is named below
+      return "unexpected argument '" + w + "' for '" + where + "' (see " + where + " --help)";
+    }
+    if (w == "--") return "";
+    const size_t eq = w.find('=');
+    if (eq != std::string::npos) w = w.substr(0, eq);
+    if (known(w) != nullptr) continue;
+    std::string best;
+    size_t best_d = 3;  // suggest within two edits
+    for (const CLI::Option* o : sub->get_options())
+      for (const std::string& l : o->get_lnames()) {
+        const size_t d = edit_distance(w, "--" + l);
+        if (d < best_d) best_d = d, best = "--" + l;
+      }
+    return "unknown option '" + w + "' for '" + where + "'" +
+           (best.empty() ? "" : "; did you mean " + best + "?") + " (see " + where + " --help)";
+  }
+  return "";
+}
+
 }  // namespace perfx::cli
 
 int main(int argc, char** argv) {
@@ -92,6 +157,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "perfx: error: %s (see perfx --help)\n", e.what());
     else
       std::fprintf(stderr, "perfx: error: %s\n", msg.c_str());
+    return 1;
+  } catch (const CLI::ExtrasError& e) {
+    // An unknown flag or a stray word: name it, with the nearest flag (`run --tmp 0.5`).
+    const std::string msg = perfx::cli::extras_message(app, argc, argv);
+    std::fprintf(
+        stderr, "perfx: error: %s\n",
+        msg.empty() ? (std::string(e.what()) + " (see perfx --help)").c_str() : msg.c_str());
     return 1;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
