@@ -308,7 +308,7 @@ void bench(const BenchArgs& a, std::string& advice) {
     return;
   }
   // Columns as llama-bench's (device scripts read them by position); the weight bytes and the
-  // peak RSS follow the table, and per test in -o json (model_size, peak_rss_bytes).
+  // peak RSS go to stderr after it, and per test into -o json (model_size, peak_rss_bytes).
   std::printf("| model | size | params | backend | threads | test | t/s |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   for (const auto& r : results) {
@@ -318,8 +318,10 @@ void bench(const BenchArgs& a, std::string& advice) {
                 human_bytes(e->weight_bytes()).c_str(), (double)n_params / 1e9, e->device().c_str(),
                 threads.c_str(), r.name().c_str(), ts);
   }
-  std::printf("\nweight bytes %zu; peak resident memory %s\n", e->weight_bytes(),
-              human_bytes(peak_rss_bytes()).c_str());
+  // stderr, as run's: stdout is the table alone
+  std::fflush(stdout);
+  std::fprintf(stderr, "perfx: weight bytes %zu; peak resident memory %s\n", e->weight_bytes(),
+               human_bytes(peak_rss_bytes()).c_str());
 }
 
 /// "512,1024" -> {512, 1024} (llama-bench accepts comma lists).

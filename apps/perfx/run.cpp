@@ -145,15 +145,15 @@ void run(const RunArgs& a) {
   if (r.context_full)
     std::fprintf(stderr,
                  "perfx: note: generation stopped at the context size (%d tokens) after %zu "
-                 "tokens%s; give a larger -c for more\n",
-                 engine->ctx(), n_out,
+                 "token%s%s; give a larger -c for more\n",
+                 engine->ctx(), n_out, n_out == 1 ? "" : "s",
                  a.n_predict < 0 ? "" : (", short of -n " + std::to_string(a.n_predict)).c_str());
   else if (a.n_predict < 0 && go.max_tokens < engine->ctx() - (int)ids.size() &&
            r.finish_reason == "length" && (int)n_out == go.max_tokens)
     std::fprintf(stderr,
                  "perfx: note: generation stopped at the model's trained context (%lld tokens) "
-                 "after %zu tokens, as -n -1 does; give -n N to generate past it\n",
-                 (long long)trained, n_out);
+                 "after %zu token%s, as -n -1 does; give -n N to generate past it\n",
+                 (long long)trained, n_out, n_out == 1 ? "" : "s");
   std::fprintf(stderr,
                "perfx: prompt %d tokens in %.3f s (%.2f tokens/s); generated %zu tokens in %.3f s "
                "(%.2f tokens/s); "

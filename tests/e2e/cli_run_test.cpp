@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <tuple>
 
 #include "core/thread_pool.h"
@@ -188,6 +189,15 @@ TEST(CliRun, StopAtTheContextSizeIsNoted) {
                        std::to_string(g) + " tokens, short of -n 64; give a larger -c for more\n"),
             std::string::npos)
       << r.err;
+  // one token: "after 1 token", not "1 tokens"
+  auto one = run_perfx("run -p 'In the beginning' --temp 0 --ignore-eos -t 2 -c " +
+                       std::to_string(p + 1) + " -n 64");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(
+      one.err.find("perfx: note: generation stopped at the context size (" + std::to_string(p + 1) +
+                   " tokens) after 1 token, short of -n 64; give a larger -c for more\n"),
+      std::string::npos)
+      << one.err;
   auto all = run_perfx(base + " -n -1");
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_NE(all.err.find("perfx: note: generation stopped at the context size (16 tokens) after " +
@@ -268,6 +278,23 @@ TEST(CliBench, JsonHasLlamaBenchFieldsAndTheThreadsUsed) {
   auto two = run_perfx("bench -p 0 -n 2 -r 1 -t 1 -o json");
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(nlohmann::json::parse(two.out)[0]["n_threads"], 1) << two.out;
+}
+
+// bench's weight bytes and peak memory came after the table on stdout; now stdout is the table
+// alone (as -o json is the JSON alone) and the line goes to stderr, as run's.
+TEST(CliBench, StdoutIsTheTableAlone) {
+  auto r = run_perfx("bench -p 8 -n 2 -r 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream out(r.out);
+  std::string row;
+  int rows = 0;
+  while (std::getline(out, row)) {
+    EXPECT_EQ(row.rfind("| ", 0), 0u) << "not a table row: '" << row << "'\n" << r.out;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4) << r.out;  // header, separator, pp8, tg2
+  EXPECT_NE(r.err.find("perfx: weight bytes "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("; peak resident memory "), std::string::npos) << r.err;
 }
 
 // `bench -p 0 -n 0` printed the table's header and no row; now an error before the model loads.
@@ -660,6 +687,31 @@ TEST(CliErrors, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_NE(none.err.find("a subcommand is required: " + list), std::string::npos) << none.err;
   EXPECT_EQ(run_perfx("--version").exit_code, 0);
+}
+
+// A misspelled flag got CLI11's "The following arguments were not expected: 0.5 --tmp" (the words
+// reversed, the value listed as wrong too); now the flag, the subcommand and the nearest flag.
+TEST(CliErrors, UnknownFlagIsNamedWithTheNearestOne) {
+  auto line = [](const std::string& args) {
+    auto r = run_perfx(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    return r.err;
+  };
+  EXPECT_EQ(line("run --tmp 0.5 -p hi"),
+            "perfx: error: unknown option '--tmp' for 'perfx run'; did you mean --temp? (see perfx "
+            "run --help)\n");
+  EXPECT_EQ(line("serve --prot 8080"),
+            "perfx: error: unknown option '--prot' for 'perfx serve'; did you mean --port? (see "
+            "perfx serve --help)\n");
+  EXPECT_EQ(line("run -p hi --n-predit=3"),
+            "perfx: error: unknown option '--n-predit' for 'perfx run'; did you mean --n-predict? "
+            "(see perfx run --help)\n");
+  EXPECT_EQ(line("run -p hi --zzzzzzzz"),
+            "perfx: error: unknown option '--zzzzzzzz' for 'perfx run' (see perfx run --help)\n");
+  EXPECT_EQ(line("run -p hi -n -3 stray"),
+            "perfx: error: unexpected argument 'stray' for 'perfx run' (see perfx run --help)\n");
+  EXPECT_EQ(line("run -p hi --temp=0.5 stray"),
+            "perfx: error: unexpected argument 'stray' for 'perfx run' (see perfx run --help)\n");
 }
 
 // Issue 8: `perfx run -f FILE` reads the prompt from a file (as llama.cpp: one trailing newline
