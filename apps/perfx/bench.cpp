@@ -307,14 +307,15 @@ void bench(const BenchArgs& a, std::string& advice) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  // Columns as llama-bench's (device scripts read them by position); the weight bytes and the
-  // peak RSS go to stderr after it, and per test into -o json (model_size, peak_rss_bytes).
+  // Columns as llama-bench's (device scripts read them by position); the model as run names it
+  // (the path is -o json's model_filename); the weight bytes and the peak RSS go to stderr after
+  // it, and per test into -o json (model_size, peak_rss_bytes).
   std::printf("| model | size | params | backend | threads | test | t/s |\n");
   std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
   for (const auto& r : results) {
     char ts[64];
     std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts(), r.stddev_ts());
-    std::printf("| %s | %s | %.2f B | %s | %s | %s | %s |\n", model.c_str(),
+    std::printf("| %s | %s | %.2f B | %s | %s | %s | %s |\n", e->model_name().c_str(),
                 human_bytes(e->weight_bytes()).c_str(), (double)n_params / 1e9, e->device().c_str(),
                 threads.c_str(), r.name().c_str(), ts);
   }

@@ -129,7 +129,10 @@ void run(const RunArgs& a) {
   go.sampling = sampling;
   go.stop = a.stop;
   go.ignore_eos = a.ignore_eos;
-  if (go.max_tokens == 0) return;
+  if (go.max_tokens == 0) {  // say so: otherwise the load line is all a user sees
+    std::fprintf(stderr, "perfx: prompt %zu tokens; nothing generated (-n 0)\n", ids.size());
+    return;
+  }
   if (a.seed < 0 && sampling.temperature > 0)  // so that a random run can be repeated
     std::fprintf(stderr, "perfx: seed %llu (random; --seed %llu repeats this run)\n",
                  (unsigned long long)sampling.seed, (unsigned long long)sampling.seed);

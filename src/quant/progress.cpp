@@ -28,6 +28,11 @@ std::string ProgressBar::format_seconds(double s) {
 void ProgressBar::update(int done, const std::string& note) {
   if (!out_ || finished_) return;
   done = std::clamp(done, 0, total_);
+  if (!tty_) {  // a line per tenth of the steps (and the last), not one per update
+    const int tenth = done == total_ ? 10 : done * 10 / total_;
+    if (tenth == last_tenth_) return;
+    last_tenth_ = tenth;
+  }
   const double el =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const std::string eta = done > 0 ? format_seconds(el / done * (total_ - done)) : "?";

@@ -9,8 +9,8 @@ namespace perfx::quant {
 
 class ProgressBar {
  public:
-  /// `total` steps; the bar is redrawn in place when stderr is a terminal, else one line per
-  /// update.
+  /// `total` steps; the bar is redrawn in place when `out` is a terminal, else (a pipe, a log
+  /// file) written as a line only when a tenth more of the steps is done, and at the end.
   ProgressBar(std::string label, int total, std::FILE* out = stderr);
   /// Marks `done` steps complete (0..total) with an optional note ("searching scales").
   void update(int done, const std::string& note = "");
@@ -26,6 +26,7 @@ class ProgressBar {
   std::FILE* out_;
   bool tty_;
   bool finished_ = false;
+  int last_tenth_ = -1;  // not a terminal: the tenths of `total` already written
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -293,6 +293,8 @@ TEST(CliBench, StdoutIsTheTableAlone) {
     ++rows;
   }
   EXPECT_EQ(rows, 4) << r.out;  // header, separator, pp8, tg2
+  // the model as run names it (the path stays in -o json's model_filename)
+  EXPECT_NE(r.out.find("\n| default | "), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("perfx: weight bytes "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("; peak resident memory "), std::string::npos) << r.err;
 }
@@ -712,6 +714,15 @@ TEST(CliErrors, UnknownFlagIsNamedWithTheNearestOne) {
             "perfx: error: unexpected argument 'stray' for 'perfx run' (see perfx run --help)\n");
   EXPECT_EQ(line("run -p hi --temp=0.5 stray"),
             "perfx: error: unexpected argument 'stray' for 'perfx run' (see perfx run --help)\n");
+}
+
+// `run -n 0` printed only the load line; now it says that nothing was generated.
+TEST(CliRun, NothingToGenerateIsSaid) {
+  auto r = run_perfx("run -p 'In the beginning' -n 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("perfx: prompt "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" tokens; nothing generated (-n 0)\n"), std::string::npos) << r.err;
 }
 
 // Issue 8: `perfx run -f FILE` reads the prompt from a file (as llama.cpp: one trailing newline
