@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,41 +69,33 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 /// CLI11's message for arguments it could not place ("The following arguments were not expected:
-/// 0.5 --tmp": reversed, with the value listed as if it were wrong too) as ours: the first word
-/// of the command line that is neither an option of the subcommand (or of perfx) nor a value,
-/// named, with the nearest option of the subcommand when one is close ("did you mean --temp?").
-/// "" when no such word is found (the caller keeps CLI11's text then).
+/// 0.5 --tmp": reversed, with the value listed as if it were wrong too) as ours. The words are
+/// CLI11's own unplaced ones (`remaining`), taken in command-line order: the first that looks like
+/// a flag is named as an unknown option of the subcommand, with the nearest of its options when
+/// one is within two edits ("did you mean --temp?"), and a plain word as unexpected (an unknown
+/// flag's value comes after the flag, which is named first). "" when nothing can be attributed
+/// (the caller keeps CLI11's text then).
 std::string extras_message(const CLI::App& app, int argc, char** argv) {
   const CLI::App* sub = nullptr;
   for (const CLI::App* a : app.get_subcommands()) sub = a;
   if (sub == nullptr) return "";
   const std::string where = "perfx " + sub->get_name();
-  auto known = [&](const std::string& name) {
-    for (const CLI::App* a : {sub, &app})
-      for (const CLI::Option* o : a->get_options())
-        if (o->check_name(name)) return o;
-    return static_cast<const CLI::Option*>(nullptr);
-  };
+  const std::vector<std::string> rest = app.remaining(true);
+  std::multiset<std::string> unplaced(rest.begin(), rest.end());
   // a flag, not a value such as -3 or -.5
   auto flag_like = [](const std::string& w) {
     return w.size() >= 2 && w[0] == '-' && !(w[1] >= '0' && w[1] <= '9') && w[1] != '.';
   };
   for (int i = 2; i < argc; ++i) {
     std::string w = argv[i];
-    if (!flag_like(w)) {
-      // a value: of the option before it when that one takes values, else unexpected
-      const std::string before = i > 2 ? argv[i - 1] : "";
-      // a flag that may take this word as its value (not --flag=value)
-      const bool open = flag_like(before) && before.find('=') == std::string::npos;
-      const CLI::Option* prev = open ? known(before) : nullptr;
-      if (prev != nullptr && prev->get_type_size() != 0) continue;
-      if (open && prev == nullptr) continue;  // an unknown flag's value: the flag is named below
+    const auto it = unplaced.find(w);
+    if (it == unplaced.end()) continue;  // CLI11 placed it (an option, or an option's value)
+    unplaced.erase(it);
+    if (!flag_like(w))
       return "unexpected argument '" + w + "' for '" + where + "' (see " + where + " --help)";
-    }
     if (w == "--") return "";
     const size_t eq = w.find('=');
     if (eq != std::string::npos) w = w.substr(0, eq);
-    if (known(w) != nullptr) continue;
     std::string best;
     size_t best_d = 3;  // suggest within two edits
     for (const CLI::Option* o : sub->get_options())

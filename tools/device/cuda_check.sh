@@ -146,7 +146,7 @@ if has bench; then
     local rc=$?
     note "bench $name rc=$rc: $(grep -E '\| (pp|tg)' "$L/bench_$name.md" | awk -F'|' '{printf "%s %s;", $7, $8}')"
     [ $rc -ne 0 ] && tail -3 "$L/bench_$name.err" | sed 's/^/  /' | tee -a "$SUM"
-    grep -m1 "peak resident" "$L/bench_$name.md" | sed 's/^/  /' | tee -a "$SUM"
+    grep -m1 "peak resident" "$L/bench_$name.err" | sed 's/^/  /' | tee -a "$SUM"
   }
   PERFX_CUDA_LINEAR_LOG=1 bench 7b_awq -m random:llama-2-7b -p 512 -n 128 -r 3
   bench tiny_awq -m random:tinyllama-1.1b -p 512 -n 128 -r 3

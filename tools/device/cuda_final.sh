@@ -17,7 +17,7 @@ note "gguf: $(tail -1 /tmp/gen.log)"
   > /tmp/run.out 2> /tmp/run.err
 note "run 7B Q4_0 GGUF on cuda rc=$?: $(grep -E 'Maximum resident' /tmp/run.err | sed 's/^\s*//'); $(grep -m1 'generated' /tmp/run.err | cut -c1-160)"
 "$B/perfx" bench -m /tmp/7b-q4_0.gguf --device cuda -p 512 -n 128 -r 3 > /tmp/bench_gguf.md 2> /tmp/bench_gguf.err
-note "bench 7B Q4_0 GGUF rc=$?: $(grep -E '\| (pp|tg)' /tmp/bench_gguf.md | awk -F'|' '{printf "%s %s;", $7, $8}') $(grep -m1 peak /tmp/bench_gguf.md)"
+note "bench 7B Q4_0 GGUF rc=$?: $(grep -E '\| (pp|tg)' /tmp/bench_gguf.md | awk -F'|' '{printf "%s %s;", $7, $8}') $(grep -m1 peak /tmp/bench_gguf.err)"
 
 PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' > /tmp/model.log 2>&1
 note "model tests cuda f16 rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' /tmp/model.log | tr '\n' ' ')"
