@@ -94,13 +94,6 @@ __device__ __forceinline__ void stage_x(uint4* xs, const T* x, int M, int64_t ld
   __syncthreads();
 }
 
-/// stage_x's counterpart for the consumer of a fused norm (GemvNormLink::gamma): xs[m] = γ ⊙ s[m] ·
-/// rsqrt(mean(s[m]²) + eps), rounded to T, zero beyond K, then __syncthreads(). Thread t takes
-/// the 16-byte chunks t and t + tv of the row (tv = norm_vec_threads(K / 8)), as
-/// rms_norm_vec_kernel's threads do, and both sum and normalize with norm_math.cuh's helpers, so
-/// xs is bit for bit that kernel's output (an fp32 sum in another order could round 1/rms
-/// differently). All threads of the CTA must call it; blockDim.x >= tv, K % 8 == 0 and K / 8 <=
-/// 2 · tv (checked by the host).
 /// GemvNormLink's γ chunks for stage_x_norm: this thread's chunks t and t + tv (two float4 each),
 /// loaded before the PDL wait (γ is a weight).
 struct NormGamma {
@@ -108,12 +101,12 @@ struct NormGamma {
 };
 __device__ __forceinline__ NormGamma load_norm_gamma(const float* gamma, int64_t K) {
   NormGamma r;
-  const int n8 = (int)(K / 8), tv = norm_vec_threads(n8), t = threadIdx.x;
+  const int n8 = (int)(K / 8), tv = norm_vec_threads(n8);
   const float4* g4 = reinterpret_cast<const float4*>(gamma);
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
-    const int i = c * tv + t;
-    if (t < tv && i < n8) {
+    const int i = norm_chunk_of(c, tv, n8);
+    if (i >= 0) {
       r.g[c][0] = g4[2 * i];      // nc-ok: γ, the norm weight, immutable
       r.g[c][1] = g4[2 * i + 1];  // nc-ok: γ
     }
@@ -123,7 +116,7 @@ __device__ __forceinline__ NormGamma load_norm_gamma(const float* gamma, int64_t
 
 /// stage_x's counterpart for the consumer of a fused norm (GemvNormLink::gamma): xs[m] = γ ⊙ s[m] ·
 /// rsqrt(mean(s[m]²) + eps), rounded to T, zero beyond K, then __syncthreads(). Thread t takes
-/// the 16-byte chunks t and t + tv of the row (tv = norm_vec_threads(K / 8)), as
+/// the 16-byte chunks t and t + tv of the row (tv = norm_vec_threads(K / 8); norm_chunk_of), as
 /// rms_norm_vec_kernel's threads do, and both sum and normalize with norm_math.cuh's helpers, so
 /// xs is bit for bit that kernel's output (an fp32 sum in another order could round 1/rms
 /// differently). g: load_norm_gamma's. All threads of the CTA must call it; blockDim.x >= tv,
@@ -132,31 +125,31 @@ template <typename T>
 __device__ __forceinline__ void stage_x_norm(uint4* xs, const T* s, int M, int64_t lds, int64_t K,
                                              int64_t k_pad, int xs_ld, const NormGamma& g,
                                              float eps) {
-  const int n8 = (int)(K / 8), tv = norm_vec_threads(n8), t = threadIdx.x, ld8 = xs_ld / 8;
+  const int n8 = (int)(K / 8), tv = norm_vec_threads(n8), ld8 = xs_ld / 8;
   for (int m = 0; m < M; ++m) {
     const T* row = s + (int64_t)m * lds;
     uint4 raw[2];
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const int i = c * tv + t;
-      if (t < tv && i < n8) raw[c] = ld_act(row + 8 * (int64_t)i);
+      const int i = norm_chunk_of(c, tv, n8);
+      if (i >= 0) raw[c] = ld_act(row + 8 * (int64_t)i);
     }
     float ss = 0.0f, v[2][8];
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const int i = c * tv + t;
-      if (t >= tv || i >= n8) continue;
+      const int i = norm_chunk_of(c, tv, n8);
+      if (i < 0) continue;
       unpack8<T>(raw[c], v[c]);
       sumsq8(ss, v[c]);
     }
     const float inv = rms_inv_of(ss, (int)K, eps);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const int i = c * tv + t;
-      if (t >= tv || i >= n8) continue;
+      const int i = norm_chunk_of(c, tv, n8);
+      if (i < 0) continue;
       xs[m * ld8 + i] = norm_chunk<T>(v[c], g.g[c][0], g.g[c][1], inv);
     }
-    for (int u = n8 + t; u < (int)(k_pad / 8); u += blockDim.x)
+    for (int u = n8 + (int)threadIdx.x; u < (int)(k_pad / 8); u += blockDim.x)
       xs[m * ld8 + u] = make_uint4(0, 0, 0, 0);
   }
   __syncthreads();

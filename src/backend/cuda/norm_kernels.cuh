@@ -80,8 +80,8 @@ __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, in
   float4 wv[VPT][2];
 #pragma unroll
   for (int c = 0; c < VPT; ++c) {
-    const int i = c * blockDim.x + threadIdx.x;
-    if (i < n8) {
+    const int i = norm_chunk_of(c, blockDim.x, n8);
+    if (i >= 0) {
       wv[c][0] = w4[2 * i];      // nc-ok: γ, the norm weight, immutable
       wv[c][1] = w4[2 * i + 1];  // nc-ok: γ
     }
@@ -94,8 +94,8 @@ __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, in
   uint4 raw[VPT], raw2[VPT];
 #pragma unroll
   for (int c = 0; c < VPT; ++c) {
-    const int i = c * blockDim.x + threadIdx.x;
-    if (i < n8) {
+    const int i = norm_chunk_of(c, blockDim.x, n8);
+    if (i >= 0) {
       raw[c] = xr[i];
       if (rr) raw2[c] = rr[i];
     }
@@ -103,8 +103,8 @@ __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, in
   float ss = 0.0f;
 #pragma unroll
   for (int c = 0; c < VPT; ++c) {
-    const int i = c * blockDim.x + threadIdx.x;
-    if (i >= n8) continue;
+    const int i = norm_chunk_of(c, blockDim.x, n8);
+    if (i < 0) continue;
     unpack8<T>(raw[c], v[c]);
     if (rr) {  // residual += x, rounded to T (the stored residual is what the norm reads)
       float r[8];
@@ -121,8 +121,8 @@ __global__ void rms_norm_vec_kernel(const T* x, int64_t ldx, const T* res_in, in
   uint4* o = reinterpret_cast<uint4*>(out + row * ldo);
 #pragma unroll
   for (int c = 0; c < VPT; ++c) {
-    const int i = c * blockDim.x + threadIdx.x;
-    if (i >= n8) continue;
+    const int i = norm_chunk_of(c, blockDim.x, n8);
+    if (i < 0) continue;
     o[i] = norm_chunk<T>(v[c], wv[c][0], wv[c][1], inv);
   }
 }

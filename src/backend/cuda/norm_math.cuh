@@ -1,8 +1,9 @@
 // The RMSNorm arithmetic shared by the norm kernels (norm_kernels.cuh) and the decode GEMV's fused
 // norm prologue (linear_gemv.cu, stage_x_norm): the block-wide sum, the vectorized kernel's chunk
-// mapping, Σ x² of a chunk, 1/rms and the normalized chunk. Both call these, so they sum in the
-// same order and round the same way: their results agree bit for bit (docs/cuda_linear_notes.md
-// §30). RMSNorm: y = γ ⊙ x / sqrt(mean(x²) + eps) (Zhang & Sennrich 2019, arXiv 1910.07467).
+// mapping (norm_vec_threads, norm_chunk_of), Σ x² of a chunk, 1/rms and the normalized chunk. Both
+// call these, so they sum in the same order and round the same way: their results agree bit for bit
+// (docs/cuda_linear_notes.md §30). RMSNorm: y = γ ⊙ x / sqrt(mean(x²) + eps) (Zhang & Sennrich
+// 2019, arXiv 1910.07467).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,6 +36,13 @@ __device__ __forceinline__ float block_sum(float v) {
 /// chunk per thread up to 256 threads, then several (chunk i goes to thread i % threads).
 __host__ __device__ __forceinline__ int norm_vec_threads(int n8) {
   return n8 >= 256 ? 256 : ((n8 + 31) / 32) * 32;
+}
+
+/// The 16-byte chunk (of n8) that this thread takes c-th in a norm of tv threads: chunk c·tv + t
+/// for thread t < tv, or -1 (none: past the row, or a thread beyond tv).
+__device__ __forceinline__ int norm_chunk_of(int c, int tv, int n8) {
+  const int t = (int)threadIdx.x, i = c * tv + t;
+  return t < tv && i < n8 ? i : -1;
 }
 
 /// ss += Σ v[k]² over one 16-byte chunk's 8 values, k ascending, one fused multiply-add each
