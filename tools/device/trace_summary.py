@@ -75,7 +75,6 @@ def launches_of(rows):
 
 def name_launches(step):
     lin = 0
-    norm = 0
     for l in step:
         k = l["kind"]
         if k in ("gemv3", "gemv1"):
@@ -86,15 +85,18 @@ def name_launches(step):
         elif k == "embed":  # copy_rows: the embedding first, then the gather of sampled rows
             l["op"] = "embed" if not any(m["kind"] == "embed" for m in step[:step.index(l)]) \
                 else "gather"
-        elif k == "norm":
-            l["op"] = "norm (%s)" % ("attn" if norm % 2 == 0 else "ffn")
-            norm += 1
         else:
             l["op"] = k
-    # the last norm of a step is the final norm when it follows the last down projection
-    norms = [l for l in step if l["kind"] == "norm"]
-    if norms and lin % 4 == 0 and len(norms) % 2 == 1:
-        norms[-1]["op"] = "norm (final)"
+    # a norm is named by the linear after it: QKV (attn), gate|up (ffn) or lm_head (final); with
+    # PERFX_CUDA_NORM_FUSE=1 most attn norms are inside the QKV launch, so counting would mislabel
+    for i, l in enumerate(step):
+        if l["kind"] != "norm":
+            continue
+        nxt = next((m["op"] for m in step[i + 1:] if m["kind"] in ("gemv3", "gemv1", "dense_gemv")),
+                   "")
+        l["op"] = "norm (%s)" % ("attn" if nxt.startswith("qkv") else
+                                 "ffn" if nxt.startswith("gate_up") else
+                                 "final" if nxt.startswith("lm_head") else "?")
 
 
 def main():
