@@ -30,4 +30,11 @@ for s in 0 2; do
     -r 2 > /tmp/b.md 2>&1
   echo "tiny tg512 splits=${s/#0/model}: $(grep tg512 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 done
+for s in 0 2 0 2; do
+  over_budget && continue
+  envs="PERFX_CUDA_NORM_FUSE=0"; [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
+  env $envs timeout 60 "$B/perfx" bench -m random:llama-2-7b --device cuda -p 0 -n 128 \
+    -r 3 > /tmp/b.md 2>&1
+  echo "7B tg128 splits=${s/#0/model}: $(grep tg128 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
+done
 echo "total $(( $(date +%s) - T0 )) s"
