@@ -424,6 +424,27 @@ double rms_inv(const float* x, int64_t n, float eps) {
   return 1.0 / std::sqrt(ss / (double)n + eps);
 }
 
+/// The fused norm-then-linear ops' reference for one token: h = γ ⊙ s · rms_inv(s) (appended to
+/// *ref_h unrounded when given), rounded to `act` as the op stores it, then y = W h (+ bias) in
+/// double from w's dequantized [out, in] weights, appended to ref_y.
+void ref_norm_linear(DType act, const std::vector<float>& s, const std::vector<float>& gamma,
+                     float eps, const HostWeight& w, const float* bias, std::vector<double>* ref_h,
+                     std::vector<double>& ref_y) {
+  const int64_t n = (int64_t)s.size();
+  const double inv = rms_inv(s.data(), n, eps);
+  std::vector<float> hr((size_t)n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float h = (float)(gamma[(size_t)i] * s[(size_t)i] * inv);
+    if (ref_h != nullptr) ref_h->push_back(h);
+    hr[(size_t)i] = round_to(act, h);
+  }
+  for (int64_t r = 0; r < w.out; ++r) {
+    double acc = bias != nullptr ? bias[r] : 0.0;
+    for (int64_t k = 0; k < n; ++k) acc += (double)hr[(size_t)k] * w.deq[(size_t)(r * n + k)];
+    ref_y.push_back(acc);
+  }
+}
+
 TEST_P(Conformance, RmsNorm) {
   for (int64_t n : {8, 100, 2072}) {
     for (int T : {1, 3, 17}) {
@@ -584,23 +605,13 @@ TEST_P(Conformance, AddRmsNormLinear) {
              y = d().poisoned(T, out);
       d().be().add_rms_norm_linear(rt, xt, *norm, 1e-5f, h, *lw, nullptr, y);
       std::vector<double> ref_res, ref_h, ref_y;
-      std::vector<float> sum((size_t)n), hr((size_t)n);
+      std::vector<float> sum((size_t)n);
       for (int t = 0; t < T; ++t) {
         for (int64_t i = 0; i < n; ++i) {
           sum[(size_t)i] = round_to(d().act(), res[(size_t)(t * n + i)] + x[(size_t)(t * n + i)]);
           ref_res.push_back(sum[(size_t)i]);
         }
-        const double inv = rms_inv(sum.data(), n, 1e-5f);
-        for (int64_t i = 0; i < n; ++i) {
-          hr[(size_t)i] = (float)(nw[(size_t)i] * sum[(size_t)i] * inv);
-          ref_h.push_back(hr[(size_t)i]);
-          hr[(size_t)i] = round_to(d().act(), hr[(size_t)i]);
-        }
-        for (int64_t r = 0; r < out; ++r) {
-          double s = 0;
-          for (int64_t k = 0; k < n; ++k) s += (double)hr[(size_t)k] * w.deq[(size_t)(r * n + k)];
-          ref_y.push_back(s);
-        }
+        ref_norm_linear(d().act(), sum, nw, 1e-5f, w, nullptr, &ref_h, ref_y);
       }
       const std::string what =
           std::string("add_rms_norm_linear ") + fmt + " T=" + std::to_string(T);
@@ -660,7 +671,7 @@ TEST_P(Conformance, LinearAddRmsNormLinear) {
 
       // double reference from the dequantized weights, rounding where the ops store
       std::vector<double> ref_res, ref_y2;
-      std::vector<float> s((size_t)c.n), hr((size_t)c.n);
+      std::vector<float> s((size_t)c.n);
       for (int t = 0; t < T; ++t) {
         for (int64_t i = 0; i < c.n; ++i) {
           double acc = c.bias ? b1v[(size_t)i] : 0.0;
@@ -670,15 +681,7 @@ TEST_P(Conformance, LinearAddRmsNormLinear) {
               round_to(d().act(), res[(size_t)(t * c.n + i)] + round_to(d().act(), (float)acc));
           ref_res.push_back(s[(size_t)i]);
         }
-        const double inv = rms_inv(s.data(), c.n, eps);
-        for (int64_t i = 0; i < c.n; ++i)
-          hr[(size_t)i] = round_to(d().act(), (float)(nw[(size_t)i] * s[(size_t)i] * inv));
-        for (int64_t r = 0; r < c.out; ++r) {
-          double acc = c.bias ? b2v[(size_t)r] : 0.0;
-          for (int64_t k = 0; k < c.n; ++k)
-            acc += (double)hr[(size_t)k] * w2.deq[(size_t)(r * c.n + k)];
-          ref_y2.push_back(acc);
-        }
+        ref_norm_linear(d().act(), s, nw, eps, w2, c.bias ? b2v.data() : nullptr, nullptr, ref_y2);
       }
       const std::string what = std::string("linear_add_rms_norm_linear ") + c.fmt + " [" +
                                std::to_string(c.k1) + " -> " + std::to_string(c.n) + " -> " +
