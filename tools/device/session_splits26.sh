@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-BUDGET=${BUDGET:-400}
+BUDGET=${BUDGET:-300}
 for round in 1 2; do
   for s in 0 2 4; do
     for f in 0 1; do
@@ -29,6 +29,13 @@ for s in 0 2; do
   env $envs timeout 60 "$B/perfx" bench -m random:tinyllama-1.1b --device cuda -p 0 -n 512 \
     -r 2 > /tmp/b.md 2>&1
   echo "tiny tg512 splits=${s/#0/model}: $(grep tg512 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
+done
+for s in 0 2 0 2; do
+  over_budget && continue
+  envs="PERFX_CUDA_NORM_FUSE=0"; [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
+  env $envs timeout 60 "$B/perfx" bench -m random:tinyllama-1.1b --device cuda -p 0 -n 32 -B 8 \
+    -r 2 > /tmp/b.md 2>&1
+  echo "tiny batch 8 (tg32 x 8) splits=${s/#0/model}: $(grep tg32 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 done
 for s in 0 2 0 2; do
   over_budget && continue
