@@ -5,14 +5,15 @@
 # longer after its PDL wait (+0.6–0.8 µs). Attention's split count sets its prologue and the first
 # tile's wait (cuda_attention_notes.md "After the wait": 2 splits cut 7B's by three quarters);
 # TinyLlama's 2 splits measured −5 % in the eleventh session, before the bulk and tensor-map
-# copies. Untraced tg128 (-r 3), arms interleaved, two rounds: splits (model / 2 / 4) × fuse (0 / 1).
+# copies. Untraced tg128 (-r 3), arms interleaved, three rounds: splits (model / 2) × fuse (0 / 1);
+# at tg128 (up to 128 keys, two 64-key tiles) the model picks 1 split, 2 is the only other choice.
 #   run: command "bash tools/device/session_splits26.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-300}
-for round in 1 2; do
-  for s in 0 2 4; do
+for round in 1 2 3; do
+  for s in 0 2; do
     for f in 0 1; do
       over_budget && continue
       envs="PERFX_CUDA_NORM_FUSE=$f"
