@@ -15,34 +15,34 @@ BUDGET=${BUDGET:-300}
 for round in 1 2 3; do
   for s in 0 2; do
     for f in 0 1; do
-      over_budget && continue
+      over_budget && { echo "skipped (budget)"; continue; }
       envs="PERFX_CUDA_NORM_FUSE=$f"
       [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
       env $envs timeout 60 "$B/perfx" bench -m random:tinyllama-1.1b --device cuda -p 0 -n 128 \
-        -r 3 > /tmp/b.md 2>&1
+        -r 3 > /tmp/b.md 2>&1; cat /tmp/b.md >> "$OUT/benches.md"
       echo "tiny splits=${s/#0/model} fuse=$f round $round: $(grep tg128 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
     done
   done
 done
 for s in 0 2; do
-  over_budget && continue
+  over_budget && { echo "skipped (budget)"; continue; }
   envs="PERFX_CUDA_NORM_FUSE=0"; [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
   env $envs timeout 60 "$B/perfx" bench -m random:tinyllama-1.1b --device cuda -p 0 -n 512 \
-    -r 2 > /tmp/b.md 2>&1
+    -r 2 > /tmp/b.md 2>&1; cat /tmp/b.md >> "$OUT/benches.md"
   echo "tiny tg512 splits=${s/#0/model}: $(grep tg512 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 done
 for s in 0 2 0 2; do
-  over_budget && continue
+  over_budget && { echo "skipped (budget)"; continue; }
   envs="PERFX_CUDA_NORM_FUSE=0"; [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
   env $envs timeout 60 "$B/perfx" bench -m random:tinyllama-1.1b --device cuda -p 0 -n 32 -B 8 \
-    -r 2 > /tmp/b.md 2>&1
+    -r 2 > /tmp/b.md 2>&1; cat /tmp/b.md >> "$OUT/benches.md"
   echo "tiny batch 8 (tg32 x 8) splits=${s/#0/model}: $(grep tg32 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 done
 for s in 0 2 0 2; do
-  over_budget && continue
+  over_budget && { echo "skipped (budget)"; continue; }
   envs="PERFX_CUDA_NORM_FUSE=0"; [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
   env $envs timeout 60 "$B/perfx" bench -m random:llama-2-7b --device cuda -p 0 -n 128 \
-    -r 3 > /tmp/b.md 2>&1
+    -r 3 > /tmp/b.md 2>&1; cat /tmp/b.md >> "$OUT/benches.md"
   echo "7B tg128 splits=${s/#0/model}: $(grep tg128 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 done
 echo "total $(( $(date +%s) - T0 )) s"
