@@ -10,7 +10,8 @@ t_mark (a probe point after the wait, PERFX_CUDA_TRACE_PROBE; 0 or absent: none)
 %globaltimer. A step ends with its argmax / sample launch. Inside a step the
 rows of one (kind, tag) form one launch unless a CTA index repeats (then the next launch of the
 same pair). Linear launches are named by their order (qkv, o, gate_up, down per layer; the dense
-GEMV is lm_head).
+GEMV is lm_head); a norm by the linear launch after it (qkv: attn, gate_up: ffn, lm_head: final;
+"?" when none follows).
 
 Printed, over the last N complete steps (default 8):
   - the step time (first CTA start to last CTA end) and the timer's resolution;
