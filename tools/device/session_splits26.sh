@@ -7,32 +7,20 @@
 # TinyLlama's 2 splits measured −5 % in the eleventh session, before the bulk and tensor-map
 # copies. Untraced tg128 (-r 3), arms interleaved, three rounds: splits (model / 2) × fuse (0 / 1);
 # at tg128 (up to 128 keys, two 64-key tiles) the model picks 1 split, 2 is the only other choice.
-# (Refactored after the run into one arm() helper; the runs and their order are unchanged.)
+# (Refactored after the run into devbin.sh's split_arm helper; the runs and their order are unchanged.)
 #   run: command "bash tools/device/session_splits26.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-300}
-# arm LABEL SPLITS FUSE MODEL TEST BENCH-ARGS...: one perfx bench run (SPLITS 0 = the model's
-# count), its table appended to $OUT/benches.md, one line "LABEL splits=S: t/s ± sd" for TEST.
-arm() {
-  local label=$1 s=$2 f=$3 m=$4 t=$5
-  shift 5
-  over_budget && { echo "$label: skipped (budget)"; return; }
-  local envs="PERFX_CUDA_NORM_FUSE=$f"
-  [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
-  env $envs timeout 60 "$B/perfx" bench -m "random:$m" --device cuda "$@" > /tmp/b.md 2>&1
-  cat /tmp/b.md >> "$OUT/benches.md"
-  echo "$label splits=${s/#0/model}: $(grep "$t" /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
-}
 for round in 1 2 3; do
   for s in 0 2; do
     for f in 0 1; do
-      arm "tiny fuse=$f round $round" $s $f tinyllama-1.1b tg128 -p 0 -n 128 -r 3
+      split_arm "tiny fuse=$f round $round" $s $f tinyllama-1.1b tg128 -p 0 -n 128 -r 3
     done
   done
 done
-for s in 0 2; do arm "tiny tg512" $s 0 tinyllama-1.1b tg512 -p 0 -n 512 -r 2; done
-for s in 0 2 0 2; do arm "tiny batch 8 (tg32 x 8)" $s 0 tinyllama-1.1b tg32 -p 0 -n 32 -B 8 -r 2; done
-for s in 0 2 0 2; do arm "7B tg128" $s 0 llama-2-7b tg128 -p 0 -n 128 -r 3; done
+for s in 0 2; do split_arm "tiny tg512" $s 0 tinyllama-1.1b tg512 -p 0 -n 512 -r 2; done
+for s in 0 2 0 2; do split_arm "tiny batch 8 (tg32 x 8)" $s 0 tinyllama-1.1b tg32 -p 0 -n 32 -B 8 -r 2; done
+for s in 0 2 0 2; do split_arm "7B tg128" $s 0 llama-2-7b tg128 -p 0 -n 128 -r 3; done
 echo "total $(( $(date +%s) - T0 )) s"

@@ -7,10 +7,5 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-for s in 0 2 0 2; do
-  envs="PERFX_CUDA_NORM_FUSE=0"; [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
-  env $envs timeout 60 "$B/perfx" bench -m random:llama-2-7b --device cuda -p 0 -n 128 -B 8 \
-    -r 2 > /tmp/b.md 2>&1; cat /tmp/b.md >> "$OUT/benches.md"
-  echo "7B batch 8 (tg128 x 8) splits=${s/#0/model}: $(grep -E tg128 /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
-done
+for s in 0 2 0 2; do split_arm "7B batch 8 (tg128 x 8)" $s 0 llama-2-7b tg128 -p 0 -n 128 -B 8 -r 2; done
 echo "total $(( $(date +%s) - T0 )) s"
