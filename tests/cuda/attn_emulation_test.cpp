@@ -687,6 +687,43 @@ void check_forced_splits() {
   }
 }
 
+/// choose_splits' merge charge per query row (PERFX_CUDA_ATTN_MERGE_ROWS): the shapes the
+/// twenty-sixth session measured and those the rule moves, on the H200 model (132 SMs; 3 CTAs an
+/// SM for head_dim 128 and 64 alike here), against the tile charge.
+void check_merge_rows() {
+  struct Want {
+    const char* name;
+    int64_t pairs;
+    int max_kv, rows, tile_splits, row_splits;
+  };
+  const Want wants[] = {
+      // 7B batch 1 at 65-128 keys: one row a CTA, two splits measured +1.7 % on those steps
+      {"7B b1 128 keys", 32, 128, 1, 1, 2},
+      // TinyLlama batch 1 (group 8): two splits measured -9 % there; both rules keep one
+      {"TinyLlama b1 128 keys", 4, 128, 8, 1, 1},
+      // a GQA-4 model (Mistral-7B) at batch 1: half a tile's charge, two splits
+      {"GQA-4 b1 128 keys", 8, 128, 4, 1, 2},
+      // 7B batch 8 at 512 keys: 2 rounds x (3 + 1) + 1/8 beats 1 x (8 + 1)
+      {"7B b8 512 keys", 256, 512, 1, 1, 3},
+      // 7B batch 8 at 128 keys: a second split needs a second round (512 CTAs > 396 slots)
+      {"7B b8 128 keys", 256, 128, 1, 1, 1},
+      // past the first tile nothing can split
+      {"7B b1 64 keys", 32, 64, 1, 1, 1},
+  };
+  for (const Want& w : wants)
+    for (const bool per_row : {false, true}) {
+      int n = 0, chunk = 0;
+      choose_splits(w.pairs, w.max_kv, 132, 3, &n, &chunk, 0, w.rows, per_row);
+      const int want = per_row ? w.row_splits : w.tile_splits;
+      ++g_cases;
+      if (n != want) {
+        ++g_failures;
+        std::printf("[FAIL] merge charge (%s): %s -> %d splits, want %d\n",
+                    per_row ? "per row" : "per tile", w.name, n, want);
+      }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -712,7 +749,10 @@ int main(int argc, char** argv) {
       {"1sm/deferred", 1, 1, true, true},
       {"h200/snapshot/late-kv", 132, 3, true, false, true}};
   if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
+  {
     check_forced_splits();
+    check_merge_rows();
+  }
   const std::vector<AttnCase> cases = attention_cases();
   for_selected(cases, quick, filter, "", 1000,
                [&](const AttnCase& c, uint64_t seed) { run_case(c, seed, configs); });

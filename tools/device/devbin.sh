@@ -165,16 +165,25 @@ run_variants() {
   done
 }
 
-# split_arm LABEL SPLITS FUSE MODEL TEST BENCH-ARGS...: one perfx bench run on random:MODEL with
-# PERFX_CUDA_NORM_FUSE=FUSE and PERFX_CUDA_ATTN_SPLITS=SPLITS (0: the cost model's count), its table
-# appended to $OUT/benches.md, one line "LABEL splits=S: t/s ± sd" for TEST; skipped past the budget.
+# bench_arm LABEL ENVS MODEL TEST BENCH-ARGS...: one perfx bench run on random:MODEL with the
+# environment assignments ENVS (space-separated; "" for none), its table appended to
+# $OUT/benches.md, one line "LABEL: t/s ± sd" for the row TEST (tg128, tg32, ...); skipped past the
+# budget.
+bench_arm() {
+  local label=$1 envs=$2 m=$3 t=$4
+  shift 4
+  over_budget && { echo "$label: skipped (budget)"; return; }
+  env $envs timeout 90 "$B/perfx" bench -m "random:$m" --device cuda "$@" > /tmp/b.md 2>&1
+  cat /tmp/b.md >> "$OUT/benches.md"
+  echo "$label: $(grep "$t" /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
+}
+
+# split_arm LABEL SPLITS FUSE MODEL TEST BENCH-ARGS...: bench_arm with PERFX_CUDA_NORM_FUSE=FUSE
+# and PERFX_CUDA_ATTN_SPLITS=SPLITS (0: the cost model's count), labelled "LABEL splits=S".
 split_arm() {
   local label=$1 s=$2 f=$3 m=$4 t=$5
   shift 5
-  over_budget && { echo "$label: skipped (budget)"; return; }
   local envs="PERFX_CUDA_NORM_FUSE=$f"
   [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
-  env $envs timeout 60 "$B/perfx" bench -m "random:$m" --device cuda "$@" > /tmp/b.md 2>&1
-  cat /tmp/b.md >> "$OUT/benches.md"
-  echo "$label splits=${s/#0/model}: $(grep "$t" /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
+  bench_arm "$label splits=${s/#0/model}" "$envs" "$m" "$t" "$@"
 }

@@ -131,13 +131,21 @@ bool early_bulk_blocks_enabled() {
   return on;
 }
 
+/// PERFX_CUDA_ATTN_MERGE_ROWS=0|1 (read once; default 0): the split-count model charges the
+/// merge per query row of a CTA (merge_charge, attn_plan.h) instead of one tile whatever the rows
+/// (an A/B knob until measured: docs/cuda_attention_notes.md, "Split counts, per row").
+bool per_row_merge_enabled() {
+  static const bool on = env_count("PERFX_CUDA_ATTN_MERGE_ROWS", "0 or 1", 0, 1, 0) != 0;
+  return on;
+}
+
 PagedAttentionPlan plan_for(const PagedAttentionArgs& a) {
   validate(a);
   const DeviceState st = device_state();
   return make_plan(
       a, st.n_sms,
       st.split_occupancy[a.dtype == AttnDtype::kF16 ? 0 : 1][head_dim_index(a.head_dim)],
-      forced_splits());
+      forced_splits(), per_row_merge_enabled());
 }
 
 template <typename T, int D>
