@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/quantized.h"
 #include "core/tensor.h"
+#include "perfx/status.h"
 
 namespace perfx {
 
@@ -73,6 +74,19 @@ class Weight {
 struct KvCacheTypes {
   std::optional<DType> k, v;
 };
+
+/// What create_kv throws for a KV cache type it does not store, or one this model's shape rules out
+/// (e.g. q8_0 blocks of 32 over a head_dim of 8): the user's --cache-type-k/-v (or
+/// --kv-cache-dtype) is at fault, not the memory, and the message names the flag.
+class KvTypeError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Throws KvTypeError(msg) when cond is false.
+inline void check_kv_type(bool cond, const std::string& msg) {
+  if (!cond) throw KvTypeError(msg);
+}
 
 /// Paged KV cache storage for all layers: `n_blocks` blocks of `block_size` token slots; a slot
 /// holds K and V for `n_kv_heads` × `head_dim`. Slot index = block * block_size + offset.
@@ -190,7 +204,8 @@ class Backend {
   /// The RoPE table for `p`, built once (the model rebuilds it only when p changes: dynamic NTK).
   virtual std::unique_ptr<RopeTable> load_rope(const RopeParams& p) = 0;
   /// KV storage, K and V in `types` (default: act_dtype()). Throws perfx::Error when it does not
-  /// fit (naming bytes needed/free) or for a type the backend does not store (naming it). The CPU
+  /// fit (naming bytes needed/free), KvTypeError for a type the backend does not store or the
+  /// shape rules out (naming the flag and the type). The CPU
   /// stores F32, F16 and Q8_0 (head_dim a multiple of 32); a backend may ignore `types`.
   virtual std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size,
                                                int n_kv_heads, int head_dim,

@@ -126,9 +126,9 @@ class EngineImpl : public Engine {
       throw Error("cannot allocate the KV cache (" +
                   std::to_string((int64_t)n_blocks * o.block_size) + " tokens): out of memory; " +
                   kLowerMemoryAdvice);
+    } catch (const KvTypeError&) {
+      throw;  // a cache type the backend does not store is the flag's problem, not memory's
     } catch (const Error& e) {
-      // A cache type the backend does not store is the flag's problem, not an allocation's.
-      if (std::string(e.what()).find("--cache-type") != std::string::npos) throw;
       throw Error("cannot allocate the KV cache (" +
                   std::to_string((int64_t)n_blocks * o.block_size) + " tokens): " + e.what());
     }

@@ -1057,13 +1057,13 @@ TEST_P(Conformance, Attention) {
   attention_case(this, d(), tol(), 4, 2, 64, 16, {{9, 2}, {0, 5}}, 64, false, /*norm=*/true);
 }
 
-/// Whether the backend stores a cache of these types and shape; a refusal must name the flag, and
-/// the CPU backend refuses none of them (other backends may take a subset, e.g. CUDA takes q8_0 for
-/// K and V together only).
+/// Whether the backend stores a cache of these types and shape; a refusal must be a KvTypeError
+/// naming the flag, and the CPU backend refuses none of them (other backends may take a subset,
+/// e.g. CUDA takes q8_0 for K and V together only).
 bool Conformance::kv_types_taken(const KvCacheTypes& kvt, int n_kv_heads, int head_dim) {
   try {
     d().be().create_kv(1, 4, 16, n_kv_heads, head_dim, kvt);
-  } catch (const Error& e) {
+  } catch (const KvTypeError& e) {
     EXPECT_NE(std::string(e.what()).find("--cache-type"), std::string::npos) << e.what();
     EXPECT_NE(GetParam().rfind("cpu", 0), 0u) << "the CPU backend stores F16 and Q8_0 caches";
     return false;

@@ -401,6 +401,20 @@ TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
   EXPECT_EQ(bf16.err.find("cannot allocate"), std::string::npos) << "not a memory problem: " << bf16.err;
 }
 
+// A cache type the model's shape rules out (q8_0 blocks of 32 over stories260K's head_dim 8) is the
+// flag's problem: the error names the flag and the head_dim, and does not blame memory.
+TEST(CliRun, KvCacheTypeThatTheShapeRulesOutNamesTheFlag) {
+  PERFX_REQUIRE_SHARED("models/stories260K-hf/config.json");
+  auto r = run_perfx("run -m " + shared_path("models/stories260K-hf") +
+                     " -p '' -n 4 --temp 0 -t 2 --cache-type-k q8_0 --cache-type-v q8_0");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 (this "
+                       "model's is 8)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("cannot allocate"), std::string::npos) << "not a memory problem: " << r.err;
+}
+
 TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {
   const std::string args = "perplexity -f " + kDefault + "/heldout.txt -c 16 --chunks 40 -t 2";
   auto r = run_perfx(args);

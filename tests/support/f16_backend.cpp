@@ -133,9 +133,9 @@ class F16RefBackend : public Backend {
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
     for (const auto& t : {types.k, types.v})
-      check(!t || *t == DType::F16,
-            std::string("f16-ref keeps the KV cache in F16; --cache-type-k/-v ") +
-                dtype_name(t.value_or(DType::F16)) + " is not supported on it");
+      check_kv_type(!t || *t == DType::F16,
+                    std::string("f16-ref keeps the KV cache in F16; --cache-type-k/-v ") +
+                        dtype_name(t.value_or(DType::F16)) + " is not supported on it");
     auto kv = std::make_unique<RefKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;

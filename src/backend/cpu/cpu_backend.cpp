@@ -390,12 +390,13 @@ class CpuBackend : public Backend {
     kv->kdt = types.k.value_or(DType::F32);
     kv->vdt = types.v.value_or(DType::F32);
     for (DType t : {kv->kdt, kv->vdt}) {
-      check(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
-            std::string("--cache-type-k/-v ") + dtype_name(t) +
-                " is not supported on the CPU (f32, f16, q8_0)");
-      check(t != DType::Q8_0 || head_dim % 32 == 0,
-            "KV cache type q8_0 needs a head_dim that is a multiple of 32 (this model's is " +
-                std::to_string(head_dim) + ")");
+      check_kv_type(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
+                    std::string("--cache-type-k/-v ") + dtype_name(t) +
+                        " is not supported on the CPU (f32, f16, q8_0)");
+      check_kv_type(t != DType::Q8_0 || head_dim % 32 == 0,
+                    "--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 (this "
+                    "model's is " +
+                        std::to_string(head_dim) + ")");
     }
     const size_t slots = (size_t)n_blocks * block_size;
     kv->k_head = dtype_row_bytes(kv->kdt, head_dim);

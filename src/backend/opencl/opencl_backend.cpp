@@ -523,10 +523,10 @@ class OpenClBackend : public Backend {
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
     for (const auto& t : {types.k, types.v})
-      check(!t || *t == act_,
-            std::string("the OpenCL backend keeps the KV cache in the activation dtype (") +
-                dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
-                " is not supported on it");
+      check_kv_type(!t || *t == act_,
+                    std::string("the OpenCL backend keeps the KV cache in the activation dtype (") +
+                        dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
+                        " is not supported on it");
     check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
           "create_kv: bad shape");
     check(head_dim % 4 == 0 && head_dim <= 256,
