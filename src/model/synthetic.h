@@ -1,6 +1,7 @@
 // Synthetic checkpoints: random weights in the exact shapes of real models (TinyLlama-1.1B,
 // Llama-2-7B, Llama-2-70B, Mistral-7B), built in memory, for benchmarks at real sizes without a
-// download or a multi-gigabyte file. Named "random:SHAPE[:FORMAT]" wherever a model path is accepted.
+// download or a multi-gigabyte file. Named "random:SHAPE[:FORMAT]" wherever a model path is
+// accepted.
 #pragma once
 
 #include <string>

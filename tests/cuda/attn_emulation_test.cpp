@@ -687,9 +687,10 @@ void check_forced_splits() {
   }
 }
 
-/// choose_splits' merge charge per query row (PERFX_CUDA_ATTN_MERGE_ROWS): the shapes the
-/// twenty-sixth session measured and those the rule moves, on the H200 model (132 SMs; 3 CTAs an
-/// SM for head_dim 128 and 64 alike here), against the tile charge.
+/// choose_splits' merge charge per query row for one-round splits (PERFX_CUDA_ATTN_MERGE_ROWS,
+/// default on): the shapes the twenty-sixth and twenty-seventh sessions measured and those the
+/// rule moves, on the H200 model (132 SMs; 3 CTAs an SM for head_dim 128 and 64 alike here),
+/// against the tile charge.
 void check_merge_rows() {
   struct Want {
     const char* name;
@@ -703,8 +704,13 @@ void check_merge_rows() {
       {"TinyLlama b1 128 keys", 4, 128, 8, 1, 1},
       // a GQA-4 model (Mistral-7B) at batch 1: half a tile's charge, two splits
       {"GQA-4 b1 128 keys", 8, 128, 4, 1, 2},
-      // 7B batch 8 at 512 keys: 2 rounds x (3 + 1) + 1/8 beats 1 x (8 + 1)
-      {"7B b8 512 keys", 256, 512, 1, 1, 3},
+      // 7B batch 8 at 512 keys: 3 splits need 2 rounds, so the merge costs a whole tile and
+      // 2 x (3 + 1) + 1 ties 1 x (8 + 1) (at 1/8 a tile, 3 splits measured -2 %)
+      {"7B b8 512 keys", 256, 512, 1, 1, 1},
+      // Mistral-7B batch 8 at 128 keys: 64 pairs x 2 splits fit one round (measured +3.9 %)
+      {"GQA-4 b8 128 keys", 64, 128, 4, 1, 2},
+      // batch 6 at 192 keys: 192 pairs x 2 splits = 384 CTAs, one round of 396
+      {"7B b6 192 keys", 192, 192, 1, 1, 2},
       // 7B batch 8 at 128 keys: a second split needs a second round (512 CTAs > 396 slots)
       {"7B b8 128 keys", 256, 128, 1, 1, 1},
       // past the first tile nothing can split
@@ -748,8 +754,7 @@ int main(int argc, char** argv) {
       {"h200/immediate/merge/bulk-blocks", 132, 3, false, true, false, true, true, true},
       {"1sm/deferred", 1, 1, true, true},
       {"h200/snapshot/late-kv", 132, 3, true, false, true}};
-  if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos)
-  {
+  if (filter.empty() || std::string("decode splits").find(filter) != std::string::npos) {
     check_forced_splits();
     check_merge_rows();
   }

@@ -131,11 +131,11 @@ bool early_bulk_blocks_enabled() {
   return on;
 }
 
-/// PERFX_CUDA_ATTN_MERGE_ROWS=0|1 (read once; default 0): the split-count model charges the
-/// merge per query row of a CTA (merge_charge, attn_plan.h) instead of one tile whatever the rows
-/// (an A/B knob until measured: docs/cuda_attention_notes.md, "Split counts, per row").
+/// PERFX_CUDA_ATTN_MERGE_ROWS=0|1 (read once; default 1): the split-count model charges a
+/// one-round split's merge per query row of a CTA (merge_charge, attn_plan.h); 0: one tile
+/// whatever the rows (the A/B arm: docs/cuda_attention_notes.md, "Split counts, per row").
 bool per_row_merge_enabled() {
-  static const bool on = env_count("PERFX_CUDA_ATTN_MERGE_ROWS", "0 or 1", 0, 1, 0) != 0;
+  static const bool on = env_count("PERFX_CUDA_ATTN_MERGE_ROWS", "0 or 1", 0, 1, 1) != 0;
   return on;
 }
 

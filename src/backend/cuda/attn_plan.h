@@ -175,23 +175,27 @@ inline void validate(const PagedAttentionArgs& a) {
   }
 }
 
-/// The merge's charge in choose_splits' units for a split-KV CTA of `rows` query rows
-/// (max_q_len * group): kReduceTiles, or with `per_row` kReduceTiles * min(1, rows / 8) — the
-/// merge reads, rescales and sums each row's partials, so a one-row CTA (Llama-2-7B, no GQA)
-/// merges an eighth of what an eight-row one (TinyLlama's group of 8) does
-/// (docs/cuda_attention_notes.md, "Split counts, per row").
-inline double merge_charge(int rows, bool per_row) {
-  return per_row ? kReduceTiles * std::min(1.0, std::max(rows, 1) / 8.0) : kReduceTiles;
+/// The merge's charge in choose_splits' units for s > 1 splits of split-KV CTAs of `rows` query
+/// rows (max_q_len * group) that take `rounds` rounds of the resident CTA slots: kReduceTiles, or
+/// with `per_row` and one round kReduceTiles * min(1, rows / 8). The merge reads, rescales and
+/// sums each row's partials, so a one-row CTA (Llama-2-7B, no GQA) merges an eighth of what an
+/// eight-row one (TinyLlama's group of 8) does; where the splits need a second round the step
+/// reads enough keys to be bound by DRAM, not by a CTA's latency, and the merge's traffic costs
+/// in full (H200: Llama-2-7B batch 8 at 321-512 keys lost 2 % at 3 splits; one-round choices
+/// gained up to 3.9 %: docs/cuda_attention_notes.md, "Split counts, per row").
+inline double merge_charge(int rows, int64_t rounds, bool per_row) {
+  return per_row && rounds == 1 ? kReduceTiles * std::min(1.0, std::max(rows, 1) / 8.0)
+                                : kReduceTiles;
 }
 
 /// Picks the split count minimizing rounds(s) * (tiles per split + overhead) (+ the merge's
-/// charge, merge_charge(rows, per_row_merge), where s > 1), where rounds = ceil(pairs * s /
-/// resident CTA slots). Only s whose splits are all non-empty at max_kv_len are considered;
-/// pairs * s <= kMaxSplitCtas bounds the workspace. force > 0: the largest such s <= force
-/// instead (PERFX_CUDA_ATTN_SPLITS, a measurement knob).
+/// charge, merge_charge(rows, rounds(s), per_row_merge), where s > 1), where rounds(s) =
+/// ceil(pairs * s / resident CTA slots). Only s whose splits are all non-empty at max_kv_len are
+/// considered; pairs * s <= kMaxSplitCtas bounds the workspace. force > 0: the largest such
+/// s <= force instead (PERFX_CUDA_ATTN_SPLITS, a measurement knob).
 inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupancy, int* n_splits,
                           int* chunk, int force = 0, int rows = kSplitRows,
-                          bool per_row_merge = false) {
+                          bool per_row_merge = true) {
   const int tiles = std::max(1, (std::max(max_kv_len, 1) + kTileKeys - 1) / kTileKeys);
   const int64_t cap = std::max<int64_t>(1, kMaxSplitCtas / std::max<int64_t>(pairs, 1));
   const int s_max = static_cast<int>(std::min<int64_t>({kMaxSplits, tiles, cap}));
@@ -204,7 +208,7 @@ inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupanc
     const int64_t rounds = (pairs * s + slots - 1) / slots;
     const double cost = force > 0 ? (s <= force ? -s : 0.0)
                                   : static_cast<double>(rounds) * (per + kCtaOverheadTiles) +
-                                        (s > 1 ? merge_charge(rows, per_row_merge) : 0.0);
+                                        (s > 1 ? merge_charge(rows, rounds, per_row_merge) : 0.0);
     if (cost < best_cost) {
       best_cost = cost;
       best = s;
@@ -218,7 +222,7 @@ inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupanc
 /// resident CTAs per SM (force_splits > 0: choose_splits' force; per_row_merge: its merge
 /// charge per query row).
 inline PagedAttentionPlan make_plan(const PagedAttentionArgs& a, int n_sms, int split_occupancy,
-                                    int force_splits = 0, bool per_row_merge = false) {
+                                    int force_splits = 0, bool per_row_merge = true) {
   PagedAttentionPlan p;
   if (a.n_seqs == 0 || a.max_q_len == 0) return p;
   const int G = a.n_q_heads / a.n_kv_heads;
