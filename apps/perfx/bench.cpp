@@ -355,8 +355,8 @@ Register reg("bench", 55, [](CLI::App& app) {
                                  "Prompt-processing and generation throughput (llama-bench style)");
   add_model_option(
       sub, &a->model,
-      "HF folder, .gguf, or random:SHAPE[:FORMAT] (tinyllama-1.1b, llama-2-7b, llama-2-70b; "
-      "awq, f16, q8_0, q4_0) (default: models/default)");
+      "HF folder, .gguf, or random:SHAPE[:FORMAT] (tinyllama-1.1b, llama-2-7b, llama-2-70b, "
+      "mistral-7b; awq, f16, q8_0, q4_0) (default: models/default)");
   sub->add_option("-p,--n-prompt", *p, "Prompt tokens per pp test (comma list; 0 = no pp test)")
       ->capture_default_str();
   sub->add_option("-n,--n-gen", *n, "Generated tokens per tg test (comma list; 0 = no tg test)")

@@ -48,7 +48,9 @@ using SeqId = int64_t;
 
 class Engine {
  public:
-  /// Loads model + tokenizer. Throws perfx::Error naming the file/tensor/key at fault.
+  /// Loads model + tokenizer. Throws perfx::Error naming the file/tensor/key at fault, the flag
+  /// whose KV cache type the backend does not store (--cache-type-k/-v, before any memory is
+  /// sized), or the memory the KV cache needs.
   static std::unique_ptr<Engine> load(const EngineOptions& opts);
   virtual ~Engine() = default;
 

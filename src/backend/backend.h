@@ -75,9 +75,10 @@ struct KvCacheTypes {
   std::optional<DType> k, v;
 };
 
-/// What create_kv throws for a KV cache type it does not store, or one this model's shape rules out
-/// (e.g. q8_0 blocks of 32 over a head_dim of 8): the user's --cache-type-k/-v (or
-/// --kv-cache-dtype) is at fault, not the memory, and the message names the flag.
+/// What check_kv (and so create_kv) throws for a KV cache type the backend does not store, or one
+/// this model's shape rules out (e.g. q8_0 blocks of 32 over a head_dim of 8): the user's
+/// --cache-type-k/-v (or --kv-cache-dtype) is at fault, not the memory, and the message names the
+/// flag.
 class KvTypeError : public Error {
  public:
   using Error::Error;
@@ -203,10 +204,16 @@ class Backend {
   virtual std::unique_ptr<Weight> load_embedding(const TensorView& table) = 0;
   /// The RoPE table for `p`, built once (the model rebuilds it only when p changes: dynamic NTK).
   virtual std::unique_ptr<RopeTable> load_rope(const RopeParams& p) = 0;
-  /// KV storage, K and V in `types` (default: act_dtype()). Throws perfx::Error when it does not
-  /// fit (naming bytes needed/free), KvTypeError for a type the backend does not store or the
-  /// shape rules out (naming the flag and the type). The CPU
-  /// stores F32, F16 and Q8_0 (head_dim a multiple of 32); a backend may ignore `types`.
+  /// Whether this backend stores a KV cache of `types` (unset: act_dtype()) for `n_kv_heads` ×
+  /// `head_dim`, before any memory is sized or allocated: throws KvTypeError for a type it does not
+  /// store or the shape rules out (naming the flag and the type), perfx::Error for a shape it
+  /// cannot store at all (naming the backend and head_dim). The CPU stores F32, F16 and Q8_0
+  /// (head_dim a multiple of 32); CUDA its activation dtype or Q8_0 (K and V alike; head_dim even
+  /// and at most 256); OpenCL its activation dtype (head_dim a multiple of 4, at most 256).
+  virtual void check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& types) const = 0;
+  /// KV storage, K and V in `types` (default: act_dtype()): check_kv's refusals first, then
+  /// perfx::Error when it does not fit (naming bytes needed/free); bad counts (n_layers, n_blocks,
+  /// block_size < 1) are perfx::Error too.
   virtual std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size,
                                                int n_kv_heads, int head_dim,
                                                const KvCacheTypes& types = {}) = 0;

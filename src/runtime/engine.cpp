@@ -90,6 +90,9 @@ class EngineImpl : public Engine {
     };
     kvt.k = kv_type(o.cache_type_k, "--cache-type-k");
     kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
+    // A cache the backend does not store is the flags' (or the model's) problem: say so before
+    // any memory is sized, so it never reads as a shortage.
+    backend_->check_kv((int)c.num_key_value_heads, (int)c.head_dim, kvt);
     int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
     size_t free_b = 0, total_b = 0;
     if (o.kv_cache_tokens == 0 && o.gpu_memory_utilization > 0 &&
@@ -119,18 +122,16 @@ class EngineImpl : public Engine {
     }
     const int n_blocks = (kv_tokens + o.block_size - 1) / o.block_size;
     blocks_ = std::make_unique<BlockManager>(n_blocks, o.block_size);
+    // check_kv above took the types and shape, so what create_kv throws now is about memory.
+    const std::string cannot = "cannot allocate the KV cache (" +
+                               std::to_string((int64_t)n_blocks * o.block_size) + " tokens): ";
     try {
       kv_ = backend_->create_kv((int)c.num_hidden_layers, n_blocks, o.block_size,
                                 (int)c.num_key_value_heads, (int)c.head_dim, kvt);
     } catch (const std::bad_alloc&) {
-      throw Error("cannot allocate the KV cache (" +
-                  std::to_string((int64_t)n_blocks * o.block_size) + " tokens): out of memory; " +
-                  kLowerMemoryAdvice);
-    } catch (const KvTypeError&) {
-      throw;  // a cache type the backend does not store is the flag's problem, not memory's
+      throw Error(cannot + "out of memory; " + kLowerMemoryAdvice);
     } catch (const Error& e) {
-      throw Error("cannot allocate the KV cache (" +
-                  std::to_string((int64_t)n_blocks * o.block_size) + " tokens): " + e.what());
+      throw Error(cannot + e.what());
     }
     eos_ = eos_ids();
     if (const char* ov = std::getenv("PERFX_DECODE_OVERLAP"); ov && *ov) {

@@ -713,8 +713,12 @@ void check_merge_rows() {
       {"7B b6 192 keys", 192, 192, 1, 1, 2},
       // 7B batch 8 at 128 keys: a second split needs a second round (512 CTAs > 396 slots)
       {"7B b8 128 keys", 256, 128, 1, 1, 1},
-      // past the first tile nothing can split
-      {"7B b1 64 keys", 32, 64, 1, 1, 1},
+      // rows 2 and 3 (a two- or three-token step without GQA): a quarter / three eighths
+      {"7B b1 2 rows 128 keys", 32, 128, 2, 1, 2},
+      {"7B b1 3 rows 128 keys", 32, 128, 3, 1, 2},
+      // 16 rows (the split-KV CTA's most) and 0 (counted as 1): a whole tile / an eighth
+      {"16 rows 128 keys", 32, 128, 16, 1, 1},
+      {"0 rows 128 keys", 32, 128, 0, 1, 2},
   };
   for (const Want& w : wants)
     for (const bool per_row : {false, true}) {
@@ -726,6 +730,34 @@ void check_merge_rows() {
         ++g_failures;
         std::printf("[FAIL] merge charge (%s): %s -> %d splits, want %d\n",
                     per_row ? "per row" : "per tile", w.name, n, want);
+      }
+    }
+  // make_plan hands choose_splits max_q_len * group as the rows, and the knob
+  struct PlanWant {
+    const char* name;
+    int n_seqs, n_q_heads, n_kv_heads, max_q_len, tile_splits, row_splits;
+  };
+  const PlanWant plans[] = {{"plan 7B b1", 1, 32, 32, 1, 1, 2},
+                            {"plan TinyLlama b1 (group 8)", 1, 32, 4, 1, 1, 1},
+                            {"plan Mistral b8 (group 4)", 8, 32, 8, 1, 1, 2},
+                            {"plan 7B b1 2-token step", 1, 32, 32, 2, 1, 2},
+                            {"plan GQA-4 b1 2-token step (8 rows)", 1, 32, 8, 2, 1, 1}};
+  for (const PlanWant& w : plans)
+    for (const bool per_row : {false, true}) {
+      PagedAttentionArgs a{};
+      a.n_seqs = w.n_seqs;
+      a.n_q_heads = w.n_q_heads;
+      a.n_kv_heads = w.n_kv_heads;
+      a.head_dim = 128;
+      a.max_q_len = w.max_q_len;
+      a.max_kv_len = 128;
+      const PagedAttentionPlan p = make_plan(a, 132, 3, 0, per_row);
+      const int want = per_row ? w.row_splits : w.tile_splits;
+      ++g_cases;
+      if (!p.split_kv || p.n_splits != want) {
+        ++g_failures;
+        std::printf("[FAIL] merge charge (%s): %s -> split_kv %d, %d splits, want %d\n",
+                    per_row ? "per row" : "per tile", w.name, p.split_kv ? 1 : 0, p.n_splits, want);
       }
     }
 }

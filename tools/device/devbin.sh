@@ -167,19 +167,20 @@ run_variants() {
 
 # bench_arm LABEL ENVS MODEL TEST BENCH-ARGS...: one perfx bench run on random:MODEL with the
 # environment assignments ENVS (space-separated; "" for none), its table appended to
-# $OUT/benches.md, one line "LABEL: t/s ± sd" for the row TEST (tg128, tg32, ...); skipped past the
-# budget.
+# $OUT/benches.md under "## LABEL", one line "LABEL: t/s ± sd" for the row whose test column is
+# exactly TEST (tg128, "tg32 x8", pp512); skipped past the budget (90 s a run).
 bench_arm() {
   local label=$1 envs=$2 m=$3 t=$4
   shift 4
   over_budget && { echo "$label: skipped (budget)"; return; }
   env $envs timeout 90 "$B/perfx" bench -m "random:$m" --device cuda "$@" > /tmp/b.md 2>&1
-  cat /tmp/b.md >> "$OUT/benches.md"
-  echo "$label: $(grep "$t" /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
+  { echo "## $label"; cat /tmp/b.md; } >> "$OUT/benches.md"
+  echo "$label: $(grep -F "| $t |" /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 }
 
 # split_arm LABEL SPLITS FUSE MODEL TEST BENCH-ARGS...: bench_arm with PERFX_CUDA_NORM_FUSE=FUSE
-# and PERFX_CUDA_ATTN_SPLITS=SPLITS (0: the cost model's count), labelled "LABEL splits=S".
+# and PERFX_CUDA_ATTN_SPLITS=SPLITS (0: the cost model's count), labelled "LABEL splits=S" (its
+# runs' limit is bench_arm's 90 s; it was 60 s when session_splits26.sh ran).
 split_arm() {
   local label=$1 s=$2 f=$3 m=$4 t=$5
   shift 5

@@ -16,7 +16,7 @@ for round in 1 2; do
 done
 bench_arm "7B pp512" "" llama-2-7b pp512 -p 512 -n 0 -r 3
 bench_arm "tiny pp512" "" tinyllama-1.1b pp512 -p 512 -n 0 -r 3
-bench_arm "mistral b8 tg128" "" mistral-7b tg128 -p 0 -n 128 -B 8 -r 2
+bench_arm "mistral b8 tg128" "" mistral-7b "tg128 x8" -p 0 -n 128 -B 8 -r 2
 bench_arm "mistral tg128" "" mistral-7b tg128 -p 0 -n 128 -r 3
-bench_arm "7B b8 tg512" "" llama-2-7b tg512 -p 0 -n 512 -B 8 -r 1
+bench_arm "7B b8 tg512" "" llama-2-7b "tg512 x8" -p 0 -n 512 -B 8 -r 1
 echo "total $(( $(date +%s) - T0 )) s"

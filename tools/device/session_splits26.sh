@@ -21,6 +21,6 @@ for round in 1 2 3; do
   done
 done
 for s in 0 2; do split_arm "tiny tg512" $s 0 tinyllama-1.1b tg512 -p 0 -n 512 -r 2; done
-for s in 0 2 0 2; do split_arm "tiny batch 8 (tg32 x 8)" $s 0 tinyllama-1.1b tg32 -p 0 -n 32 -B 8 -r 2; done
+for s in 0 2 0 2; do split_arm "tiny batch 8 (tg32 x 8)" $s 0 tinyllama-1.1b "tg32 x8" -p 0 -n 32 -B 8 -r 2; done
 for s in 0 2 0 2; do split_arm "7B tg128" $s 0 llama-2-7b tg128 -p 0 -n 128 -r 3; done
 echo "total $(( $(date +%s) - T0 )) s"

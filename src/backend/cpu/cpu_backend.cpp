@@ -379,17 +379,8 @@ class CpuBackend : public Backend {
     return t;
   }
 
-  std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
-                                       int head_dim, const KvCacheTypes& types) override {
-    auto kv = std::make_unique<CpuKv>();
-    kv->n_layers = n_layers;
-    kv->n_blocks = n_blocks;
-    kv->block_size = block_size;
-    kv->n_kv_heads = n_kv_heads;
-    kv->head_dim = head_dim;
-    kv->kdt = types.k.value_or(DType::F32);
-    kv->vdt = types.v.value_or(DType::F32);
-    for (DType t : {kv->kdt, kv->vdt}) {
+  void check_kv(int, int head_dim, const KvCacheTypes& types) const override {
+    for (DType t : {types.k.value_or(DType::F32), types.v.value_or(DType::F32)}) {
       check_kv_type(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
                     std::string("--cache-type-k/-v ") + dtype_name(t) +
                         " is not supported on the CPU (f32, f16, q8_0)");
@@ -398,6 +389,19 @@ class CpuBackend : public Backend {
                     "model's is " +
                         std::to_string(head_dim) + ")");
     }
+  }
+
+  std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
+                                       int head_dim, const KvCacheTypes& types) override {
+    check_kv(n_kv_heads, head_dim, types);
+    auto kv = std::make_unique<CpuKv>();
+    kv->n_layers = n_layers;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->n_kv_heads = n_kv_heads;
+    kv->head_dim = head_dim;
+    kv->kdt = types.k.value_or(DType::F32);
+    kv->vdt = types.v.value_or(DType::F32);
     const size_t slots = (size_t)n_blocks * block_size;
     kv->k_head = dtype_row_bytes(kv->kdt, head_dim);
     kv->v_head = dtype_row_bytes(kv->vdt, head_dim);

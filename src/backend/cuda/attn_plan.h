@@ -23,7 +23,8 @@ constexpr int kMaxSplits = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 // Split-count cost model, in units of "one 64-key tile streamed by one resident CTA".
 constexpr double kCtaOverheadTiles = 1.0;  // prologue (Q, first-load latency) + merge + write
-constexpr double kReduceTiles = 1.0;       // the extra reduce launch
+constexpr double kReduceTiles = 1.0;       // merging the splits (last CTA or reduce launch)
+constexpr int kMergeRowsPerTile = 8;       // rows a CTA merges for kReduceTiles (merge_charge)
 
 /// A 2-D view of one KV cache (K or V) for bulk tensor copies (TMA; PTX ISA 8.0,
 /// "cp.async.bulk.tensor", "Tensor Maps"): rows = cache slots, cols = n_kv_heads * head_dim
@@ -176,22 +177,26 @@ inline void validate(const PagedAttentionArgs& a) {
 }
 
 /// The merge's charge in choose_splits' units for s > 1 splits of split-KV CTAs of `rows` query
-/// rows (max_q_len * group) that take `rounds` rounds of the resident CTA slots: kReduceTiles, or
-/// with `per_row` and one round kReduceTiles * min(1, rows / 8). The merge reads, rescales and
-/// sums each row's partials, so a one-row CTA (Llama-2-7B, no GQA) merges an eighth of what an
-/// eight-row one (TinyLlama's group of 8) does; where the splits need a second round the step
-/// reads enough keys to be bound by DRAM, not by a CTA's latency, and the merge's traffic costs
-/// in full (H200: Llama-2-7B batch 8 at 321-512 keys lost 2 % at 3 splits; one-round choices
-/// gained up to 3.9 %: docs/cuda_attention_notes.md, "Split counts, per row").
+/// rows (max_q_len * group; below 1 counts as 1) that take `rounds` rounds of the resident CTA
+/// slots: kReduceTiles, or with `per_row` and one round kReduceTiles * min(1, rows /
+/// kMergeRowsPerTile). The merge reads, rescales and sums each row's partials, so a one-row CTA
+/// (Llama-2-7B, no GQA) merges an eighth of what an eight-row one (TinyLlama's group of 8) does;
+/// where the splits need a second round the step reads enough keys to be bound by DRAM, not by a
+/// CTA's latency, and the merge's traffic costs in full. An empirical fit, not a model of the
+/// kernel (whose last-CTA merge gives each row a warp, so 1-4 rows may cost alike; the reduce
+/// launch of PERFX_CUDA_ATTN_MERGE=0 gets the same charge): H200, Llama-2-7B batch 8 at 321-512
+/// keys lost 2 % at 3 splits; the one-round choices it makes gained up to 3.9 %
+/// (docs/cuda_attention_notes.md, "Split counts, per row").
 inline double merge_charge(int rows, int64_t rounds, bool per_row) {
-  return per_row && rounds == 1 ? kReduceTiles * std::min(1.0, std::max(rows, 1) / 8.0)
-                                : kReduceTiles;
+  if (!per_row || rounds != 1) return kReduceTiles;
+  return kReduceTiles * std::min(1.0, static_cast<double>(std::max(rows, 1)) / kMergeRowsPerTile);
 }
 
 /// Picks the split count minimizing rounds(s) * (tiles per split + overhead) (+ the merge's
 /// charge, merge_charge(rows, rounds(s), per_row_merge), where s > 1), where rounds(s) =
 /// ceil(pairs * s / resident CTA slots). Only s whose splits are all non-empty at max_kv_len are
-/// considered; pairs * s <= kMaxSplitCtas bounds the workspace. force > 0: the largest such
+/// considered; pairs * s <= kMaxSplitCtas bounds the workspace; the default rows (kSplitRows)
+/// charge a whole tile. force > 0: the largest such
 /// s <= force instead (PERFX_CUDA_ATTN_SPLITS, a measurement knob).
 inline void choose_splits(int64_t pairs, int max_kv_len, int n_sms, int occupancy, int* n_splits,
                           int* chunk, int force = 0, int rows = kSplitRows,
@@ -251,8 +256,12 @@ inline PagedAttentionPlan make_plan(const PagedAttentionArgs& a, int n_sms, int 
   }
   if (p.split_kv) {
     const int64_t pairs = static_cast<int64_t>(a.n_seqs) * a.n_kv_heads;
+    // rows: the step's longest query times the group, capped (a mixed step's prefill rows, past
+    // kSplitRows, charge a whole tile like any CTA of 8 or more rows)
+    const int rows =
+        static_cast<int>(std::min<int64_t>(static_cast<int64_t>(a.max_q_len) * G, kSplitRows));
     choose_splits(pairs, a.max_kv_len, n_sms, split_occupancy, &p.n_splits, &p.chunk, force_splits,
-                  a.max_q_len * G, per_row_merge);
+                  rows, per_row_merge);
     if (p.n_splits > 1)
       p.workspace_needed =
           static_cast<size_t>(pairs) * kSplitRows * p.n_splits * (a.head_dim + 2) * sizeof(float);

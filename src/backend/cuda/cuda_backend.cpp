@@ -505,10 +505,11 @@ class CudaBackend : public Backend {
     return 2.0 * n_kv_heads * (head_dim + 2.0 * q8_scale_stride(head_dim));
   }
 
-  std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
-                                       int head_dim, const KvCacheTypes& types) override {
-    check(n_layers > 0 && n_blocks > 0 && block_size > 0 && n_kv_heads > 0 && head_dim > 0,
-          "create_kv: bad shape");
+  void check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& types) const override {
+    check(n_kv_heads > 0 && head_dim > 0, "create_kv: bad shape");
+    check(
+        head_dim <= 256 && head_dim % 2 == 0,
+        "the CUDA backend needs an even head_dim of at most 256, got " + std::to_string(head_dim));
     const DType kt = types.k.value_or(act_), vt = types.v.value_or(act_);
     for (DType t : {kt, vt})
       check_kv_type(t == act_ || t == DType::Q8_0,
@@ -524,6 +525,13 @@ class CudaBackend : public Backend {
         "--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 and at most 256 (this "
         "model's is " +
             std::to_string(head_dim) + ")");
+  }
+
+  std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
+                                       int head_dim, const KvCacheTypes& types) override {
+    check(n_layers > 0 && n_blocks > 0 && block_size > 0, "create_kv: bad shape");
+    check_kv(n_kv_heads, head_dim, types);
+    const bool q8 = types.k.value_or(act_) == DType::Q8_0;
     auto kv = std::make_unique<CudaKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;
@@ -535,9 +543,6 @@ class CudaBackend : public Backend {
     kv->mem.alloc(kv->pool_bytes() * 2 * (size_t)n_layers,
                   "the KV cache (" + std::to_string((int64_t)n_blocks * block_size) + " tokens)",
                   dev_);
-    PERFX_CHECK(head_dim <= 256 && head_dim % 2 == 0,
-                "create_kv: head_dim " + std::to_string(head_dim) +
-                    " (the CUDA backend takes even sizes up to 256)");
     size_t need = 0;
     if (paged_attention_takes(head_dim, {}))
       guarded("attention workspace", [&] { need = paged_attention_workspace_bytes(head_dim); });
