@@ -18,6 +18,13 @@ fi
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 T0=$(date +%s)
 
+# trace_bin: unpacks the trace build (.devpack/trace.tar.xz, tools/device/pack_trace.sh) into
+# /tmp/devtrace and sets PT to its perfx_trace.
+trace_bin() {
+  mkdir -p /tmp/devtrace && tar -xJf "$ROOT/.devpack/trace.tar.xz" -C /tmp/devtrace
+  PT=/tmp/devtrace/perfx_trace
+}
+
 # gtest_line LOG: a googletest binary's PASSED / FAILED / SKIPPED summary lines, on one line.
 gtest_line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 

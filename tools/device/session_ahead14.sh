@@ -15,8 +15,7 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-540}
 L=/tmp/ahead14 && mkdir -p $L
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 for m in llama-2-7b tinyllama-1.1b; do
   PERFX_CUDA_TRACE=/tmp/trace_$m.csv timeout 120 "$PT" bench -m random:$m --device cuda -p 0 \
     -n 128 -r 2 > $L/trace_bench_$m.md 2>&1

@@ -14,7 +14,7 @@ BUDGET=${BUDGET:-420}
 run_variants llama-2-7b "blocks=PERFX_CUDA_ATTN_BULK_BLOCKS=1 splits2=PERFX_CUDA_ATTN_SPLITS=2 free32=PERFX_CUDA_QKV_GRID_FREE=32,PERFX_CUDA_QKV_TRIGGER=1 rows=PERFX_CUDA_ATTN_BULK_BLOCKS=0" 3
 MODELS=tinyllama-1.1b ROUNDS=2 ab_tg PERFX_CUDA_ATTN_BULK_BLOCKS "1 0"
 echo "benches done at $(( $(date +%s) - T0 )) s"
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for v in 1 0; do
   for p in 2 12 15; do
     over_budget && continue

@@ -35,8 +35,7 @@ PERFX_CUDA_ATTN_BULK=1 PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_model
   --gtest_filter='*cuda*' > $L/model.log 2>&1
 echo "model (bulk) rc=$?: $(gtest_line $L/model.log)"
 echo "tests $(( $(date +%s) - T0 )) s"
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 for m in llama-2-7b tinyllama-1.1b; do
   for bulk in 0 1; do
     PERFX_CUDA_ATTN_BULK=$bulk PERFX_CUDA_TRACE=$L/tr_${m}_$bulk.csv PERFX_CUDA_TRACE_PROBE=2 \

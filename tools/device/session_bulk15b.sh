@@ -29,8 +29,7 @@ PERFX_CUDA_ATTN_BULK=2 PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_model
   --gtest_filter='*cuda*' > $L/model.log 2>&1
 echo "model (bulk 2) rc=$?: $(gtest_line $L/model.log)"
 echo "tests $(( $(date +%s) - T0 )) s"
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 trace_one() {  # MODEL BULK PROBE (0: the wait's entry)
   local f=$L/t_$1_$2_$3 envs="PERFX_CUDA_ATTN_BULK=$2 PERFX_CUDA_TRACE=$L/t_$1_$2_$3.csv"
   [ "$3" != 0 ] && envs="$envs PERFX_CUDA_TRACE_PROBE=$3"

@@ -40,7 +40,7 @@ for m in def 2; do
   echo "model (bulk $m) rc=$?: $(gtest_line $L/model_$m.log)"
 done
 echo "tests $(( $(date +%s) - T0 )) s"
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for m in 1 2; do
   PERFX_CUDA_ATTN_BULK=$m PERFX_CUDA_TRACE=$L/t$m.csv PERFX_CUDA_TRACE_PROBE=2 timeout 120 \
     /tmp/devtrace/perfx_trace bench -m random:llama-2-7b --device cuda -p 0 -n 128 -r 2 > $L/t$m.md 2>&1

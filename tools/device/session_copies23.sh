@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-260}
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for v in "PERFX_CUDA_ATTN_BULK=1" "PERFX_CUDA_ATTN_BULK=0" "PERFX_CUDA_ATTN_SPLITS=2" "PERFX_CUDA_ATTN_SPLITS=4"; do
   for p in 12 15; do
     over_budget && continue

@@ -9,8 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-mkdir -p /tmp/devtrace
-tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 one() {  # one LABEL MODEL [ENV...]
   local label=$1 m=$2 f r
   shift 2

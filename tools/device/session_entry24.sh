@@ -28,7 +28,7 @@ for r in 1 2 3; do
   done
 done
 echo "benches done at $(( $(date +%s) - T0 )) s"
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for p in 2 12; do
   over_budget && continue
   PERFX_CUDA_TRACE_PROBE=$p PERFX_CUDA_TRACE=/tmp/tr.csv timeout 100 \

@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-300}
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for a in "0 67" "32 1"; do
   set -- $a
   for p in 12 15 13; do

@@ -12,9 +12,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 KEEP=$OUT OUT=/tmp/chk && mkdir -p $OUT && attn_checks; OUT=$KEEP  # logs stay there: 8 files come back
-mkdir -p /tmp/old /tmp/devtrace
+mkdir -p /tmp/old
 tar -xJf .devpack/old.tar.xz -C /tmp/old
-tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for r in 1 2; do
   for m in llama-2-7b tinyllama-1.1b; do
     for arm in new old; do

@@ -10,8 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-300}
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 for run in 1 2; do for v in 0 1; do
   over_budget && { echo "skipped (budget)"; continue; }
   f=/tmp/trace_$v.csv

@@ -25,7 +25,7 @@ PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda
 echo "model rc=$?: $(gtest_line $L/model.log)"
 grep -h -E "Failure|FAILED|Expected|Which is" $L/conf_*.log $L/model.log | head -12 | cut -c1-220
 echo "tests $(( $(date +%s) - T0 )) s"
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for m in llama-2-7b tinyllama-1.1b; do
   for ov in 1 0; do
     PERFX_DECODE_OVERLAP=$ov PERFX_CUDA_TRACE=$L/t.csv timeout 120 \

@@ -29,7 +29,7 @@ PERFX_TEST_DEVICE=cuda:0 timeout 150 "$SAN" --tool memcheck --error-exitcode 3 "
 echo "EngineOverlap memcheck rc=$?: $(grep -m1 'ERROR SUMMARY' $L/model_memcheck.log) $(gtest_line $L/model_memcheck.log)"
 grep -h -E "Failure|FAILED|Expected|Which is" $L/conf_*.log $L/model_*.log | head -12 | cut -c1-220
 echo "tests $(( $(date +%s) - T0 )) s"
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 for m in llama-2-7b tinyllama-1.1b; do
   for ga in 1 0; do
     PERFX_CUDA_GRAPH_ARGMAX=$ga PERFX_CUDA_TRACE=$L/t.csv timeout 120 \

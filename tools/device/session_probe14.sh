@@ -10,8 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 for m in llama-2-7b tinyllama-1.1b; do
   for p in 0 1 2; do
     envs="PERFX_CUDA_TRACE=/tmp/trace_${m}_$p.csv"

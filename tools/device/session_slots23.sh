@@ -15,7 +15,7 @@ BUDGET=${BUDGET:-520}
 L=/tmp/s23 && mkdir -p $L
 mkdir -p /tmp/kt && tar -xJf .devpack/kt.tar.xz -C /tmp
 mkdir -p /tmp/old && tar -xJf .devpack/old.tar.xz -C /tmp/old
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 OUT=$L/attn PREBUILT=/tmp/kt/attention_kernels_test timeout 260 \
   bash tools/device/cuda_attention_kernels.sh > $L/attn.log 2>&1
 echo "attention kernels rc=$?"; grep -E '^tests:|^memcheck|^sanitizer|FAIL' $L/attn.log | head -12

@@ -11,8 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 for m in ${MODELS:-llama-2-7b tinyllama-1.1b}; do
   over_budget && continue
   for arm in ${ARMS:-plain trace_off trace_on}; do

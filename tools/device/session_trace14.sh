@@ -10,8 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 for link in 0 1; do
   PERFX_CUDA_NORM_LINK=$link PERFX_CUDA_TRACE=/tmp/trace_$link.csv timeout 120 "$PT" bench \
     -m random:${MODEL:-llama-2-7b} --device cuda -p 0 -n 128 -r 2 > /tmp/tb_$link.md 2>&1

@@ -11,8 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-540}
-mkdir -p /tmp/devtrace && tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
-PT=/tmp/devtrace/perfx_trace
+trace_bin
 traced() {  # traced LABEL MODEL PROBE FREE TRIGGER
   over_budget && { echo "$1: skipped (budget)"; return; }
   local f=/tmp/trace_$1.csv

@@ -9,9 +9,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-mkdir -p /tmp/old /tmp/devtrace
+mkdir -p /tmp/old
 tar -xJf .devpack/old.tar.xz -C /tmp/old
-tar -xJf .devpack/trace.tar.xz -C /tmp/devtrace
+trace_bin
 one() {  # one LABEL MODEL BIN [ENV...]
   local label=$1 m=$2 bin=$3 f
   shift 3
