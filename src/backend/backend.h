@@ -84,6 +84,9 @@ class KvTypeError : public Error {
   using Error::Error;
 };
 
+/// How a KV cache type refusal names the flags that set the type (llama.cpp's and vLLM's).
+inline constexpr char kKvTypeFlags[] = "--cache-type-k/-v or --kv-cache-dtype";
+
 /// Throws KvTypeError(msg) when cond is false.
 inline void check_kv_type(bool cond, const std::string& msg) {
   if (!cond) throw KvTypeError(msg);

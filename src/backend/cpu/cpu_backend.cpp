@@ -382,11 +382,11 @@ class CpuBackend : public Backend {
   void check_kv(int, int head_dim, const KvCacheTypes& types) const override {
     for (DType t : {types.k.value_or(DType::F32), types.v.value_or(DType::F32)}) {
       check_kv_type(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
-                    std::string("--cache-type-k/-v ") + dtype_name(t) +
-                        " is not supported on the CPU (f32, f16, q8_0)");
+                    std::string("KV cache type ") + dtype_name(t) + " (" + kKvTypeFlags +
+                        ") is not supported on the CPU (f32, f16, q8_0)");
       check_kv_type(t != DType::Q8_0 || head_dim % 32 == 0,
-                    "--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 (this "
-                    "model's is " +
+                    std::string("KV cache type q8_0 (") + kKvTypeFlags +
+                        ") needs a head_dim that is a multiple of 32 (this model's is " +
                         std::to_string(head_dim) + ")");
     }
   }

@@ -514,16 +514,16 @@ class CudaBackend : public Backend {
     for (DType t : {kt, vt})
       check_kv_type(t == act_ || t == DType::Q8_0,
                     std::string("the CUDA backend keeps the KV cache in the activation dtype (") +
-                        dtype_name(act_) + ") or q8_0; --cache-type-k/-v " + dtype_name(t) +
-                        " is not supported on it");
+                        dtype_name(act_) + ") or q8_0; KV cache type " + dtype_name(t) + " (" +
+                        kKvTypeFlags + ") is not supported on it");
     check_kv_type(kt == vt,
                   std::string("the CUDA backend takes one type for K and V; --cache-type-k ") +
                       dtype_name(kt) + " and --cache-type-v " + dtype_name(vt) + " differ");
     const bool q8 = kt == DType::Q8_0;
     check_kv_type(
         !q8 || (head_dim % 32 == 0 && head_dim <= 256),
-        "--cache-type-k/-v q8_0 needs a head_dim that is a multiple of 32 and at most 256 (this "
-        "model's is " +
+        std::string("KV cache type q8_0 (") + kKvTypeFlags +
+            ") needs a head_dim that is a multiple of 32 and at most 256 (this model's is " +
             std::to_string(head_dim) + ")");
   }
 

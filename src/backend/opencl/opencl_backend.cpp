@@ -524,8 +524,8 @@ class OpenClBackend : public Backend {
     for (const auto& t : {types.k, types.v})
       check_kv_type(!t || *t == act_,
                     std::string("the OpenCL backend keeps the KV cache in the activation dtype (") +
-                        dtype_name(act_) + "); --cache-type-k/-v " + dtype_name(t.value_or(act_)) +
-                        " is not supported on it");
+                        dtype_name(act_) + "); KV cache type " + dtype_name(t.value_or(act_)) +
+                        " (" + kKvTypeFlags + ") is not supported on it");
     check(n_kv_heads > 0 && head_dim > 0, "create_kv: bad shape");
     check(head_dim % 4 == 0 && head_dim <= 256,
           "the OpenCL backend needs head_dim a multiple of 4 and at most 256, got " +
