@@ -48,9 +48,10 @@ using SeqId = int64_t;
 
 class Engine {
  public:
-  /// Loads model + tokenizer. Throws perfx::Error naming the file/tensor/key at fault, the flag
-  /// whose KV cache type the backend does not store (--cache-type-k/-v, before any memory is
-  /// sized), or the memory the KV cache needs.
+  /// Loads model + tokenizer. Throws perfx::Error naming the file/tensor/key at fault, the memory
+  /// the KV cache needs, or — before the weights load — a KV cache the backend does not store:
+  /// KvTypeError naming the flags (--cache-type-k/-v or --kv-cache-dtype) and the type, or the
+  /// backend's head_dim limit (CUDA: even, at most 256; OpenCL: a multiple of 4, at most 256).
   static std::unique_ptr<Engine> load(const EngineOptions& opts);
   virtual ~Engine() = default;
 

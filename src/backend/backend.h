@@ -8,6 +8,7 @@
 // GPU); logits are F32 on every backend. Unless an op says otherwise, its tensors have that dtype.
 #pragma once
 
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -90,6 +91,29 @@ inline constexpr char kKvTypeFlags[] = "--cache-type-k/-v or --kv-cache-dtype";
 /// Throws KvTypeError(msg) when cond is false.
 inline void check_kv_type(bool cond, const std::string& msg) {
   if (!cond) throw KvTypeError(msg);
+}
+
+/// A KV cache type as the flags spell it (f32, f16, bf16, q8_0), for refusal messages.
+inline std::string kv_type_name(DType t) {
+  std::string s = dtype_name(t);
+  for (char& ch : s) ch = (char)std::tolower((unsigned char)ch);
+  return s;
+}
+
+/// check_kv's shape refusal for a non-positive n_kv_heads or head_dim (a caller's bug: a model's
+/// config is validated before).
+inline void check_kv_shape(int n_kv_heads, int head_dim) {
+  if (n_kv_heads <= 0 || head_dim <= 0)
+    throw Error("check_kv: n_kv_heads " + std::to_string(n_kv_heads) + " and head_dim " +
+                std::to_string(head_dim) + " must be positive");
+}
+
+/// create_kv's refusal for counts below 1 (a caller's bug).
+inline void check_kv_counts(int n_layers, int n_blocks, int block_size) {
+  if (n_layers <= 0 || n_blocks <= 0 || block_size <= 0)
+    throw Error("create_kv: n_layers " + std::to_string(n_layers) + ", n_blocks " +
+                std::to_string(n_blocks) + " and block_size " + std::to_string(block_size) +
+                " must be positive");
 }
 
 /// Paged KV cache storage for all layers: `n_blocks` blocks of `block_size` token slots; a slot
@@ -209,14 +233,15 @@ class Backend {
   virtual std::unique_ptr<RopeTable> load_rope(const RopeParams& p) = 0;
   /// Whether this backend stores a KV cache of `types` (unset: act_dtype()) for `n_kv_heads` ×
   /// `head_dim`, before any memory is sized or allocated: throws KvTypeError for a type it does not
-  /// store or the shape rules out (naming the flag and the type), perfx::Error for a shape it
+  /// store or the shape rules out (naming the flags and the type), perfx::Error for a shape it
   /// cannot store at all (naming the backend and head_dim). The CPU stores F32, F16 and Q8_0
-  /// (head_dim a multiple of 32); CUDA its activation dtype or Q8_0 (K and V alike; head_dim even
-  /// and at most 256); OpenCL its activation dtype (head_dim a multiple of 4, at most 256).
+  /// (Q8_0: head_dim a multiple of 32); CUDA its activation dtype or Q8_0 (K and V alike; Q8_0:
+  /// head_dim a multiple of 32) for an even head_dim of at most 256; OpenCL its activation dtype
+  /// for a head_dim that is a multiple of 4, at most 256.
   virtual void check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& types) const = 0;
   /// KV storage, K and V in `types` (default: act_dtype()): check_kv's refusals first, then
-  /// perfx::Error when it does not fit (naming bytes needed/free); bad counts (n_layers, n_blocks,
-  /// block_size < 1) are perfx::Error too.
+  /// perfx::Error when it does not fit (naming bytes needed/free) or for counts (n_layers,
+  /// n_blocks, block_size) below 1.
   virtual std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size,
                                                int n_kv_heads, int head_dim,
                                                const KvCacheTypes& types = {}) = 0;

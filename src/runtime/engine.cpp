@@ -53,6 +53,20 @@ class EngineImpl : public Engine {
     ck_ = open_checkpoint(o.model_path);
     if (o.check_config) o.check_config(ck_.config);
     backend_ = create_backend(o.device, o.n_threads);
+    KvCacheTypes kvt;
+    auto kv_type = [](const std::string& s, const char* flag) -> std::optional<DType> {
+      if (s.empty()) return std::nullopt;
+      if (s == "f32") return DType::F32;
+      if (s == "f16") return DType::F16;
+      if (s == "bf16") return DType::BF16;
+      if (s == "q8_0") return DType::Q8_0;
+      throw Error(std::string(flag) + " must be f32, f16, bf16 or q8_0, got '" + s + "'");
+    };
+    kvt.k = kv_type(o.cache_type_k, "--cache-type-k");
+    kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
+    // A cache the backend does not store is the flags' (or the model's) problem: say so before
+    // the weights load and the KV cache is sized, so it never costs a load or reads as a shortage.
+    backend_->check_kv((int)ck_.config.num_key_value_heads, (int)ck_.config.head_dim, kvt);
     model_ = std::make_unique<LlamaModel>(ck_, *backend_);
     if (!o.tokenizer_path.empty())
       tokenizer_ = Tokenizer::from_hf_dir(o.tokenizer_path);
@@ -79,20 +93,6 @@ class EngineImpl : public Engine {
                 "a KV cache of " + std::to_string(o.kv_cache_tokens) +
                     " tokens cannot hold one sequence of the context size " + std::to_string(ctx_) +
                     ": give --kv-cache-tokens >= " + std::to_string(ctx_) + " or a smaller -c");
-    KvCacheTypes kvt;
-    auto kv_type = [](const std::string& s, const char* flag) -> std::optional<DType> {
-      if (s.empty()) return std::nullopt;
-      if (s == "f32") return DType::F32;
-      if (s == "f16") return DType::F16;
-      if (s == "bf16") return DType::BF16;
-      if (s == "q8_0") return DType::Q8_0;
-      throw Error(std::string(flag) + " must be f32, f16, bf16 or q8_0, got '" + s + "'");
-    };
-    kvt.k = kv_type(o.cache_type_k, "--cache-type-k");
-    kvt.v = kv_type(o.cache_type_v, "--cache-type-v");
-    // A cache the backend does not store is the flags' (or the model's) problem: say so before
-    // any memory is sized, so it never reads as a shortage.
-    backend_->check_kv((int)c.num_key_value_heads, (int)c.head_dim, kvt);
     int kv_tokens = o.kv_cache_tokens > 0 ? o.kv_cache_tokens : ctx_;
     size_t free_b = 0, total_b = 0;
     if (o.kv_cache_tokens == 0 && o.gpu_memory_utilization > 0 &&

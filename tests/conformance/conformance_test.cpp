@@ -1058,16 +1058,23 @@ TEST_P(Conformance, Attention) {
 }
 
 /// Whether the backend stores a cache of these types and shape; a refusal must be a KvTypeError
-/// naming the flag, and the CPU backend refuses none of them (other backends may take a subset,
-/// e.g. CUDA takes q8_0 for K and V together only).
+/// from check_kv naming the flags, create_kv must take what check_kv takes, and the CPU backend
+/// refuses none of them (other backends may take a subset, e.g. CUDA takes q8_0 for K and V
+/// together only).
 bool Conformance::kv_types_taken(const KvCacheTypes& kvt, int n_kv_heads, int head_dim) {
   try {
-    d().be().create_kv(1, 4, 16, n_kv_heads, head_dim, kvt);
+    d().be().check_kv(n_kv_heads, head_dim, kvt);
   } catch (const KvTypeError& e) {
-    EXPECT_NE(std::string(e.what()).find("--cache-type"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--cache-type-k/-v or --kv-cache-dtype"),
+              std::string::npos)
+        << e.what();
     EXPECT_NE(GetParam().rfind("cpu", 0), 0u) << "the CPU backend stores F16 and Q8_0 caches";
+    EXPECT_THROW(d().be().create_kv(1, 4, 16, n_kv_heads, head_dim, kvt), KvTypeError)
+        << "create_kv must refuse what check_kv refuses";
     return false;
   }
+  EXPECT_NO_THROW(d().be().create_kv(1, 4, 16, n_kv_heads, head_dim, kvt))
+      << "create_kv must take what check_kv takes";
   return true;
 }
 

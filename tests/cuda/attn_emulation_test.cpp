@@ -741,7 +741,9 @@ void check_merge_rows() {
                             {"plan TinyLlama b1 (group 8)", 1, 32, 4, 1, 1, 1},
                             {"plan Mistral b8 (group 4)", 8, 32, 8, 1, 1, 2},
                             {"plan 7B b1 2-token step", 1, 32, 32, 2, 1, 2},
-                            {"plan GQA-4 b1 2-token step (8 rows)", 1, 32, 8, 2, 1, 1}};
+                            {"plan GQA-4 b1 2-token step (8 rows)", 1, 32, 8, 2, 1, 1},
+                            // a mixed step (20-token prompt): its rows count as 16, a whole tile
+                            {"plan 7B mixed 20-token step", 2, 32, 32, 20, 1, 1}};
   for (const PlanWant& w : plans)
     for (const bool per_row : {false, true}) {
       PagedAttentionArgs a{};

@@ -401,7 +401,7 @@ TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
       << bad.err;
   auto bf16 = run_perfx(base + " --kv-cache-dtype bf16");  // a GPU's type, not the CPU's
   EXPECT_NE(bf16.exit_code, 0);
-  EXPECT_NE(bf16.err.find("KV cache type BF16 (--cache-type-k/-v or --kv-cache-dtype) is not "
+  EXPECT_NE(bf16.err.find("KV cache type bf16 (--cache-type-k/-v or --kv-cache-dtype) is not "
                           "supported on the CPU"),
             std::string::npos)
       << bf16.err;

@@ -130,15 +130,17 @@ class F16RefBackend : public Backend {
     t->params = p;
     return t;
   }
-  void check_kv(int, int, const KvCacheTypes& types) const override {
+  void check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& types) const override {
+    check_kv_shape(n_kv_heads, head_dim);
     for (const auto& t : {types.k, types.v})
       check_kv_type(!t || *t == DType::F16,
                     std::string("f16-ref keeps the KV cache in F16; KV cache type ") +
-                        dtype_name(t.value_or(DType::F16)) + " (" + kKvTypeFlags +
+                        kv_type_name(t.value_or(DType::F16)) + " (" + kKvTypeFlags +
                         ") is not supported on it");
   }
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
+    check_kv_counts(n_layers, n_blocks, block_size);
     check_kv(n_kv_heads, head_dim, types);
     auto kv = std::make_unique<RefKv>();
     kv->n_layers = n_layers;

@@ -379,10 +379,11 @@ class CpuBackend : public Backend {
     return t;
   }
 
-  void check_kv(int, int head_dim, const KvCacheTypes& types) const override {
+  void check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& types) const override {
+    check_kv_shape(n_kv_heads, head_dim);
     for (DType t : {types.k.value_or(DType::F32), types.v.value_or(DType::F32)}) {
       check_kv_type(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
-                    std::string("KV cache type ") + dtype_name(t) + " (" + kKvTypeFlags +
+                    "KV cache type " + kv_type_name(t) + " (" + kKvTypeFlags +
                         ") is not supported on the CPU (f32, f16, q8_0)");
       check_kv_type(t != DType::Q8_0 || head_dim % 32 == 0,
                     std::string("KV cache type q8_0 (") + kKvTypeFlags +
@@ -393,6 +394,7 @@ class CpuBackend : public Backend {
 
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
+    check_kv_counts(n_layers, n_blocks, block_size);
     check_kv(n_kv_heads, head_dim, types);
     auto kv = std::make_unique<CpuKv>();
     kv->n_layers = n_layers;

@@ -506,7 +506,7 @@ class CudaBackend : public Backend {
   }
 
   void check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& types) const override {
-    check(n_kv_heads > 0 && head_dim > 0, "create_kv: bad shape");
+    check_kv_shape(n_kv_heads, head_dim);
     check(
         head_dim <= 256 && head_dim % 2 == 0,
         "the CUDA backend needs an even head_dim of at most 256, got " + std::to_string(head_dim));
@@ -514,22 +514,20 @@ class CudaBackend : public Backend {
     for (DType t : {kt, vt})
       check_kv_type(t == act_ || t == DType::Q8_0,
                     std::string("the CUDA backend keeps the KV cache in the activation dtype (") +
-                        dtype_name(act_) + ") or q8_0; KV cache type " + dtype_name(t) + " (" +
+                        kv_type_name(act_) + ") or q8_0; KV cache type " + kv_type_name(t) + " (" +
                         kKvTypeFlags + ") is not supported on it");
-    check_kv_type(kt == vt,
-                  std::string("the CUDA backend takes one type for K and V; --cache-type-k ") +
-                      dtype_name(kt) + " and --cache-type-v " + dtype_name(vt) + " differ");
-    const bool q8 = kt == DType::Q8_0;
-    check_kv_type(
-        !q8 || (head_dim % 32 == 0 && head_dim <= 256),
-        std::string("KV cache type q8_0 (") + kKvTypeFlags +
-            ") needs a head_dim that is a multiple of 32 and at most 256 (this model's is " +
-            std::to_string(head_dim) + ")");
+    check_kv_type(kt == vt, std::string("the CUDA backend takes one type for K and V (") +
+                                kKvTypeFlags + "); --cache-type-k " + kv_type_name(kt) +
+                                " and --cache-type-v " + kv_type_name(vt) + " differ");
+    check_kv_type(kt != DType::Q8_0 || head_dim % 32 == 0,
+                  std::string("KV cache type q8_0 (") + kKvTypeFlags +
+                      ") needs a head_dim that is a multiple of 32 (this model's is " +
+                      std::to_string(head_dim) + ")");
   }
 
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
-    check(n_layers > 0 && n_blocks > 0 && block_size > 0, "create_kv: bad shape");
+    check_kv_counts(n_layers, n_blocks, block_size);
     check_kv(n_kv_heads, head_dim, types);
     const bool q8 = types.k.value_or(act_) == DType::Q8_0;
     auto kv = std::make_unique<CudaKv>();

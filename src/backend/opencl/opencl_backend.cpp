@@ -524,9 +524,9 @@ class OpenClBackend : public Backend {
     for (const auto& t : {types.k, types.v})
       check_kv_type(!t || *t == act_,
                     std::string("the OpenCL backend keeps the KV cache in the activation dtype (") +
-                        dtype_name(act_) + "); KV cache type " + dtype_name(t.value_or(act_)) +
+                        kv_type_name(act_) + "); KV cache type " + kv_type_name(t.value_or(act_)) +
                         " (" + kKvTypeFlags + ") is not supported on it");
-    check(n_kv_heads > 0 && head_dim > 0, "create_kv: bad shape");
+    check_kv_shape(n_kv_heads, head_dim);
     check(head_dim % 4 == 0 && head_dim <= 256,
           "the OpenCL backend needs head_dim a multiple of 4 and at most 256, got " +
               std::to_string(head_dim));
@@ -534,8 +534,8 @@ class OpenClBackend : public Backend {
 
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {
+    check_kv_counts(n_layers, n_blocks, block_size);
     check_kv(n_kv_heads, head_dim, types);
-    check(n_layers > 0 && n_blocks > 0 && block_size > 0, "create_kv: bad shape");
     auto kv = std::make_unique<OclKv>();
     kv->n_layers = n_layers;
     kv->n_blocks = n_blocks;
