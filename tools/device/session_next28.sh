@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Ready for the next device session (written in the twenty-seventh, which had no device left):
+# the CUDA suite on the last code commit (dfe7a06: host-side KV-cache refusals before the weights
+# load, not yet run on a GPU), the issue's tg128 figures, then the per-row merge charge's one
+# unmeasured side: Llama-2-7B batch 8 tg128 with two splits forced (512 CTAs, two rounds of 396
+# slots) against the model's one — if two win there, the one-round restriction
+# (attn_plan.h merge_charge) is too strict.
+#   run: command "bash tools/device/session_next28.sh", carry [".devpack", ".devshared"]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tools/device/devbin.sh
+BUDGET=${BUDGET:-480}
+cuda_suite "$OUT"
+bench_arm "7B tg128" "" llama-2-7b tg128 -p 0 -n 128 -r 3
+bench_arm "tiny tg128" "" tinyllama-1.1b tg128 -p 0 -n 128 -r 3
+for s in 0 2 0 2; do split_arm "7B batch 8" $s 0 llama-2-7b "tg128 x8" -p 0 -n 128 -B 8 -r 2; done
+echo "total $(( $(date +%s) - T0 )) s"
