@@ -100,6 +100,21 @@ inline std::string kv_type_name(DType t) {
   return s;
 }
 
+/// The start of a refusal of KV cache type `t`: "KV cache type bf16 (--cache-type-k/-v or
+/// --kv-cache-dtype) is not supported"; the backend says where and what it takes.
+inline std::string kv_type_unsupported(DType t) {
+  return "KV cache type " + kv_type_name(t) + " (" + kKvTypeFlags + ") is not supported";
+}
+
+/// The q8_0 cache's rule on every backend that stores one: blocks of 32 values along head_dim
+/// (GGUF Q8_0), so head_dim must be a multiple of 32; throws KvTypeError naming the flags.
+inline void check_kv_q8_head_dim(DType t, int head_dim) {
+  check_kv_type(t != DType::Q8_0 || head_dim % 32 == 0,
+                std::string("KV cache type q8_0 (") + kKvTypeFlags +
+                    ") needs a head_dim that is a multiple of 32 (this model's is " +
+                    std::to_string(head_dim) + ")");
+}
+
 /// check_kv's shape refusal for a non-positive n_kv_heads or head_dim (a caller's bug: a model's
 /// config is validated before).
 inline void check_kv_shape(int n_kv_heads, int head_dim) {

@@ -1,12 +1,13 @@
 // perfx run / tokenize end to end: the bundled default model, parity dumps, and bad input.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
 
@@ -63,12 +64,9 @@ TEST(CliRun, GreedyIsDeterministicAndSeedsMatter) {
   auto b = run_perfx("run -p 'In the beginning' -n 16 --temp 0 -t 1");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
-  auto s1 =
-      run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 7");
-  auto s2 =
-      run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 7");
-  auto s3 =
-      run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 8");
+  auto s1 = run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 7");
+  auto s2 = run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 7");
+  auto s3 = run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 8");
   EXPECT_EQ(s1.out, s2.out);
   EXPECT_NE(s1.out, s3.out);
 }
@@ -82,16 +80,13 @@ TEST(CliRun, EmptyPromptStartsFromBos) {
 
 TEST(CliRun, DumpLogitsMatchesTransformers) {
   PERFX_REQUIRE_SHARED("models/stories260K-hf/reference_logits.safetensors");
-  // The reference's input ids decode to this prompt (BOS + "Once upon a time, there was a little
-  // girl")
+  // The reference's input ids decode to this prompt (BOS + "Once upon a time, there was a little girl")
   const std::string dir = make_temp_dir("dump");
   auto r = run_perfx("run -m " + shared_path("models/stories260K-hf") +
-                     " -p 'Once upon a time, there was a little' -n 0 --dump-logits " + dir +
-                     "/l.safetensors");
+                     " -p 'Once upon a time, there was a little' -n 0 --dump-logits " + dir + "/l.safetensors");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto got = SafetensorsFile::open(dir + "/l.safetensors");
-  auto ref =
-      SafetensorsFile::open(shared_path("models/stories260K-hf/reference_logits.safetensors"));
+  auto ref = SafetensorsFile::open(shared_path("models/stories260K-hf/reference_logits.safetensors"));
   const TensorView* gi = got->find("input_ids");
   const TensorView* gl = got->find("logits");
   const TensorView* rl = ref->find("logits");
@@ -117,8 +112,8 @@ TEST(CliRun, DumpLogitsMatchesTransformers) {
 // "there"), so a stop string starting with a space fires right after the prompt.
 TEST(CliRun, ContinuationKeepsItsLeadingSpace) {
   PERFX_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
-  for (const std::string& m :
-       {shared_path("models/stories260K-hf"), shared_path("models/stories260K/stories260K.gguf")}) {
+  for (const std::string& m : {shared_path("models/stories260K-hf"),
+                               shared_path("models/stories260K/stories260K.gguf")}) {
     auto r = run_perfx("run -m " + m + " -p 'Once upon a time,' -n 8 --temp 0");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, " there was a little girl named\n") << m;
@@ -405,8 +400,7 @@ TEST(CliPerplexity, KvCacheDtypeIsBothCacheTypes) {
                           "supported on the CPU"),
             std::string::npos)
       << bf16.err;
-  EXPECT_EQ(bf16.err.find("cannot allocate"), std::string::npos)
-      << "not a memory problem: " << bf16.err;
+  EXPECT_EQ(bf16.err.find("cannot allocate"), std::string::npos) << "not a memory problem: " << bf16.err;
 }
 
 // A cache type the model's shape rules out (q8_0 blocks of 32 over stories260K's head_dim 8) is the
@@ -456,8 +450,7 @@ TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {
 TEST(CliTokenize, DefaultModelIds) {
   auto r = run_perfx("tokenize -p 'In the beginning'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out,
-            "0 1145 260 1998\n");  // from models/default/reference_greedy.json (HF tokenizer)
+  EXPECT_EQ(r.out, "0 1145 260 1998\n");  // from models/default/reference_greedy.json (HF tokenizer)
 }
 
 // Issue 8: one BOS rule: tokenize shows the ids run feeds the model (and --dump-logits writes); a
@@ -486,8 +479,7 @@ TEST(CliTokenize, SameIdsAsRunWithOneBosRule) {
   EXPECT_EQ(run_perfx("tokenize -m " + m + " -p ''").out, "1\n");
   EXPECT_EQ(run_perfx("tokenize -m " + m + " -p '' --no-bos").out, "\n");
   if (path_exists_for_test(shared_path("tokenizers/llama3/tokenizer.json"))) {
-    // No BOS by default (as HF for this tokenizer.json); an empty prompt starts from BOS, as in
-    // run.
+    // No BOS by default (as HF for this tokenizer.json); an empty prompt starts from BOS, as in run.
     const std::string l3 = shared_path("tokenizers/llama3");
     EXPECT_EQ(run_perfx("tokenize -m " + l3 + " -p 'Hello world'").out, "9906 1917\n");
     EXPECT_EQ(run_perfx("tokenize -m " + l3 + " -p ''").out, "128000\n");
@@ -520,9 +512,7 @@ std::string copy_with_sliding_window(const std::string& tag) {
   return dir;
 }
 
-TEST(CliErrors, MissingModel) {
-  expect_error("run -m /nonexistent/model -p hi", "does not exist");
-}
+TEST(CliErrors, MissingModel) { expect_error("run -m /nonexistent/model -p hi", "does not exist"); }
 
 // Issue 8: a sampled run announced its random seed before failing to load: the error is the only
 // line now (the seed is printed when generation starts).
@@ -648,10 +638,8 @@ TEST(CliErrors, MissingTensor) {
 }
 
 TEST(CliErrors, SamplingFlagsOutOfRangeNameTheFlag) {
-  expect_error("run -p hi --top-k -3",
-               "perfx: error: --top-k must be >= -1 (0 or -1 = off), got -3");
-  EXPECT_EQ(run_perfx("run -p hi -n 2 --top-k -1").exit_code, 0)
-      << "-1 is llama.cpp's and vLLM's \"off\"";
+  expect_error("run -p hi --top-k -3", "perfx: error: --top-k must be >= -1 (0 or -1 = off), got -3");
+  EXPECT_EQ(run_perfx("run -p hi -n 2 --top-k -1").exit_code, 0) << "-1 is llama.cpp's and vLLM's \"off\"";
   expect_error("run -p hi --top-p 1.5", "perfx: error: --top-p must be in (0, 1]");
   expect_error("run -p hi --min-p -0.1", "perfx: error: --min-p must be in [0, 1]");
   expect_error("run -p hi --min-p 2", "perfx: error: --min-p");
@@ -783,14 +771,12 @@ TEST(CliRun, PromptFromAFileAndDumpLogitsOntoAFolder) {
   EXPECT_EQ(run_perfx("tokenize -m " + m + " -f " + dir + "/p.txt").out,
             run_perfx("tokenize -m " + m + " -p 'Once upon a time,'").out);
   expect_error("run -m " + m + " -f " + dir + "/p.txt -p x", "not both");
-  expect_error("run -m " + m + " -f " + dir + "/missing.txt",
-               "-f: '" + dir + "/missing.txt' does not exist");
+  expect_error("run -m " + m + " -f " + dir + "/missing.txt", "-f: '" + dir + "/missing.txt' does not exist");
   expect_error("run -m " + m + " -f " + dir, "is a folder");
   auto d = run_perfx("run -m " + m + " -p hi -n 1 --dump-logits " + dir);
   EXPECT_EQ(d.exit_code, 1);
-  EXPECT_EQ(d.err, "perfx: error: --dump-logits: '" + dir +
-                       "' is a folder; give a file path such as '" + dir +
-                       "/logits.safetensors'\n");
+  EXPECT_EQ(d.err, "perfx: error: --dump-logits: '" + dir + "' is a folder; give a file path such as '" +
+                       dir + "/logits.safetensors'\n");
   // A path in a folder that does not exist: refused before the model loads (it used to load,
   // run, then fail naming the writer's internal '.tmp' file).
   auto g = run_perfx("run -m " + m + " -p hi -n 1 --dump-logits " + dir + "/no/l.safetensors");
@@ -816,14 +802,12 @@ TEST(CliRun, RandomSeedIsPrintedAndRepeatsTheRun) {
   const std::string key = "perfx: seed ";
   const size_t at = r.err.find(key);
   ASSERT_NE(at, std::string::npos) << r.err;
-  const std::string seed =
-      r.err.substr(at + key.size(), r.err.find(' ', at + key.size()) - at - key.size());
+  const std::string seed = r.err.substr(at + key.size(), r.err.find(' ', at + key.size()) - at - key.size());
   auto again = run_perfx("run -p 'In the beginning' -n 24 --temp 1.0 --seed " + seed);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.out, r.out) << "seed " << seed;
   EXPECT_EQ(again.err.find(key), std::string::npos) << "an explicit seed is not announced";
-  expect_error("run -p hi --seed -2",
-               "perfx: error: --seed must be >= 0, or -1 for a random seed, got -2");
+  expect_error("run -p hi --seed -2", "perfx: error: --seed must be >= 0, or -1 for a random seed, got -2");
 }
 
 }  // namespace

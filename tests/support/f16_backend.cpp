@@ -133,10 +133,9 @@ class F16RefBackend : public Backend {
   void check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& types) const override {
     check_kv_shape(n_kv_heads, head_dim);
     for (const auto& t : {types.k, types.v})
-      check_kv_type(!t || *t == DType::F16,
-                    std::string("f16-ref keeps the KV cache in F16; KV cache type ") +
-                        kv_type_name(t.value_or(DType::F16)) + " (" + kKvTypeFlags +
-                        ") is not supported on it");
+      check_kv_type(!t || *t == DType::F16, "f16-ref keeps the KV cache in F16; " +
+                                                kv_type_unsupported(t.value_or(DType::F16)) +
+                                                " on it");
   }
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,
                                        int head_dim, const KvCacheTypes& types) override {

@@ -383,12 +383,8 @@ class CpuBackend : public Backend {
     check_kv_shape(n_kv_heads, head_dim);
     for (DType t : {types.k.value_or(DType::F32), types.v.value_or(DType::F32)}) {
       check_kv_type(t == DType::F32 || t == DType::F16 || t == DType::Q8_0,
-                    "KV cache type " + kv_type_name(t) + " (" + kKvTypeFlags +
-                        ") is not supported on the CPU (f32, f16, q8_0)");
-      check_kv_type(t != DType::Q8_0 || head_dim % 32 == 0,
-                    std::string("KV cache type q8_0 (") + kKvTypeFlags +
-                        ") needs a head_dim that is a multiple of 32 (this model's is " +
-                        std::to_string(head_dim) + ")");
+                    kv_type_unsupported(t) + " on the CPU (f32, f16, q8_0)");
+      check_kv_q8_head_dim(t, head_dim);
     }
   }
 

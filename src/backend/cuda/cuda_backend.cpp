@@ -514,15 +514,11 @@ class CudaBackend : public Backend {
     for (DType t : {kt, vt})
       check_kv_type(t == act_ || t == DType::Q8_0,
                     std::string("the CUDA backend keeps the KV cache in the activation dtype (") +
-                        kv_type_name(act_) + ") or q8_0; KV cache type " + kv_type_name(t) + " (" +
-                        kKvTypeFlags + ") is not supported on it");
+                        kv_type_name(act_) + ") or q8_0; " + kv_type_unsupported(t) + " on it");
     check_kv_type(kt == vt, std::string("the CUDA backend takes one type for K and V (") +
                                 kKvTypeFlags + "); --cache-type-k " + kv_type_name(kt) +
                                 " and --cache-type-v " + kv_type_name(vt) + " differ");
-    check_kv_type(kt != DType::Q8_0 || head_dim % 32 == 0,
-                  std::string("KV cache type q8_0 (") + kKvTypeFlags +
-                      ") needs a head_dim that is a multiple of 32 (this model's is " +
-                      std::to_string(head_dim) + ")");
+    check_kv_q8_head_dim(kt, head_dim);
   }
 
   std::unique_ptr<KvStorage> create_kv(int n_layers, int n_blocks, int block_size, int n_kv_heads,

@@ -524,8 +524,8 @@ class OpenClBackend : public Backend {
     for (const auto& t : {types.k, types.v})
       check_kv_type(!t || *t == act_,
                     std::string("the OpenCL backend keeps the KV cache in the activation dtype (") +
-                        kv_type_name(act_) + "); KV cache type " + kv_type_name(t.value_or(act_)) +
-                        " (" + kKvTypeFlags + ") is not supported on it");
+                        kv_type_name(act_) + "); " + kv_type_unsupported(t.value_or(act_)) +
+                        " on it");
     check_kv_shape(n_kv_heads, head_dim);
     check(head_dim % 4 == 0 && head_dim <= 256,
           "the OpenCL backend needs head_dim a multiple of 4 and at most 256, got " +
