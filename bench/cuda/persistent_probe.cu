@@ -39,82 +39,24 @@
 // TB/s)
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
-#include <random>
 #include <string>
-#include <vector>
 
 #define PROBE_NAME "persistent_probe"
 #include "backend/cuda/pdl.cuh"  // pdl_wait, pdl_trigger, launch_kernel_ex
 #include "probe_common.cuh"
+#include "probe_stream.cuh"
 
 namespace {
 
-using perfx::cuda::launch_kernel_ex;
+using namespace probe;
 using perfx::cuda::pdl_trigger;
 using perfx::cuda::pdl_wait;
 
-constexpr int kThreads = 256;
-constexpr int kRing = 8;         // 16-byte loads a thread in flight (w4_gemv3's ring: 32 KiB a CTA)
-constexpr int kMaxDeep = 24;     // shared-memory units a thread (24 x 4 KiB = 96 KiB a CTA)
-constexpr int kActWords = 2048;  // the 8 KiB activation row
-constexpr int kPhases = 4;       // qkv, o, gate|up, down
+constexpr int kMaxDeep = 24;  // shared-memory units a thread (24 x 4 KiB = 96 KiB a CTA)
 
-/// One weight matrix of one layer, in 16-byte units.
-struct Mat {
-  const uint4* p;
-  int64_t n;
-};
-struct Layers {
-  Mat m[32][kPhases];  // [layer][phase] (kernel parameters stay under 4 KiB)
-  int n_layers;
-};
-
-__device__ __forceinline__ uint32_t fold(uint4 v) {
-  return v.x ^ v.y ^ v.z ^ v.w;
-}
-
-/// The activation row, read coherently (it is written by the phase before).
-__device__ __forceinline__ uint32_t read_act(const unsigned* act) {
-  uint32_t x = 0;
-  for (int i = threadIdx.x; i < kActWords; i += kThreads) x ^= *(volatile const unsigned*)(act + i);
-  return x;
-}
-
-/// Units [k0, k0 + kRing) of this thread's share (unit k is gtid + k * nthr).
-__device__ __forceinline__ void issue_ring(const Mat& m, int64_t gtid, int64_t nthr, int k0,
-                                           uint4 (&r)[kRing]) {
-#pragma unroll
-  for (int j = 0; j < kRing; ++j) {
-    const int64_t u = gtid + (k0 + j) * nthr;
-    r[j] = u < m.n ? ld_w(m.p + u) : make_uint4(0, 0, 0, 0);
-  }
-}
-/// Folds the ring (units [k0, k0 + kRing)) and streams the share from k0 + kRing on, kRing
-/// loads in flight; skips units [skip0, skip1) (already in shared memory).
-__device__ __forceinline__ uint32_t stream_share(const Mat& m, int64_t gtid, int64_t nthr, int k0,
-                                                 uint4 (&r)[kRing], int skip0, int skip1) {
-  uint32_t x = 0;
-  int k = k0;
-  for (;;) {
-    int kn = k + kRing;
-    if (kn >= skip0 && kn < skip1) kn = skip1;
-    const bool more = gtid + int64_t(kn) * nthr < m.n;
-    uint4 n[kRing];
-    if (more) issue_ring(m, gtid, nthr, kn, n);
-#pragma unroll
-    for (int j = 0; j < kRing; ++j) x ^= fold(r[j]);
-    if (!more) break;
-#pragma unroll
-    for (int j = 0; j < kRing; ++j) r[j] = n[j];
-    k = kn;
-  }
-  return x;
-}
 /// cp.async of units [kRing, kRing + deep) of this thread's share into shared slots
 /// s[j * kThreads + tid].
 __device__ __forceinline__ void issue_deep(const Mat& m, int64_t gtid, int64_t nthr, int deep,
@@ -138,22 +80,6 @@ __device__ __forceinline__ uint32_t fold_deep(const Mat& m, int64_t gtid, int64_
   return x;
 }
 
-__constant__ int c_chain;  // dependent loads of one attention CTA's chain (argv[2])
-
-/// Attention's latency shape: warp 0 of the CTA follows c_chain dependent loads through `chase`
-/// (a random cycle over a table larger than L2), lane-strided starting points.
-
-__device__ __forceinline__ uint32_t chase_chain(const unsigned* chase, unsigned n, unsigned start) {
-  unsigned i = start % n;
-  if (threadIdx.x < 32)
-    for (int s = 0; s < c_chain; ++s) i = *(volatile const unsigned*)(chase + i);
-  return i;
-}
-
-__device__ __forceinline__ void sink_if(uint32_t x, unsigned* sink) {
-  if (x == 0x9e3779b9u) atomicAdd(sink, 1u);
-}
-
 // ---- stream: every layer's bytes, no dependency
 __global__ void __launch_bounds__(kThreads, 2) stream_kernel(Layers L, unsigned* sink) {
   const int64_t nthr = (int64_t)gridDim.x * kThreads,
@@ -168,19 +94,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_kernel(Layers L, unsigned*
   sink_if(x, sink);
 }
 
-// ---- chain: one kernel per op, PDL
-__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Mat m, unsigned* act, unsigned* sink) {
-  const int64_t nthr = (int64_t)gridDim.x * kThreads,
-                gtid = (int64_t)blockIdx.x * kThreads + threadIdx.x;
-  uint4 r[kRing];
-  issue_ring(m, gtid, nthr, 0, r);
-  pdl_wait();
-  uint32_t x = read_act(act);
-  x ^= stream_share(m, gtid, nthr, 0, r, 1 << 30, 1 << 30);
-  pdl_trigger();
-  if (threadIdx.x == 0) act[blockIdx.x % kActWords] = x | 1u;
-  sink_if(x, sink);
-}
+// ---- chain: one kernel per op, PDL (the GEMV and norm kernels are probe_stream.cuh's)
 __global__ void __launch_bounds__(kThreads)
     attn_kernel(const unsigned* chase, unsigned n, unsigned* act, unsigned* sink) {
   pdl_trigger();
@@ -190,15 +104,6 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) act[blockIdx.x] = x | 1u;
   sink_if(x, sink);
 }
-__global__ void __launch_bounds__(kThreads) norm_kernel(unsigned* act, unsigned* sink) {
-  pdl_trigger();
-  pdl_wait();
-  uint32_t x = read_act(act);
-  __syncthreads();
-  for (int i = threadIdx.x; i < kActWords; i += kThreads) act[i] = x + i;
-  sink_if(x, sink);
-}
-
 // ---- persist: one cooperative kernel, a grid barrier between phases
 struct PersistArgs {
   Layers L;
@@ -272,77 +177,14 @@ __global__ void __launch_bounds__(kThreads, 2) persist_kernel(PersistArgs a) {
 }
 
 // ---- host
-struct Shape {
-  const char* name;
-  int64_t hidden, qkv_out, inter, layers;
-  int attn_ctas;
-};
-/// AWQ W4 g128 bytes of a K x N matrix: 4-bit weights, and per 128 inputs an fp16 scale and a
-/// 4-bit zero for each output.
-int64_t w4_bytes(int64_t k, int64_t n) {
-  return k * n / 2 + (k / 128) * n * 2 + (k / 128) * n / 2;
-}
-
-template <typename F>
-float median_ms(int reps, cudaStream_t st, F&& launch) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  launch();  // warm-up
-  CK(cudaStreamSynchronize(st));
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(e0, st));
-    launch();
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return t[t.size() / 2];
-}
-
-/// One kernel of the chain, launched with programmatic dependent launch (pdl.cuh).
-template <typename... P, typename... A>
-void launch_pdl(cudaStream_t st, int grid, void (*k)(P...), A... args) {
-  CK(launch_kernel_ex(k, dim3(grid), dim3(kThreads), 0, st, true, args...));
-}
-
 void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
-  const int64_t bytes[kPhases] = {w4_bytes(sh.hidden, sh.qkv_out), w4_bytes(sh.hidden, sh.hidden),
-                                  w4_bytes(sh.hidden, 2 * sh.inter), w4_bytes(sh.inter, sh.hidden)};
-  int64_t layer_bytes = 0;
-  for (int64_t b : bytes) layer_bytes += (b + 15) / 16 * 16;
-  const int64_t total = layer_bytes * sh.layers;
   uint4* w = nullptr;
-  CK(cudaMalloc(&w, total));
-  CK(cudaMemset(w, 0x5a, total));
-  Layers L{};
-  if (sh.layers > 32) {
-    std::fprintf(stderr, "persistent_probe: error: %s has %lld layers; the probe holds 32\n",
-                 sh.name, (long long)sh.layers);
-    std::exit(1);
-  }
-  L.n_layers = (int)sh.layers;
-  int64_t off = 0;
-  for (int l = 0; l < sh.layers; ++l)
-    for (int p = 0; p < kPhases; ++p) {
-      L.m[l][p] = {w + off, (bytes[p] + 15) / 16};
-      off += (bytes[p] + 15) / 16;
-    }
+  int64_t total = 0;
+  const Layers L = make_layers(sh.hidden, sh.qkv_out, sh.inter, (int)sh.layers, &w, &total);
   // A random cycle over 32 Mi words (128 MiB, twice the L2).
   const unsigned chase_n = 32u << 20;
-  std::vector<unsigned> perm(chase_n), next(chase_n);
-  std::iota(perm.begin(), perm.end(), 0u);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(7));
-  for (unsigned i = 0; i < chase_n; ++i) next[perm[i]] = perm[(i + 1) % chase_n];
-  unsigned *chase, *act, *barrier, *sink;
-  CK(cudaMalloc(&chase, chase_n * 4ull));
-  CK(cudaMemcpy(chase, next.data(), chase_n * 4ull, cudaMemcpyHostToDevice));
+  unsigned* chase = make_chase(chase_n);
+  unsigned *act, *barrier, *sink;
   CK(cudaMalloc(&act, kActWords * 4));
   CK(cudaMemset(act, 0, kActWords * 4));
   CK(cudaMalloc(&barrier, 4));
@@ -416,7 +258,7 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
   const int chain = argc > 2 ? std::max(1, std::atoi(argv[2])) : 48;
-  CK(cudaMemcpyToSymbol(c_chain, &chain, sizeof chain));
+  set_chain(chain);
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf(
@@ -425,10 +267,8 @@ int main(int argc, char** argv) {
       prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, reps, kThreads, chain);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  const Shape s7b{"7B", 4096, 3 * 4096, 11008, 32, 32};
-  const Shape tiny{"TinyLlama", 2048, 2048 + 2 * 256, 5632, 22, 4};
-  run_shape(s7b, reps, prop.multiProcessorCount, st);
-  run_shape(tiny, reps, prop.multiProcessorCount, st);
+  run_shape(kLlama7B, reps, prop.multiProcessorCount, st);
+  run_shape(kTinyLlama, reps, prop.multiProcessorCount, st);
   CK(cudaStreamDestroy(st));
   return 0;
 }

@@ -1,0 +1,333 @@
+// Attention-fusion probe: what would batch-1 decode attention gain by running inside the QKV
+// projection's kernel instead of as a kernel of its own, before anyone writes it?
+//
+// docs/cuda_attention_notes.md "What attention costs the decode step" measured that without
+// attention a TinyLlama step would run 2,090 tok/s (+19.9 %, above the 2,000 target) and a 7B
+// step +15.2 %, and that no separate attention kernel can get TinyLlama there: the target leaves
+// attention, RoPE and the KV store ~1 µs a layer, less than one PDL boundary. The candidate it
+// names is attention inside the QKV kernel, run by a CTA per group once the group's q, k and v
+// rows are written, with a fence + counter instead of a kernel boundary. This probe prices that
+// structure on the bare kernels of persistent_probe.cu (probe_stream.cuh: loads-only "GEMVs" of
+// the exact AWQ W4 g128 byte counts, every layer distinct; an attention of the same shape in every
+// mode: stage the group's earlier K and V (keys x head_dim x 2 x fp16) in shared memory with
+// cp.async, then read q (the 8 KiB activation row the QKV CTAs write), fold the staged K/V, and
+// follow a chain of dependent loads, attention's latency shape). Per layer, with the o GEMV,
+// norm, gate|up, down and norm kernels as in every mode:
+//
+//   chain          today: the QKV GEMV, then an attention kernel of one CTA a group (PDL: it
+//                  triggers at entry and stages its K/V before griddepcontrol.wait);
+//   none           no attention (the bound: what a free attention would give);
+//   tail           attention in the QKV kernel: every CTA, after its share, counts itself in its
+//                  group (fence + atomic); the group's last CTA stages the K/V and runs the
+//                  attention; one boundary fewer, but the staging after the dependency;
+//   resident       one extra CTA a group at the front of the QKV grid stages its K/V at once and
+//                  spins (ld.acquire) on its group's counter, then runs the attention: one
+//                  boundary fewer, the staging before the dependency as today; the kernel held
+//                  to w4_gemv3's 2 CTAs an SM (by shared memory), so that as many GEMV CTAs
+//                  wait for a slot;
+//   resident-room  the same with the GEMV grid smaller by one CTA a group (one wave in all).
+//
+// Group g's GEMV CTAs are those with index % groups == g (the real kernel's row blocks of a
+// group's q, k and v rows end at about the same time as the rest: every CTA streams an equal
+// share). Time: cudaEvent around one graph of all layers, median of reps.
+//
+// Build: the attn_fuse_probe target of a -DPERFX_CUDA=ON build, or nvcc -O3 -std=c++17
+//        -gencode=arch=compute_90a,code=sm_90a -Isrc -o attn_fuse_probe
+//        bench/cuda/attn_fuse_probe.cu
+// Run:   attn_fuse_probe [reps=9] [chain=16] [keys=128]   (one line per (shape, mode): µs a step,
+//        µs a layer, the difference to chain a layer)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#define PROBE_NAME "attn_fuse_probe"
+#include "backend/cuda/pdl.cuh"  // pdl_wait, pdl_trigger, launch_kernel_ex
+#include "probe_common.cuh"
+#include "probe_stream.cuh"
+
+namespace {
+
+using namespace probe;
+using perfx::cuda::pdl_trigger;
+using perfx::cuda::pdl_wait;
+
+constexpr int kMaxStaged = 4096;  // 16-byte units of K/V staged in shared memory (64 KiB)
+
+/// One step's attention: its groups' earlier K/V, the chase table, the groups' counters.
+struct Attn {
+  const uint4* kv;  // [layers][groups][kv_units]
+  int kv_units;     // 16-byte units of one group's earlier K and V
+  int groups;       // attention CTAs a layer
+  const unsigned* chase;
+  unsigned chase_n;
+  unsigned* ctr;  // [layers][groups] arrivals; zero between steps (the consumer resets it)
+  unsigned* err;  // set when a resident CTA gave up waiting (a probe bug, not a measurement)
+};
+
+__device__ __forceinline__ const uint4* group_kv(const Attn& a, int layer, int g) {
+  return a.kv + ((int64_t)layer * a.groups + g) * a.kv_units;
+}
+/// cp.async of the first min(units, kMaxStaged) units of `src` into s (one commit group).
+__device__ __forceinline__ void stage_kv(const uint4* src, int units, uint4* s) {
+  const int n = min(units, kMaxStaged);
+  for (int u = threadIdx.x; u < n; u += kThreads) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(s + u);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + u) : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+/// The attention after its dependency: q (the activation row), the staged K/V (and any units
+/// past kMaxStaged, loaded now), the chain; group g's output word into the activation row.
+__device__ __forceinline__ uint32_t attend(const Attn& a, const uint4* s, unsigned* act, int layer,
+                                           int g) {
+  uint32_t x = read_act(act);
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  for (int u = threadIdx.x; u < min(a.kv_units, kMaxStaged); u += kThreads) x ^= fold(s[u]);
+  // Units past the staged ones (long contexts), kRing loads a thread in flight.
+  const uint4* src = group_kv(a, layer, g);
+  for (int u0 = kMaxStaged + threadIdx.x; u0 < a.kv_units; u0 += kRing * kThreads) {
+    uint4 v[kRing];
+#pragma unroll
+    for (int j = 0; j < kRing; ++j) {
+      const int u = u0 + j * kThreads;
+      v[j] = u < a.kv_units ? ld_w(src + u) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kRing; ++j) x ^= fold(v[j]);
+  }
+  x ^= chase_chain(a.chase, a.chase_n, (unsigned)(layer * 131 + g) * 7919u + threadIdx.x * 104729u);
+  if (threadIdx.x == 0) act[g] = x | 1u;
+  return x;
+}
+/// A GEMV CTA's arrival in its group (after its activation-row store): release, then count.
+__device__ __forceinline__ unsigned arrive(unsigned* c) {
+  __syncthreads();
+  unsigned old = 0;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    old = atomicAdd(c, 1u);
+  }
+  return old;
+}
+/// Group g's GEMV CTAs out of `ctas` (those with index % groups == g).
+__device__ __forceinline__ unsigned members(int ctas, int groups, int g) {
+  return ctas / groups + (g < ctas % groups);
+}
+
+// ---- chain: attention as its own PDL kernel, one CTA a group
+__global__ void __launch_bounds__(kThreads)
+    attn_chain_kernel(Attn a, int layer, unsigned* act, unsigned* sink) {
+  extern __shared__ uint4 kv_s[];
+  pdl_trigger();
+  stage_kv(group_kv(a, layer, blockIdx.x), a.kv_units, kv_s);
+  pdl_wait();
+  sink_if(attend(a, kv_s, act, layer, blockIdx.x), sink);
+}
+
+// ---- tail: the QKV GEMV's last CTA of each group runs the group's attention
+__global__ void __launch_bounds__(kThreads, 2)
+    qkv_tail_kernel(Mat m, Attn a, int layer, unsigned* act, unsigned* sink) {
+  extern __shared__ uint4 kv_s[];
+  __shared__ int s_last;
+  const int64_t nthr = (int64_t)gridDim.x * kThreads,
+                gtid = (int64_t)blockIdx.x * kThreads + threadIdx.x;
+  uint4 r[kRing];
+  issue_ring(m, gtid, nthr, 0, r);
+  pdl_wait();
+  uint32_t x = read_act(act);
+  x ^= stream_share(m, gtid, nthr, 0, r);
+  pdl_trigger();
+  if (threadIdx.x == 0) act[blockIdx.x % kActWords] = x | 1u;
+  const int g = blockIdx.x % a.groups;
+  unsigned* c = a.ctr + layer * a.groups + g;
+  const unsigned old = arrive(c);
+  if (threadIdx.x == 0) {
+    s_last = old + 1 == members((int)gridDim.x, a.groups, g);
+    if (s_last) atomicExch(c, 0u);  // every member has counted itself: ready for the next step
+  }
+  __syncthreads();
+  if (s_last) {
+    __threadfence();  // acquire: the group's other CTAs' stores before their arrivals
+    stage_kv(group_kv(a, layer, g), a.kv_units, kv_s);
+    x ^= attend(a, kv_s, act, layer, g);
+  }
+  sink_if(x, sink);
+}
+
+// ---- resident: one attention CTA a group in front of the QKV GEMV's CTAs, spinning on a counter
+__global__ void __launch_bounds__(kThreads, 2)
+    qkv_resident_kernel(Mat m, Attn a, int layer, unsigned* act, unsigned* sink) {
+  extern __shared__ uint4 kv_s[];
+  const int gemv_ctas = gridDim.x - a.groups;
+  if ((int)blockIdx.x < a.groups) {
+    const int g = blockIdx.x;
+    pdl_trigger();
+    stage_kv(group_kv(a, layer, g), a.kv_units, kv_s);
+    unsigned* c = a.ctr + layer * a.groups + g;
+    if (threadIdx.x == 0) {
+      const unsigned want = members(gemv_ctas, a.groups, g);
+      unsigned v, polls = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+        if (++polls == 1u << 24) {  // seconds: never in a working probe; no hang if broken
+          atomicOr(a.err, 1u);
+          break;
+        }
+      } while (v < want);
+      atomicExch(c, 0u);
+    }
+    __syncthreads();
+    sink_if(attend(a, kv_s, act, layer, g), sink);
+    return;
+  }
+  const int j = blockIdx.x - a.groups;
+  const int64_t nthr = (int64_t)gemv_ctas * kThreads, gtid = (int64_t)j * kThreads + threadIdx.x;
+  uint4 r[kRing];
+  issue_ring(m, gtid, nthr, 0, r);
+  pdl_wait();
+  uint32_t x = read_act(act);
+  x ^= stream_share(m, gtid, nthr, 0, r);
+  pdl_trigger();
+  if (threadIdx.x == 0) act[j % kActWords] = x | 1u;
+  arrive(a.ctr + layer * a.groups + j % a.groups);
+  sink_if(x, sink);
+}
+
+// ---- host
+enum Mode { kChain, kNone, kTail, kResident, kResidentRoom };
+const char* const kModeName[] = {"chain (today)", "none (no attention: the bound)",
+                                 "tail (last CTA a group)", "resident (+1 CTA a group)",
+                                 "resident-room (GEMV grid - groups)"};
+
+/// One kernel of the chain with `smem` bytes of dynamic shared memory, launched with PDL.
+template <typename... P, typename... A>
+void launch_pdl_smem(cudaStream_t st, int grid, size_t smem, void (*k)(P...), A... args) {
+  CK(perfx::cuda::launch_kernel_ex(k, dim3(grid), dim3(kThreads), smem, st, true, args...));
+}
+
+template <typename K>
+int ctas_per_sm(K k, size_t smem) {
+  int n = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, k, kThreads, smem));
+  return n;
+}
+
+void run_shape(const Shape& sh, int reps, int keys, int sms, const unsigned* chase,
+               unsigned chase_n, cudaStream_t st) {
+  uint4* w = nullptr;
+  int64_t total = 0;
+  const Layers L = make_layers(sh.hidden, sh.qkv_out, sh.inter, (int)sh.layers, &w, &total);
+  Attn a{};
+  a.kv_units = keys * sh.head_dim * 4 / 16;  // K and V, fp16
+  a.groups = sh.attn_ctas;
+  a.chase = chase;
+  a.chase_n = chase_n;
+  const int64_t kv_bytes = sh.layers * a.groups * (int64_t)a.kv_units * 16;
+  uint4* kv = nullptr;
+  CK(cudaMalloc(&kv, kv_bytes));
+  CK(cudaMemset(kv, 0x33, kv_bytes));
+  a.kv = kv;
+  CK(cudaMalloc(&a.ctr, sh.layers * a.groups * 4));
+  CK(cudaMemset(a.ctr, 0, sh.layers * a.groups * 4));
+  CK(cudaMalloc(&a.err, 4));
+  CK(cudaMemset(a.err, 0, 4));
+  unsigned *act, *sink;
+  CK(cudaMalloc(&act, kActWords * 4));
+  CK(cudaMemset(act, 0, kActWords * 4));
+  CK(cudaMalloc(&sink, 4));
+  const size_t smem = (size_t)std::min(a.kv_units, kMaxStaged) * 16;
+  CK(cudaFuncSetAttribute(attn_chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)smem));
+  CK(cudaFuncSetAttribute(qkv_tail_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  // The resident kernel at w4_gemv3's occupancy (128 registers a thread: 2 CTAs an SM), which
+  // this loads-only kernel would exceed: shared memory that leaves room for 2 CTAs an SM only.
+  const size_t smem_res = std::max(smem, (size_t)80 << 10);
+  CK(cudaFuncSetAttribute(qkv_resident_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)smem_res));
+  const int grid = 2 * sms;
+  std::printf(
+      "%s: %d keys (%d KiB of K/V a group, %zu KiB staged), %d groups; CTAs an SM: "
+      "gemv %d, attention %d, tail %d, resident %d\n",
+      sh.name, keys, a.kv_units / 64, smem >> 10, a.groups, ctas_per_sm(gemv_kernel, 0),
+      ctas_per_sm(attn_chain_kernel, smem), ctas_per_sm(qkv_tail_kernel, smem),
+      ctas_per_sm(qkv_resident_kernel, smem_res));
+  float chain_ms = 0;
+  for (int mode = kChain; mode <= kResidentRoom; ++mode) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < sh.layers; ++l) {
+      switch (mode) {
+        case kChain:
+          launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
+          launch_pdl_smem(st, a.groups, smem, attn_chain_kernel, a, l, act, sink);
+          break;
+        case kNone:
+          launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
+          break;
+        case kTail:
+          launch_pdl_smem(st, grid, smem, qkv_tail_kernel, L.m[l][0], a, l, act, sink);
+          break;
+        default:
+          launch_pdl_smem(st, (mode == kResident ? grid : grid - a.groups) + a.groups, smem_res,
+                          qkv_resident_kernel, L.m[l][0], a, l, act, sink);
+      }
+      launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
+      launch_pdl(st, 1, norm_kernel, act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][2], act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][3], act, sink);
+      launch_pdl(st, 1, norm_kernel, act, sink);
+    }
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    const float ms = median_ms(reps, st, [&] { CK(cudaGraphLaunch(ge, st)); });
+    unsigned err = 0;
+    CK(cudaMemcpy(&err, a.err, 4, cudaMemcpyDeviceToHost));
+    if (err) {
+      std::fprintf(stderr, "attn_fuse_probe: error: %s: a resident CTA's counter never filled\n",
+                   kModeName[mode]);
+      std::exit(1);
+    }
+    if (mode == kChain) chain_ms = ms;
+    std::printf("%-10s %-36s %9.1f us/step %7.2f us/layer %+7.2f us/layer vs chain\n", sh.name,
+                kModeName[mode], ms * 1e3, ms * 1e3 / sh.layers, (ms - chain_ms) * 1e3 / sh.layers);
+    std::fflush(stdout);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  }
+  CK(cudaFree(w));
+  CK(cudaFree(kv));
+  CK(cudaFree(a.ctr));
+  CK(cudaFree(a.err));
+  CK(cudaFree(act));
+  CK(cudaFree(sink));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
+  const int chain = argc > 2 ? std::max(0, std::atoi(argv[2])) : 16;
+  const int keys = argc > 3 ? std::max(1, std::atoi(argv[3])) : 128;
+  if (keys > 4096) {
+    std::fprintf(stderr, "attn_fuse_probe: error: keys %d; at most 4096\n", keys);
+    return 1;
+  }
+  set_chain(chain);
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs; reps %d; attention chain %d dependent loads, %d keys\n",
+              prop.name, prop.multiProcessorCount, reps, chain, keys);
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const unsigned chase_n = 32u << 20;  // a random cycle over 128 MiB, more than the L2
+  unsigned* chase = make_chase(chase_n);
+  run_shape(kLlama7B, reps, keys, prop.multiProcessorCount, chase, chase_n, st);
+  run_shape(kTinyLlama, reps, keys, prop.multiProcessorCount, chase, chase_n, st);
+  CK(cudaFree(chase));
+  CK(cudaStreamDestroy(st));
+  return 0;
+}
