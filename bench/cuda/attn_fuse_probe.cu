@@ -132,15 +132,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     qkv_tail_kernel(Mat m, Attn a, int layer, unsigned* act, unsigned* sink) {
   extern __shared__ uint4 kv_s[];
   __shared__ int s_last;
-  const int64_t nthr = (int64_t)gridDim.x * kThreads,
-                gtid = (int64_t)blockIdx.x * kThreads + threadIdx.x;
-  uint4 r[kRing];
-  issue_ring(m, gtid, nthr, 0, r);
-  pdl_wait();
-  uint32_t x = read_act(act);
-  x ^= stream_share(m, gtid, nthr, 0, r);
-  pdl_trigger();
-  if (threadIdx.x == 0) act[blockIdx.x % kActWords] = x | 1u;
+  uint32_t x = gemv_cta(m, blockIdx.x, gridDim.x, act);
   const int g = blockIdx.x % a.groups;
   unsigned* c = a.ctr + layer * a.groups + g;
   const unsigned old = arrive(c);
@@ -184,14 +176,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     return;
   }
   const int j = blockIdx.x - a.groups;
-  const int64_t nthr = (int64_t)gemv_ctas * kThreads, gtid = (int64_t)j * kThreads + threadIdx.x;
-  uint4 r[kRing];
-  issue_ring(m, gtid, nthr, 0, r);
-  pdl_wait();
-  uint32_t x = read_act(act);
-  x ^= stream_share(m, gtid, nthr, 0, r);
-  pdl_trigger();
-  if (threadIdx.x == 0) act[j % kActWords] = x | 1u;
+  const uint32_t x = gemv_cta(m, j, gemv_ctas, act);
   arrive(a.ctr + layer * a.groups + j % a.groups);
   sink_if(x, sink);
 }

@@ -91,20 +91,24 @@ __device__ __forceinline__ void sink_if(uint32_t x, unsigned* sink) {
 
 // ---- the chain's kernels (launched with PDL, launch_pdl)
 
-/// A loads-only "GEMV": issues its first ring before griddepcontrol.wait, reads the activation
-/// row after it, streams its share of `m` and triggers its successor after its main loop, as
-/// w4_gemv3 does; one word of the activation row out.
-__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Mat m, unsigned* act, unsigned* sink) {
-  const int64_t nthr = (int64_t)gridDim.x * kThreads,
-                gtid = (int64_t)blockIdx.x * kThreads + threadIdx.x;
+/// A loads-only "GEMV" CTA, number `cta` of `ctas` streaming `m`: issues its first ring before
+/// griddepcontrol.wait, reads the activation row after it, streams its share and triggers its
+/// successor after its main loop, as w4_gemv3 does; one word of the activation row out. Returns
+/// the folded loads.
+__device__ __forceinline__ uint32_t gemv_cta(const Mat& m, int cta, int ctas, unsigned* act) {
+  const int64_t nthr = (int64_t)ctas * kThreads, gtid = (int64_t)cta * kThreads + threadIdx.x;
   uint4 r[kRing];
   issue_ring(m, gtid, nthr, 0, r);
   perfx::cuda::pdl_wait();
   uint32_t x = read_act(act);
-  x ^= stream_share(m, gtid, nthr, 0, r, 1 << 30, 1 << 30);
+  x ^= stream_share(m, gtid, nthr, 0, r);
   perfx::cuda::pdl_trigger();
-  if (threadIdx.x == 0) act[blockIdx.x % kActWords] = x | 1u;
-  sink_if(x, sink);
+  if (threadIdx.x == 0) act[cta % kActWords] = x | 1u;
+  return x;
+}
+/// A loads-only "GEMV" kernel: every CTA a gemv_cta.
+__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(Mat m, unsigned* act, unsigned* sink) {
+  sink_if(gemv_cta(m, blockIdx.x, gridDim.x, act), sink);
 }
 /// A 1-CTA "norm": triggers at entry, reads the activation row after its wait, writes it.
 __global__ void __launch_bounds__(kThreads) norm_kernel(unsigned* act, unsigned* sink) {
