@@ -17,6 +17,9 @@
 //   chain          today: the QKV GEMV, then an attention kernel of one CTA a group (PDL: it
 //                  triggers at entry and stages its K/V before griddepcontrol.wait);
 //   none           no attention (the bound: what a free attention would give);
+//   flag           today's two kernels, but attention waits for its group's QKV CTAs on a
+//                  counter (fence + atomic, ld.acquire) instead of griddepcontrol.wait for the
+//                  whole grid and its memory flush;
 //   tail           attention in the QKV kernel: every CTA, after its share, counts itself in its
 //                  group (fence + atomic); the group's last CTA stages the K/V and runs the
 //                  attention; one boundary fewer, but the staging after the dependency;
@@ -64,7 +67,7 @@ struct Attn {
   const unsigned* chase;
   unsigned chase_n;
   unsigned* ctr;  // [layers][groups] arrivals; zero between steps (the consumer resets it)
-  unsigned* err;  // set when a resident CTA gave up waiting (a probe bug, not a measurement)
+  unsigned* err;  // set when a CTA gave up waiting on its group (a probe bug, not a measurement)
 };
 
 __device__ __forceinline__ const uint4* group_kv(const Attn& a, int layer, int g) {
@@ -117,6 +120,26 @@ __device__ __forceinline__ unsigned members(int ctas, int groups, int g) {
   return ctas / groups + (g < ctas % groups);
 }
 
+/// Spins (thread 0, ld.acquire) until group g's `ctas`-CTA share of the QKV GEMV has arrived,
+/// resets the counter for the next step, then releases the CTA. Gives up after 2^24 polls
+/// (seconds), setting a.err: a broken probe ends with an error, not a hang.
+__device__ __forceinline__ void await_group(const Attn& a, int layer, int g, int ctas) {
+  unsigned* c = a.ctr + layer * a.groups + g;
+  if (threadIdx.x == 0) {
+    const unsigned want = members(ctas, a.groups, g);
+    unsigned v, polls = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+      if (++polls == 1u << 24) {
+        atomicOr(a.err, 1u);
+        break;
+      }
+    } while (v < want);
+    atomicExch(c, 0u);
+  }
+  __syncthreads();
+}
+
 // ---- chain: attention as its own PDL kernel, one CTA a group
 __global__ void __launch_bounds__(kThreads)
     attn_chain_kernel(Attn a, int layer, unsigned* act, unsigned* sink) {
@@ -158,20 +181,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int g = blockIdx.x;
     pdl_trigger();
     stage_kv(group_kv(a, layer, g), a.kv_units, kv_s);
-    unsigned* c = a.ctr + layer * a.groups + g;
-    if (threadIdx.x == 0) {
-      const unsigned want = members(gemv_ctas, a.groups, g);
-      unsigned v, polls = 0;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
-        if (++polls == 1u << 24) {  // seconds: never in a working probe; no hang if broken
-          atomicOr(a.err, 1u);
-          break;
-        }
-      } while (v < want);
-      atomicExch(c, 0u);
-    }
-    __syncthreads();
+    await_group(a, layer, g, gemv_ctas);
     sink_if(attend(a, kv_s, act, layer, g), sink);
     return;
   }
@@ -181,10 +191,29 @@ __global__ void __launch_bounds__(kThreads, 2)
   sink_if(x, sink);
 }
 
+// ---- flag: today's two kernels, attention waiting on its group's counter, not on the grid
+__global__ void __launch_bounds__(kThreads, 2)
+    qkv_arrive_kernel(Mat m, Attn a, int layer, unsigned* act, unsigned* sink) {
+  const uint32_t x = gemv_cta(m, blockIdx.x, gridDim.x, act);
+  arrive(a.ctr + layer * a.groups + blockIdx.x % a.groups);
+  sink_if(x, sink);
+}
+__global__ void __launch_bounds__(kThreads)
+    attn_flag_kernel(Attn a, int layer, int qkv_ctas, unsigned* act, unsigned* sink) {
+  extern __shared__ uint4 kv_s[];
+  pdl_trigger();
+  stage_kv(group_kv(a, layer, blockIdx.x), a.kv_units, kv_s);
+  await_group(a, layer, blockIdx.x, qkv_ctas);
+  sink_if(attend(a, kv_s, act, layer, blockIdx.x), sink);
+}
+
 // ---- host
-enum Mode { kChain, kNone, kTail, kResident, kResidentRoom };
-const char* const kModeName[] = {"chain (today)", "none (no attention: the bound)",
-                                 "tail (last CTA a group)", "resident (+1 CTA a group)",
+enum Mode { kChain, kNone, kFlag, kTail, kResident, kResidentRoom };
+const char* const kModeName[] = {"chain (today)",
+                                 "none (no attention: the bound)",
+                                 "flag (chain, counter not grid wait)",
+                                 "tail (last CTA a group)",
+                                 "resident (+1 CTA a group)",
                                  "resident-room (GEMV grid - groups)"};
 
 /// One kernel of the chain with `smem` bytes of dynamic shared memory, launched with PDL.
@@ -226,6 +255,8 @@ void run_shape(const Shape& sh, int reps, int keys, int sms, const unsigned* cha
   const size_t smem = (size_t)std::min(a.kv_units, kMaxStaged) * 16;
   CK(cudaFuncSetAttribute(attn_chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           (int)smem));
+  CK(cudaFuncSetAttribute(attn_flag_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)smem));
   CK(cudaFuncSetAttribute(qkv_tail_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   // The resident kernel at w4_gemv3's occupancy (128 registers a thread: 2 CTAs an SM), which
   // this loads-only kernel would exceed: shared memory that leaves room for 2 CTAs an SM only.
@@ -253,6 +284,10 @@ void run_shape(const Shape& sh, int reps, int keys, int sms, const unsigned* cha
         case kNone:
           launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
           break;
+        case kFlag:
+          launch_pdl(st, grid, qkv_arrive_kernel, L.m[l][0], a, l, act, sink);
+          launch_pdl_smem(st, a.groups, smem, attn_flag_kernel, a, l, grid, act, sink);
+          break;
         case kTail:
           launch_pdl_smem(st, grid, smem, qkv_tail_kernel, L.m[l][0], a, l, act, sink);
           break;
@@ -272,7 +307,7 @@ void run_shape(const Shape& sh, int reps, int keys, int sms, const unsigned* cha
     unsigned err = 0;
     CK(cudaMemcpy(&err, a.err, 4, cudaMemcpyDeviceToHost));
     if (err) {
-      std::fprintf(stderr, "attn_fuse_probe: error: %s: a resident CTA's counter never filled\n",
+      std::fprintf(stderr, "attn_fuse_probe: error: %s: a group's counter never filled\n",
                    kModeName[mode]);
       std::exit(1);
     }
