@@ -25,6 +25,7 @@ namespace {
 
 struct BenchArgs {
   std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
+  std::string lm_head_type;                // --lm-head-type ("" = as stored)
   std::string model, device = "cpu", output = "md";
   std::vector<int> n_prompt = {512}, n_gen = {128}, batch = {1};
   int reps = 5, threads = 0;
@@ -145,6 +146,7 @@ void bench(const BenchArgs& a, std::string& advice) {
   eo.n_threads = a.threads;
   eo.cache_type_k = a.cache_type_k;
   eo.cache_type_v = a.cache_type_v;
+  eo.lm_head_type = a.lm_head_type;
   // Each test runs alone (pp and tg apart, as llama-bench's, so -p and -n never add up): a pp test
   // holds one sequence of p + 1 tokens, a tg test -B sequences of n + 2 (the step queued ahead).
   // The context is the longest sequence; the KV cache holds the largest test's sequences, each in
@@ -365,6 +367,7 @@ Register reg("bench", 55, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->capture_default_str();
   add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
+  add_lm_head_type_option(sub, &a->lm_head_type);
   sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
       ->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], opencl[:N]")

@@ -18,6 +18,7 @@ namespace {
 
 struct RunArgs {
   std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
+  std::string lm_head_type;                // --lm-head-type ("" = as stored)
   std::string model, prompt, prompt_file, dump_logits, device = "cpu";
   bool prompt_given = false;  // -p was on the command line
   int n_predict = 128, threads = 0, ctx = 0;
@@ -96,6 +97,7 @@ void run(const RunArgs& a) {
   eo.n_threads = a.threads;
   eo.cache_type_k = a.cache_type_k;
   eo.cache_type_v = a.cache_type_v;
+  eo.lm_head_type = a.lm_head_type;
   eo.ctx = a.ctx;
   warn_if_oversubscribed(a.threads);
   auto engine = Engine::load(eo);
@@ -194,6 +196,7 @@ Register reg("run", 10, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "RNG seed (-1 = random)")->capture_default_str();
   add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
+  add_lm_head_type_option(sub, &a->lm_head_type);
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   sub->add_option("-c,--ctx-size", a->ctx,
                   "Context size (0 = model's, at most 4096; more than the model's trained context "

@@ -38,6 +38,16 @@ inline void add_max_alloc_option(CLI::App* sub) {
       "OpenCL: largest single device buffer, e.g. 1GiB (bigger weights are split)");
 }
 
+/// --lm-head-type q8_0: the lm_head quantized to GGUF Q8_0 at load (EngineOptions::lm_head_type).
+inline void add_lm_head_type_option(CLI::App* sub, std::string* type) {
+  sub->add_option(
+         "--lm-head-type", *type,
+         "q8_0: quantize a float lm_head to Q8_0 blocks of 32 at load (about half its bytes, "
+         "which decode reads every token; llama-quantize's --output-tensor-type). "
+         "Default: as stored")
+      ->check(CLI::IsMember({"q8_0"}));
+}
+
 /// --cache-type-k / --cache-type-v (llama.cpp's names) and --kv-cache-dtype (vLLM's: one type for
 /// both; "auto" = the default). Values: f32, f16, bf16, q8_0 (int8 is taken for q8_0); the engine
 /// checks them, the backend refuses the ones it cannot store with a message naming the flag.

@@ -80,4 +80,17 @@ void kquant_scales_mins(const void* block, float* scales, float* mins);
 /// Throws perfx::Error for another dtype, a non-2-D shape or a truncated tensor, naming it.
 Int8Matrix int8_from_gguf(const TensorView& t);
 
+/// Quantizes 32 fp32 weights to one Q8_0 block, as GGUF's reference quantize_row_q8_0 does
+/// (FORMATS.md §4.4): d = fp16(max|x| / 127), q[i] = round(x[i] / d) clamped to ±127 (0 where d is
+/// 0). Writes q[0..31] and returns d's fp16 bits. Each weight moves by at most d / 2 (plus d's own
+/// fp16 rounding, relative 2^-11).
+uint16_t quantize_q8_0_block(const float* x, int8_t* q);
+
+/// Quantizes a float weight matrix view [out, in] (F32, F16 or BF16; in a multiple of 32) to GGUF
+/// Q8_0 bytes: per row, in / 32 blocks of 34 bytes (fp16 d, then 32 int8), each block by
+/// quantize_q8_0_block. 1.0625 bytes a weight instead of 2 (fp16). Throws perfx::Error for another
+/// dtype, a non-2-D shape, a column count that is not a multiple of 32 or a truncated tensor,
+/// naming the tensor.
+std::vector<uint8_t> q8_0_from_float(const TensorView& t);
+
 }  // namespace perfx

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/quantized.h"
 #include "model/rope.h"
 #include "perfx/status.h"
 
@@ -49,7 +50,7 @@ Tensor make_tensor(void* base, size_t& off, DType dt, int64_t rows, int64_t cols
 
 }  // namespace
 
-LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
+LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend, const ModelOptions& opts)
     : cfg_(ck.config), be_(backend), act_(backend.act_dtype()) {
   const TensorNaming nm = ck.naming;
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
@@ -63,24 +64,32 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend)
   final_norm_ = be_.load_vector(require_vector(ck, final_norm_name(nm), H));
   const TensorView* head = ck.source->find(lm_head_name(nm));
   if (head) {
-    LinearSource s;
-    s.weight = *head;
-    s.out = V;
-    s.in = H;
     check(head->shape.size() == 2 && head->shape[0] == V && head->shape[1] == H,
           "tensor '" + head->name + "' has shape " + head->shape_str() + ", expected [" +
               std::to_string(V) + ", " + std::to_string(H) + "]");
-    lm_head_ = be_.load_linear({s});
   } else {
     check(cfg_.tie_word_embeddings || nm == TensorNaming::Gguf,
           "missing tensor '" + lm_head_name(nm) + "' in " + ck.path + " (and tie_word_embeddings is false)");
-    LinearSource s;
-    s.weight = emb;
-    s.out = V;
-    s.in = H;
-    lm_head_ = be_.load_linear({s});
+    head = &emb;
     lm_head_is_embed_ = true;
   }
+  LinearSource s;
+  s.weight = *head;
+  s.out = V;
+  s.in = H;
+  const bool is_float =
+      head->dtype == DType::F32 || head->dtype == DType::F16 || head->dtype == DType::BF16;
+  if (opts.lm_head_q8_0 && is_float) {
+    lm_head_q8_ = q8_0_from_float(*head);
+    s.weight = TensorView{head->name + " (Q8_0 at load)",
+                          DType::Q8_0,
+                          {V, H},
+                          lm_head_q8_.data(),
+                          lm_head_q8_.size()};
+    lm_head_is_embed_ = false;  // its own bytes now
+  }
+  lm_head_ = be_.load_linear({s});
+  if (!be_.reads_host_weights()) std::vector<uint8_t>().swap(lm_head_q8_);
   if (nm == TensorNaming::Gguf) {
     if (const TensorView* rf = ck.source->find("rope_freqs.weight")) {
       HostVector hv;

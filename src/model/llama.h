@@ -29,11 +29,21 @@ struct LayerWeights {
 /// name: "qkv", "o", "gate_up", "down"; x [n_tokens, in].
 using LinearInputObserver = std::function<void(int layer, const std::string& name, const Tensor& x)>;
 
+/// How the weights load, beyond what the checkpoint says.
+struct ModelOptions {
+  /// Quantize a float (F32 / F16 / BF16) lm_head — or the embedding table it is tied to — to GGUF
+  /// Q8_0 at load (q8_0_from_float: blocks of 32 with an fp16 scale, 1.0625 bytes a weight instead
+  /// of fp16's 2), as llama.cpp's llama-quantize --output-tensor-type q8_0 does to a file. Decode
+  /// reads the lm_head once a token (Llama-2-7B: 262 MB of fp16 in 3.70 GB). An lm_head already in
+  /// GGUF blocks is kept as stored.
+  bool lm_head_q8_0 = false;
+};
+
 class LlamaModel {
  public:
   /// Uploads the checkpoint's weights to `backend` (repacked at load: fused QKV and gate|up).
   /// Throws perfx::Error for missing tensors or shape mismatches, naming the tensor.
-  LlamaModel(const Checkpoint& ck, Backend& backend);
+  LlamaModel(const Checkpoint& ck, Backend& backend, const ModelOptions& opts = {});
 
   const ModelConfig& config() const { return cfg_; }
   size_t weight_bytes() const;
@@ -60,6 +70,9 @@ class LlamaModel {
   std::unique_ptr<RopeTable> rope_;
   std::unique_ptr<Weight> embed_, final_norm_, lm_head_;
   bool lm_head_is_embed_ = false;  // tied embeddings
+  // The Q8_0 lm_head's bytes (ModelOptions::lm_head_q8_0), kept where the backend reads host
+  // weights in place (the CPU); empty where it copied them at load (a GPU).
+  std::vector<uint8_t> lm_head_q8_;
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_freq_factors_;  // GGUF rope_freqs.weight (llama3), else empty
   // scratch

@@ -20,13 +20,6 @@ namespace {
 
 constexpr float kHalfTol = 5e-2f;
 
-std::vector<std::string> devices() {
-  std::vector<std::string> d = {"f16-ref"};
-  for (const auto& e : env_test_devices())
-    if (e != "cpu" && e != "f16-ref") d.push_back(e);
-  return d;
-}
-
 /// (checkpoint path relative to the source dir or the shared dir, reference file, shared?)
 struct Fixture {
   const char* name;
@@ -106,7 +99,7 @@ TEST_P(BackendParity, LogitsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Devices, BackendParity,
-    ::testing::Combine(::testing::ValuesIn(devices()),
+    ::testing::Combine(::testing::ValuesIn(non_cpu_test_devices()),
                        ::testing::Range(0, (int)(sizeof(kFixtures) / sizeof(kFixtures[0])))),
     [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& i) {
       std::string n = std::get<0>(i.param) + "_" + kFixtures[std::get<1>(i.param)].name;

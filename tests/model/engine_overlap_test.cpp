@@ -296,9 +296,8 @@ TEST_P(EngineOverlap, RulesAreChecked) {
 }
 
 std::vector<std::string> overlap_devices() {
-  std::vector<std::string> d = {"cpu", "f16-ref"};
-  for (const auto& x : env_test_devices())
-    if (x != "cpu" && x != "f16-ref") d.push_back(x);
+  std::vector<std::string> d = {"cpu"};
+  for (const auto& x : non_cpu_test_devices()) d.push_back(x);
   return d;
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "model/model_test_util.h"
 #include "perfx/engine.h"
 #include "perfx/model_config.h"
 #include "support/test_support.h"
@@ -169,14 +170,7 @@ TEST_P(GreedyOnDevice, DefaultModel) {
   }
 }
 
-std::vector<std::string> greedy_devices() {
-  std::vector<std::string> d = {"f16-ref"};
-  for (const auto& x : env_test_devices())
-    if (x != "cpu" && x != "f16-ref") d.push_back(x);
-  return d;
-}
-
-INSTANTIATE_TEST_SUITE_P(Devices, GreedyOnDevice, ::testing::ValuesIn(greedy_devices()),
+INSTANTIATE_TEST_SUITE_P(Devices, GreedyOnDevice, ::testing::ValuesIn(non_cpu_test_devices()),
                          DeviceParamName());
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "model/weights.h"
 #include "perfx/status.h"
 #include "runtime/kv_cache.h"
+#include "support/test_support.h"
 
 namespace perfx::test {
 
@@ -43,11 +44,15 @@ std::vector<float> greedy_step_logits(Engine& e, const std::vector<std::vector<i
   return all;
 }
 
-std::vector<float> model_logits(const std::string& path, const std::vector<int32_t>& ids, int64_t* vocab,
-                                const std::string& device) {
-  Checkpoint ck = open_checkpoint(path);
+std::vector<float> model_logits(const std::string& path, const std::vector<int32_t>& ids,
+                                int64_t* vocab, const std::string& device, const ModelOptions& mo) {
+  return model_logits(open_checkpoint(path), ids, vocab, device, mo);
+}
+
+std::vector<float> model_logits(const Checkpoint& ck, const std::vector<int32_t>& ids,
+                                int64_t* vocab, const std::string& device, const ModelOptions& mo) {
   auto be = create_backend(device, 2);
-  LlamaModel model(ck, *be);
+  LlamaModel model(ck, *be, mo);
   const auto& c = model.config();
   const int bs = 16;
   const int n_blocks = ((int)ids.size() + bs - 1) / bs;
@@ -70,6 +75,13 @@ std::vector<float> model_logits(const std::string& path, const std::vector<int32
   model.forward(b, *kv, logits);
   *vocab = c.vocab_size;
   return logits;
+}
+
+std::vector<std::string> non_cpu_test_devices() {
+  std::vector<std::string> d = {"f16-ref"};
+  for (const auto& e : env_test_devices())
+    if (e != "cpu" && e != "f16-ref") d.push_back(e);
+  return d;
 }
 
 void read_reference(const std::string& path, std::vector<int32_t>* ids, std::vector<float>* logits,

@@ -165,10 +165,10 @@ class DensePanels final : public PanelSource {
 };
 
 /// A GGUF matrix of any block type (Q5_K, Q6_K) dequantized by the reference decoder and quantized
-/// again to int8 per 32 (d = fp16(max|w| / 127), q = round(w / d)), for the int8-activation
-/// kernels, which have no 5- or 6-bit form yet. Adds at most d/2 per weight: about a quarter of
-/// Q6_K's own rounding error (measured 0.33 % of the weights' RMS vs Q6_K's 1.33 % on random
-/// weights), and 8.5 bits per weight to stream instead of 6.6 (Q6_K) or 5.5 (Q5_K).
+/// again to int8 per 32 (quantize_q8_0_block: d = fp16(max|w| / 127), q = round(w / d)), for the
+/// int8-activation kernels, which have no 5- or 6-bit form yet. Adds at most d/2 per weight: about
+/// a quarter of Q6_K's own rounding error (measured 0.33 % of the weights' RMS vs Q6_K's 1.33 % on
+/// random weights), and 8.5 bits per weight to stream instead of 6.6 (Q6_K) or 5.5 (Q5_K).
 Int8Matrix int8_requantized(const TensorView& t) {
   check(t.shape.size() == 2 && t.shape[1] % 32 == 0,
         "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected [out, in % 32 == 0]");
@@ -184,16 +184,9 @@ Int8Matrix int8_requantized(const TensorView& t) {
   std::vector<float> row((size_t)m.in);
   for (int64_t r = 0; r < m.out; ++r) {
     dequantize_row(t.dtype, static_cast<const uint8_t*>(t.data) + (size_t)r * rb, row.data(), m.in);
-    for (int64_t b = 0; b < m.in / 32; ++b) {
-      float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(row[(size_t)(32 * b + i)]));
-      const uint16_t dh = fp32_to_fp16(amax / 127.0f);
-      const float d = fp16_to_fp32(dh), id = d > 0.0f ? 1.0f / d : 0.0f;
-      m.scales[(size_t)(r * (m.in / 32) + b)] = dh;
-      for (int i = 0; i < 32; ++i)
-        m.q[(size_t)(r * m.in + 32 * b + i)] =
-            (int8_t)std::clamp((int)std::nearbyint(row[(size_t)(32 * b + i)] * id), -127, 127);
-    }
+    for (int64_t b = 0; b < m.in / 32; ++b)
+      m.scales[(size_t)(r * (m.in / 32) + b)] =
+          quantize_q8_0_block(row.data() + 32 * b, m.q.data() + r * m.in + 32 * b);
   }
   return m;
 }
