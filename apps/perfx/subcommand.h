@@ -38,14 +38,13 @@ inline void add_max_alloc_option(CLI::App* sub) {
       "OpenCL: largest single device buffer, e.g. 1GiB (bigger weights are split)");
 }
 
-/// --lm-head-type q8_0: the lm_head quantized to GGUF Q8_0 at load (EngineOptions::lm_head_type).
+/// --lm-head-type q8_0|q4_0: the lm_head quantized to GGUF blocks at load (EngineOptions::lm_head_type).
 inline void add_lm_head_type_option(CLI::App* sub, std::string* type) {
-  sub->add_option(
-         "--lm-head-type", *type,
-         "q8_0: quantize a float lm_head to Q8_0 blocks of 32 at load (about half its bytes, "
-         "which decode reads every token; llama-quantize's --output-tensor-type). "
-         "Default: as stored")
-      ->check(CLI::IsMember({"q8_0"}));
+  sub->add_option("--lm-head-type", *type,
+                  "q8_0 or q4_0: quantize a float lm_head to GGUF blocks of 32 at load (about a half or "
+                  "a quarter of its bytes, which decode reads every token; llama-quantize's "
+                  "--output-tensor-type). Default: as stored")
+      ->check(CLI::IsMember({"q8_0", "q4_0"}));
 }
 
 /// --cache-type-k / --cache-type-v (llama.cpp's names) and --kv-cache-dtype (vLLM's: one type for

@@ -16,6 +16,9 @@
 //
 //   chain          today: the QKV GEMV, then an attention kernel of one CTA a group (PDL: it
 //                  triggers at entry and stages its K/V before griddepcontrol.wait);
+//   chain-room     the same with the QKV grid smaller by one CTA a group, so attention's CTAs
+//                  launch beside it and stage their K/V during the projection (the engine's
+//                  PERFX_CUDA_QKV_GRID_FREE, linear notes §29);
 //   none           no attention (the bound: what a free attention would give);
 //   flag           today's two kernels, but attention waits for its group's QKV CTAs on a
 //                  counter (fence + atomic, ld.acquire) instead of griddepcontrol.wait for the
@@ -25,14 +28,16 @@
 //                  attention; one boundary fewer, but the staging after the dependency;
 //   resident       one extra CTA a group at the front of the QKV grid stages its K/V at once and
 //                  spins (ld.acquire) on its group's counter, then runs the attention: one
-//                  boundary fewer, the staging before the dependency as today; the kernel held
-//                  to w4_gemv3's 2 CTAs an SM (by shared memory), so that as many GEMV CTAs
-//                  wait for a slot;
+//                  boundary fewer, the staging before the dependency as today; as many GEMV
+//                  CTAs wait for a slot;
 //   resident-room  the same with the GEMV grid smaller by one CTA a group (one wave in all).
 //
-// Group g's GEMV CTAs are those with index % groups == g (the real kernel's row blocks of a
-// group's q, k and v rows end at about the same time as the rest: every CTA streams an equal
-// share). Time: cudaEvent around one graph of all layers, median of reps.
+// Every QKV-phase kernel is held to w4_gemv3's occupancy (2 CTAs an SM, no attention CTA beside
+// them) by shared memory; the run's first line per shape prints the occupancies. Group g's GEMV
+// CTAs are those with index % groups == g (in the engine a group's q, k and v row blocks end at
+// about the same time as the rest: every CTA streams an equal share). Counters: one a (layer,
+// group), reset by their consumer, the arrivals release adds after the CTA's barrier. Time:
+// cudaEvent around one graph of all layers, median of reps.
 //
 // Build: the attn_fuse_probe target of a -DPERFX_CUDA=ON build, or nvcc -O3 -std=c++17
 //        -gencode=arch=compute_90a,code=sm_90a -Isrc -o attn_fuse_probe
@@ -105,14 +110,20 @@ __device__ __forceinline__ uint32_t attend(const Attn& a, const uint4* s, unsign
   if (threadIdx.x == 0) act[g] = x | 1u;
   return x;
 }
-/// A GEMV CTA's arrival in its group (after its activation-row store): release, then count.
-__device__ __forceinline__ unsigned arrive(unsigned* c) {
+/// A GEMV CTA's arrival in its group, after its stores: the CTA's barrier, then thread 0's
+/// release add (cumulative: it orders the whole CTA's stores before the count, as the engine's
+/// version would do it).
+__device__ __forceinline__ void arrive(unsigned* c) {
+  __syncthreads();
+  if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+}
+/// The same with the count before this arrival returned to thread 0 (acquire-release: the last
+/// arrival sees every earlier one's stores), 0 in the other threads.
+__device__ __forceinline__ unsigned arrive_acq_rel(unsigned* c) {
   __syncthreads();
   unsigned old = 0;
-  if (threadIdx.x == 0) {
-    __threadfence();
-    old = atomicAdd(c, 1u);
-  }
+  if (threadIdx.x == 0)
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
   return old;
 }
 /// Group g's GEMV CTAs out of `ctas` (those with index % groups == g).
@@ -121,8 +132,9 @@ __device__ __forceinline__ unsigned members(int ctas, int groups, int g) {
 }
 
 /// Spins (thread 0, ld.acquire) until group g's `ctas`-CTA share of the QKV GEMV has arrived,
-/// resets the counter for the next step, then releases the CTA. Gives up after 2^24 polls
-/// (seconds), setting a.err: a broken probe ends with an error, not a hang.
+/// resets the counter for the next step, then releases the CTA (its barrier orders the other
+/// threads after thread 0's acquire). A broken probe ends with an error, not a hang: after 2^22
+/// polls (seconds) a spinner sets a.err, and every spinner gives up once a.err is set.
 __device__ __forceinline__ void await_group(const Attn& a, int layer, int g, int ctas) {
   unsigned* c = a.ctr + layer * a.groups + g;
   if (threadIdx.x == 0) {
@@ -130,7 +142,7 @@ __device__ __forceinline__ void await_group(const Attn& a, int layer, int g, int
     unsigned v, polls = 0;
     do {
       asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
-      if (++polls == 1u << 24) {
+      if ((++polls & 255) == 0 && (polls >= 1u << 22 || *(volatile unsigned*)a.err)) {
         atomicOr(a.err, 1u);
         break;
       }
@@ -158,14 +170,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint32_t x = gemv_cta(m, blockIdx.x, gridDim.x, act);
   const int g = blockIdx.x % a.groups;
   unsigned* c = a.ctr + layer * a.groups + g;
-  const unsigned old = arrive(c);
+  const unsigned old = arrive_acq_rel(c);
   if (threadIdx.x == 0) {
     s_last = old + 1 == members((int)gridDim.x, a.groups, g);
     if (s_last) atomicExch(c, 0u);  // every member has counted itself: ready for the next step
   }
-  __syncthreads();
+  __syncthreads();  // orders the CTA after thread 0's acquire
   if (s_last) {
-    __threadfence();  // acquire: the group's other CTAs' stores before their arrivals
     stage_kv(group_kv(a, layer, g), a.kv_units, kv_s);
     x ^= attend(a, kv_s, act, layer, g);
   }
@@ -208,8 +219,9 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- host
-enum Mode { kChain, kNone, kFlag, kTail, kResident, kResidentRoom };
+enum Mode { kChain, kChainRoom, kNone, kFlag, kTail, kResident, kResidentRoom };
 const char* const kModeName[] = {"chain (today)",
+                                 "chain-room (QKV grid - groups)",
                                  "none (no attention: the bound)",
                                  "flag (chain, counter not grid wait)",
                                  "tail (last CTA a group)",
@@ -229,8 +241,9 @@ int ctas_per_sm(K k, size_t smem) {
   return n;
 }
 
-void run_shape(const Shape& sh, int reps, int keys, int sms, const unsigned* chase,
-               unsigned chase_n, cudaStream_t st) {
+void run_shape(const Shape& sh, int reps, int keys, const cudaDeviceProp& prop,
+               const unsigned* chase, unsigned chase_n, cudaStream_t st) {
+  const int sms = prop.multiProcessorCount;
   uint4* w = nullptr;
   int64_t total = 0;
   const Layers L = make_layers(sh.hidden, sh.qkv_out, sh.inter, (int)sh.layers, &w, &total);
@@ -253,23 +266,45 @@ void run_shape(const Shape& sh, int reps, int keys, int sms, const unsigned* cha
   CK(cudaMemset(act, 0, kActWords * 4));
   CK(cudaMalloc(&sink, 4));
   const size_t smem = (size_t)std::min(a.kv_units, kMaxStaged) * 16;
-  CK(cudaFuncSetAttribute(attn_chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          (int)smem));
-  CK(cudaFuncSetAttribute(attn_flag_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          (int)smem));
-  CK(cudaFuncSetAttribute(qkv_tail_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  // The resident kernel at w4_gemv3's occupancy (128 registers a thread: 2 CTAs an SM), which
-  // this loads-only kernel would exceed: shared memory that leaves room for 2 CTAs an SM only.
-  const size_t smem_res = std::max(smem, (size_t)80 << 10);
-  CK(cudaFuncSetAttribute(qkv_resident_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                          (int)smem_res));
+  // Every QKV-phase kernel, in every mode, at w4_gemv3's occupancy: 2 CTAs an SM with no room
+  // for an attention CTA beside them (the engine's QKV GEMV fills the register file: linear notes
+  // §20), which these loads-only kernels (~66 registers) would leave. Shared memory holds them
+  // there: 2 x (hold + 1 KiB reserved) fits an SM, an attention CTA's smem + 1 KiB more does not.
+  const size_t per_sm = prop.sharedMemPerMultiprocessor, reserved = prop.reservedSharedMemPerBlock;
+  const size_t hold = std::max(smem, (per_sm - (smem + reserved)) / 2 - reserved + 1024);
+  if (2 * (hold + reserved) > per_sm || hold > prop.sharedMemPerBlockOptin) {
+    std::fprintf(stderr,
+                 "attn_fuse_probe: error: %zu KiB of shared memory an SM cannot hold two "
+                 "QKV CTAs of %zu KiB\n",
+                 per_sm >> 10, hold >> 10);
+    std::exit(1);
+  }
+  auto max_smem = [](auto k, size_t bytes) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  };
+  max_smem(gemv_kernel, hold);
+  max_smem(norm_kernel, 0);
+  max_smem(attn_chain_kernel, smem);
+  max_smem(attn_flag_kernel, smem);
+  max_smem(qkv_arrive_kernel, hold);
+  max_smem(qkv_tail_kernel, hold);
+  max_smem(qkv_resident_kernel, hold);
   const int grid = 2 * sms;
+  if (grid - a.groups < a.groups) {
+    std::fprintf(stderr,
+                 "attn_fuse_probe: error: %d SMs are too few for %d attention CTAs beside "
+                 "the QKV grid\n",
+                 sms, a.groups);
+    std::exit(1);
+  }
   std::printf(
-      "%s: %d keys (%d KiB of K/V a group, %zu KiB staged), %d groups; CTAs an SM: "
-      "gemv %d, attention %d, tail %d, resident %d\n",
-      sh.name, keys, a.kv_units / 64, smem >> 10, a.groups, ctas_per_sm(gemv_kernel, 0),
-      ctas_per_sm(attn_chain_kernel, smem), ctas_per_sm(qkv_tail_kernel, smem),
-      ctas_per_sm(qkv_resident_kernel, smem_res));
+      "%s: %d keys (%d KiB of K/V a group, %zu KiB staged), %d groups; QKV-phase kernels hold %zu "
+      "KiB; CTAs an SM: QKV gemv %d, other gemv %d, attention %d, tail %d, resident %d\n",
+      sh.name, keys, a.kv_units / 64, smem >> 10, a.groups, hold >> 10,
+      ctas_per_sm(gemv_kernel, hold), ctas_per_sm(gemv_kernel, 0),
+      ctas_per_sm(attn_chain_kernel, smem), ctas_per_sm(qkv_tail_kernel, hold),
+      ctas_per_sm(qkv_resident_kernel, hold));
   float chain_ms = 0;
   for (int mode = kChain; mode <= kResidentRoom; ++mode) {
     cudaGraph_t g;
@@ -278,21 +313,23 @@ void run_shape(const Shape& sh, int reps, int keys, int sms, const unsigned* cha
     for (int l = 0; l < sh.layers; ++l) {
       switch (mode) {
         case kChain:
-          launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
+        case kChainRoom:
+          launch_pdl_smem(st, mode == kChain ? grid : grid - a.groups, hold, gemv_kernel, L.m[l][0],
+                          act, sink);
           launch_pdl_smem(st, a.groups, smem, attn_chain_kernel, a, l, act, sink);
           break;
         case kNone:
-          launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
+          launch_pdl_smem(st, grid, hold, gemv_kernel, L.m[l][0], act, sink);
           break;
         case kFlag:
-          launch_pdl(st, grid, qkv_arrive_kernel, L.m[l][0], a, l, act, sink);
+          launch_pdl_smem(st, grid, hold, qkv_arrive_kernel, L.m[l][0], a, l, act, sink);
           launch_pdl_smem(st, a.groups, smem, attn_flag_kernel, a, l, grid, act, sink);
           break;
         case kTail:
-          launch_pdl_smem(st, grid, smem, qkv_tail_kernel, L.m[l][0], a, l, act, sink);
+          launch_pdl_smem(st, grid, hold, qkv_tail_kernel, L.m[l][0], a, l, act, sink);
           break;
         default:
-          launch_pdl_smem(st, (mode == kResident ? grid : grid - a.groups) + a.groups, smem_res,
+          launch_pdl_smem(st, (mode == kResident ? grid : grid - a.groups) + a.groups, hold,
                           qkv_resident_kernel, L.m[l][0], a, l, act, sink);
       }
       launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
@@ -345,8 +382,8 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const unsigned chase_n = 32u << 20;  // a random cycle over 128 MiB, more than the L2
   unsigned* chase = make_chase(chase_n);
-  run_shape(kLlama7B, reps, keys, prop.multiProcessorCount, chase, chase_n, st);
-  run_shape(kTinyLlama, reps, keys, prop.multiProcessorCount, chase, chase_n, st);
+  run_shape(kLlama7B, reps, keys, prop, chase, chase_n, st);
+  run_shape(kTinyLlama, reps, keys, prop, chase, chase_n, st);
   CK(cudaFree(chase));
   CK(cudaStreamDestroy(st));
   return 0;

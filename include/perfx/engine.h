@@ -38,9 +38,9 @@ struct EngineOptions {
   /// KV cache element types, llama.cpp's --cache-type-k / --cache-type-v: "f32", "f16", "q8_0";
   /// "" = the backend's activation dtype (f32 on the CPU).
   std::string cache_type_k, cache_type_v;
-  /// The lm_head's weight type at load: "" = as stored; "q8_0" = a float lm_head (or the embedding
-  /// table it is tied to) quantized to GGUF Q8_0 blocks of 32 (llama-quantize's
-  /// --output-tensor-type q8_0, done at load; 1.0625 bytes a weight instead of fp16's 2; one
+  /// The lm_head's weight type at load: "" = as stored; "q8_0" / "q4_0" = a float lm_head (or the
+  /// embedding table it is tied to) quantized to GGUF blocks of 32 (llama-quantize's
+  /// --output-tensor-type, done at load; 1.0625 / 0.5625 bytes a weight instead of fp16's 2; one
   /// already in GGUF blocks is kept).
   std::string lm_head_type;
   /// When set: called with the model's config as soon as the checkpoint is open, before the engine

@@ -57,6 +57,10 @@ struct LinearSource {
   TensorView weight;                       // dense or GGUF blocks; empty data when int4
   std::shared_ptr<const Int4Matrix> int4;  // canonical int4; null when `weight` is used
   int64_t out = 0, in = 0;                 // filled by the loader for both kinds
+  /// Set when the loader made `weight`'s bytes itself (e.g. an lm_head quantized at load) instead
+  /// of pointing into the checkpoint: it owns them. A backend that still reads weight.data after
+  /// load_linear returns (in place, not copied) keeps a reference; otherwise they are freed then.
+  std::shared_ptr<const void> owner;
   bool is_int4() const { return int4 != nullptr; }
 };
 

@@ -152,35 +152,49 @@ Int8Matrix int8_from_gguf(const TensorView& t) {
 uint16_t quantize_q8_0_block(const float* x, int8_t* q) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const uint16_t dh = fp32_to_fp16(amax / 127.0f);
-  const float d = fp16_to_fp32(dh), id = d > 0.0f ? 1.0f / d : 0.0f;
-  for (int i = 0; i < 32; ++i) q[i] = (int8_t)std::clamp((int)std::nearbyint(x[i] * id), -127, 127);
-  return dh;
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) q[i] = (int8_t)std::clamp((int)std::round(x[i] * id), -127, 127);
+  return fp32_to_fp16(d);
 }
 
-std::vector<uint8_t> q8_0_from_float(const TensorView& t) {
+uint16_t quantize_q4_0_block(const float* x, uint8_t* qs) {
+  float amax = 0.0f, m = 0.0f;
+  for (int i = 0; i < 32; ++i)
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      m = x[i];
+    }
+  const float d = m / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 16; ++i) {
+    const int lo = std::min(15, (int)(x[i] * id + 8.5f)), hi = std::min(15, (int)(x[16 + i] * id + 8.5f));
+    qs[i] = (uint8_t)(lo | hi << 4);
+  }
+  return fp32_to_fp16(d);
+}
+
+std::vector<uint8_t> gguf_blocks_from_float(const TensorView& t, DType to) {
+  check(to == DType::Q8_0 || to == DType::Q4_0,
+        std::string("cannot quantize to ") + dtype_name(to) + " (Q8_0 or Q4_0)");
   check(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16,
-        "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) +
-            ", expected F32, F16 or BF16 to quantize to Q8_0");
+        "tensor '" + t.name + "' has dtype " + dtype_name(t.dtype) + ", expected F32, F16 or BF16 to quantize to " +
+            dtype_name(to));
   check(t.shape.size() == 2 && t.shape[0] > 0 && t.shape[1] > 0,
         "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected a non-empty matrix");
   const int64_t out = t.shape[0], in = t.shape[1];
-  check(in % 32 == 0, "tensor '" + t.name + "' has " + std::to_string(in) +
-                          " columns, not a multiple of the Q8_0 block size 32");
-  const size_t src_row = dtype_row_bytes(t.dtype, in), dst_row = dtype_row_bytes(DType::Q8_0, in);
-  check(t.data != nullptr && t.nbytes >= src_row * (size_t)out,
-        "tensor '" + t.name + "' is truncated");
+  check(in % 32 == 0, "tensor '" + t.name + "' has " + std::to_string(in) + " columns, not a multiple of the " +
+                          dtype_name(to) + " block size 32");
+  const size_t src_row = dtype_row_bytes(t.dtype, in), dst_row = dtype_row_bytes(to, in),
+               block = dtype_block_bytes(to);
+  check(t.data != nullptr && t.nbytes >= src_row * (size_t)out, "tensor '" + t.name + "' is truncated");
   std::vector<uint8_t> blocks(dst_row * (size_t)out);
   std::vector<float> row((size_t)in);
   for (int64_t r = 0; r < out; ++r) {
-    float_to_f32(t.dtype, static_cast<const uint8_t*>(t.data) + (size_t)r * src_row, row.data(), in,
-                 t.name);
+    float_to_f32(t.dtype, static_cast<const uint8_t*>(t.data) + (size_t)r * src_row, row.data(), in, t.name);
     uint8_t* dst = blocks.data() + (size_t)r * dst_row;
-    for (int64_t b = 0; b < in / 32; ++b, dst += 34) {
-      int8_t q[32];
-      const uint16_t d = quantize_q8_0_block(row.data() + 32 * b, q);
+    for (int64_t b = 0; b < in / 32; ++b, dst += block) {
+      const uint16_t d = to == DType::Q8_0 ? quantize_q8_0_block(row.data() + 32 * b, (int8_t*)(dst + 2))
+                                           : quantize_q4_0_block(row.data() + 32 * b, dst + 2);
       std::memcpy(dst, &d, 2);
-      std::memcpy(dst + 2, q, 32);
     }
   }
   return blocks;

@@ -80,17 +80,28 @@ void kquant_scales_mins(const void* block, float* scales, float* mins);
 /// Throws perfx::Error for another dtype, a non-2-D shape or a truncated tensor, naming it.
 Int8Matrix int8_from_gguf(const TensorView& t);
 
-/// Quantizes 32 fp32 weights to one Q8_0 block, as GGUF's reference quantize_row_q8_0 does
-/// (FORMATS.md §4.4): d = fp16(max|x| / 127), q[i] = round(x[i] / d) clamped to ±127 (0 where d is
-/// 0). Writes q[0..31] and returns d's fp16 bits. Each weight moves by at most d / 2 (plus d's own
-/// fp16 rounding, relative 2^-11).
+/// Quantizes 32 fp32 weights to one Q8_0 block by ggml's reference rule (quantize_row_q8_0_ref,
+/// the bytes llama-quantize writes; FORMATS.md §4.4): d = max|x| / 127 in fp32, q[i] = round(x[i] /
+/// d) half away from zero (0 where d is 0), stored d = fp16(d). Writes q[0..31] and returns d's fp16
+/// bits. The decoded weight q · fp16(d) is within d / 2 of x[i] plus |q| times fp16(d)'s rounding
+/// (relative 2^-11).
 uint16_t quantize_q8_0_block(const float* x, int8_t* q);
 
+/// Quantizes 32 fp32 weights to one Q4_0 block by ggml's reference rule (quantize_row_q4_0_ref,
+/// the bytes llama-quantize writes; FORMATS.md §4.4): m = the weight of largest magnitude (its sign
+/// kept; the first of equals), d = m / −8 in fp32, q[i] = min(15, trunc(x[i] / d + 8.5)) (0 .. 15;
+/// 8 where d is 0), element i < 16 in the low nibble of qs[i], element 16 + i in its high nibble,
+/// stored d = fp16(d). Writes qs[0..15] and returns d's fp16 bits. The decoded weight (q − 8) ·
+/// fp16(d) is within |d| / 2 of x[i] plus |q − 8| ≤ 8 times fp16(d)'s rounding (relative 2^-11),
+/// except on the far side of m, where q clamps at 15 (within |d|: x / d in [6.5, 8]).
+uint16_t quantize_q4_0_block(const float* x, uint8_t* qs);
+
 /// Quantizes a float weight matrix view [out, in] (F32, F16 or BF16; in a multiple of 32) to GGUF
-/// Q8_0 bytes: per row, in / 32 blocks of 34 bytes (fp16 d, then 32 int8), each block by
-/// quantize_q8_0_block. 1.0625 bytes a weight instead of 2 (fp16). Throws perfx::Error for another
-/// dtype, a non-2-D shape, a column count that is not a multiple of 32 or a truncated tensor,
-/// naming the tensor.
-std::vector<uint8_t> q8_0_from_float(const TensorView& t);
+/// block bytes of `to`: Q8_0 (per row in / 32 blocks of 34 bytes: fp16 d, 32 int8; 1.0625 bytes a
+/// weight instead of fp16's 2) or Q4_0 (blocks of 18 bytes: fp16 d, 16 bytes of nibbles; 0.5625),
+/// each block by quantize_q8_0_block / quantize_q4_0_block. Throws perfx::Error for another target
+/// type, a source dtype other than F32 / F16 / BF16, a non-2-D shape, a column count that is not a
+/// multiple of 32 or a truncated tensor, naming the tensor.
+std::vector<uint8_t> gguf_blocks_from_float(const TensorView& t, DType to);
 
 }  // namespace perfx

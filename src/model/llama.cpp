@@ -79,17 +79,16 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend, const ModelOption
   s.in = H;
   const bool is_float =
       head->dtype == DType::F32 || head->dtype == DType::F16 || head->dtype == DType::BF16;
-  if (opts.lm_head_q8_0 && is_float) {
-    lm_head_q8_ = q8_0_from_float(*head);
-    s.weight = TensorView{head->name + " (Q8_0 at load)",
-                          DType::Q8_0,
-                          {V, H},
-                          lm_head_q8_.data(),
-                          lm_head_q8_.size()};
+  if (opts.lm_head_type && is_float) {
+    check(H % 32 == 0, std::string("--lm-head-type ") + (*opts.lm_head_type == DType::Q8_0 ? "q8_0" : "q4_0") +
+                           " quantizes in blocks of 32 along the hidden size; this model's is " + std::to_string(H));
+    auto blocks = std::make_shared<std::vector<uint8_t>>(gguf_blocks_from_float(*head, *opts.lm_head_type));
+    s.weight = TensorView{head->name + " (" + dtype_name(*opts.lm_head_type) + " at load)", *opts.lm_head_type,
+                          {V, H}, blocks->data(), blocks->size()};
+    s.owner = blocks;  // freed after the load unless the backend reads them in place
     lm_head_is_embed_ = false;  // its own bytes now
   }
   lm_head_ = be_.load_linear({s});
-  if (!be_.reads_host_weights()) std::vector<uint8_t>().swap(lm_head_q8_);
   if (nm == TensorNaming::Gguf) {
     if (const TensorView* rf = ck.source->find("rope_freqs.weight")) {
       HostVector hv;

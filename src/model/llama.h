@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,12 @@ using LinearInputObserver = std::function<void(int layer, const std::string& nam
 
 /// How the weights load, beyond what the checkpoint says.
 struct ModelOptions {
-  /// Quantize a float (F32 / F16 / BF16) lm_head — or the embedding table it is tied to — to GGUF
-  /// Q8_0 at load (q8_0_from_float: blocks of 32 with an fp16 scale, 1.0625 bytes a weight instead
-  /// of fp16's 2), as llama.cpp's llama-quantize --output-tensor-type q8_0 does to a file. Decode
-  /// reads the lm_head once a token (Llama-2-7B: 262 MB of fp16 in 3.70 GB). An lm_head already in
-  /// GGUF blocks is kept as stored.
-  bool lm_head_q8_0 = false;
+  /// Q8_0 or Q4_0: quantize a float (F32 / F16 / BF16) lm_head — or the embedding table it is tied
+  /// to — to GGUF blocks of that type at load (gguf_blocks_from_float), as llama.cpp's
+  /// llama-quantize --output-tensor-type does to a file: 1.0625 (Q8_0) or 0.5625 (Q4_0) bytes a
+  /// weight instead of fp16's 2. Decode reads the lm_head once a token (Llama-2-7B: 262 MB of fp16
+  /// in 3.70 GB). Unset, or an lm_head already in GGUF blocks: as stored.
+  std::optional<DType> lm_head_type;
 };
 
 class LlamaModel {
@@ -70,9 +71,6 @@ class LlamaModel {
   std::unique_ptr<RopeTable> rope_;
   std::unique_ptr<Weight> embed_, final_norm_, lm_head_;
   bool lm_head_is_embed_ = false;  // tied embeddings
-  // The Q8_0 lm_head's bytes (ModelOptions::lm_head_q8_0), kept where the backend reads host
-  // weights in place (the CPU); empty where it copied them at load (a GPU).
-  std::vector<uint8_t> lm_head_q8_;
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_freq_factors_;  // GGUF rope_freqs.weight (llama3), else empty
   // scratch

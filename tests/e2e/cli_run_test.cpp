@@ -417,21 +417,26 @@ TEST(CliRun, KvCacheTypeThatTheShapeRulesOutNamesTheFlag) {
   EXPECT_EQ(r.err.find("cannot allocate"), std::string::npos) << "not a memory problem: " << r.err;
 }
 
-// --lm-head-type q8_0: the lm_head quantized at load (its logits: tests/model/lm_head_q8_test.cpp).
-// models/default ties its head to the embedding table, so the Q8_0 copy adds its own bytes.
-TEST(CliRun, LmHeadTypeQ8_0RunsAndAnUnknownTypeIsRefused) {
-  auto plain = run_perfx("run -m " + kDefault + " -p 'Once upon a time' -n 8 --temp 0 -t 2");
-  auto q8 = run_perfx("run -m " + kDefault + " -p 'Once upon a time' -n 8 --temp 0 -t 2 --lm-head-type q8_0");
+// --lm-head-type q8_0 / q4_0: the lm_head quantized at load (its logits:
+// tests/model/lm_head_type_test.cpp). models/default ties its head to the embedding table, so the
+// quantized copy adds its own bytes: Q8_0's more than Q4_0's.
+TEST(CliRun, LmHeadTypeRunsAndAnUnknownTypeIsRefused) {
+  const std::string run = "run -m " + kDefault + " -p 'Once upon a time' -n 8 --temp 0 -t 2";
+  auto plain = run_perfx(run);
+  auto q8 = run_perfx(run + " --lm-head-type q8_0");
+  auto q4 = run_perfx(run + " --lm-head-type q4_0");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   ASSERT_EQ(q8.exit_code, 0) << q8.err;
+  ASSERT_EQ(q4.exit_code, 0) << q4.err;
   auto bytes = [](const std::string& err) {
     const size_t k = err.find("weight bytes ");
     return k == std::string::npos ? 0ull : std::stoull(err.substr(k + 13));
   };
-  EXPECT_GT(bytes(q8.err), bytes(plain.err)) << plain.err << q8.err;
-  auto bad = run_perfx("run -m " + kDefault + " -n 2 --lm-head-type q4_0");
+  EXPECT_GT(bytes(q8.err), bytes(q4.err)) << q8.err << q4.err;
+  EXPECT_GT(bytes(q4.err), bytes(plain.err)) << plain.err << q4.err;
+  auto bad = run_perfx("run -m " + kDefault + " -n 2 --lm-head-type no-such-type");
   EXPECT_EQ(bad.exit_code, 1) << bad.err;
-  EXPECT_NE(bad.err.find("--lm-head-type: q4_0 not in {q8_0}"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--lm-head-type: no-such-type not in {q8_0,q4_0}"), std::string::npos) << bad.err;
 }
 
 TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {

@@ -128,6 +128,13 @@ TEST(KQuantLogits, ExactPathEqualsDequantizedTwinInt8PathWithinTolerance) {
   EXPECT_GT(scale, 0.1f) << "logits too small for the comparison to mean anything";
   EXPECT_LE(de, 1e-4f * std::max(1.0f, scale));
   EXPECT_LE(df, kInt8Tol);
+  // --lm-head-type keeps an lm_head already in GGUF blocks (this Q6_K output.weight) as stored,
+  // while it quantizes the float twin's.
+  ModelOptions q8;
+  q8.lm_head_type = DType::Q8_0;
+  int64_t v4 = 0;
+  EXPECT_EQ(max_abs_diff(model_logits(d.file("kq.gguf"), ids, &v4, "cpu-exact", q8), exact), 0.0f);
+  EXPECT_GT(max_abs_diff(model_logits(d.file("twin.gguf"), ids, &v4, "cpu-exact", q8), ref), 0.0f);
 }
 
 }  // namespace

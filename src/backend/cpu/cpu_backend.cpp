@@ -66,6 +66,7 @@ struct Part {
   std::shared_ptr<const W4A16Matrix> w4;  // the loader's canonical matrix, read as is
   std::shared_ptr<const QMatrix> qm;      // repacked for int8 activations
   std::shared_ptr<uint8_t> owned;         // a dense copy in huge-page memory (`data` points here)
+  std::shared_ptr<const void> source_owner;  // LinearSource::owner, while `data` points into it
 };
 
 class CpuWeight : public Weight {
@@ -261,6 +262,8 @@ class CpuBackend : public Backend {
           std::memcpy(p.owned.get(), p.data, nb);
           release_pages(p.data, nb);
           p.data = p.owned.get();
+        } else {
+          p.source_owner = src.owner;  // read in place: the loader's bytes must live on
         }
       }
       row += src.out;
