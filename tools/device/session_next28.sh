@@ -4,11 +4,11 @@
 # (bench/cuda/attn_fuse_probe.cu, built with the device's nvcc; its predictions are in
 # docs/cuda_attention_notes.md "Attention inside the QKV kernel: a probe first"), then the CUDA
 # suite on the packed binary (.devpack/PACKED_FROM names its commit; not yet run on a GPU:
-# b949c29's host-side KV-cache refusals and the lm_head Q8_0 tests), the Q8_0 lm_head against the
-# fp16 one (the default: the issue's tg128 figures; two interleaved rounds), then the per-row
-# merge charge's one unmeasured side: Llama-2-7B batch 8 tg128 with two splits forced (512 CTAs,
-# two rounds of 396 slots) against the model's one — if two win there, the one-round restriction
-# (attn_plan.h merge_charge) is too strict.
+# b949c29's host-side KV-cache refusals and the lm_head type tests), the Q8_0 and Q4_0 lm_heads
+# against the fp16 one (the default: the issue's tg128 figures; two interleaved rounds; docs/CUDA.md
+# has the predictions), then the per-row merge charge's one unmeasured side: Llama-2-7B batch 8
+# tg128 with two splits forced (512 CTAs, two rounds of 396 slots) against the model's one — if
+# two win there, the one-round restriction (attn_plan.h merge_charge) is too strict.
 #   run: command "bash tools/device/session_next28.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,13 +20,12 @@ nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -o /tmp/afprobe 
 done
 echo "probe $(( $(date +%s) - T0 )) s"
 cuda_suite "$OUT"
-# --lm-head-type q8_0 against the fp16 head (the default: the issue's tg128 figures), interleaved
-# (docs/CUDA.md has the prediction).
 for r in 1 2; do
-  bench_arm "7B tg128 q8_0 head" "" llama-2-7b tg128 -p 0 -n 128 -r 3 --lm-head-type q8_0
-  bench_arm "7B tg128 fp16 head" "" llama-2-7b tg128 -p 0 -n 128 -r 3
-  bench_arm "tiny tg128 q8_0 head" "" tinyllama-1.1b tg128 -p 0 -n 128 -r 3 --lm-head-type q8_0
-  bench_arm "tiny tg128 fp16 head" "" tinyllama-1.1b tg128 -p 0 -n 128 -r 3
+  for h in q8_0 q4_0 fp16; do
+    a=(); [ $h != fp16 ] && a=(--lm-head-type $h)
+    bench_arm "7B tg128 $h head" "" llama-2-7b tg128 -p 0 -n 128 -r 3 "${a[@]}"
+    bench_arm "tiny tg128 $h head" "" tinyllama-1.1b tg128 -p 0 -n 128 -r 3 "${a[@]}"
+  done
 done
-for s in 0 2 0 2; do split_arm "7B batch 8" $s 0 llama-2-7b "tg128 x8" -p 0 -n 128 -B 8 -r 2; done
+for s in 0 2; do split_arm "7B batch 8" $s 0 llama-2-7b "tg128 x8" -p 0 -n 128 -B 8 -r 2; done
 echo "total $(( $(date +%s) - T0 )) s"
