@@ -291,6 +291,7 @@ void bench(const BenchArgs& a, std::string& advice) {
       j["n_prompt"] = r.n_prompt;
       j["n_gen"] = r.n_gen;
       j["n_batch_seqs"] = r.batch;
+      j["lm_head_type"] = a.lm_head_type.empty() ? "as stored" : a.lm_head_type;  // --lm-head-type
       double avg_ns = 0;
       for (double t : r.ns) avg_ns += t / (double)r.ns.size();
       double sd = 0;

@@ -278,6 +278,10 @@ TEST(CliBench, JsonHasLlamaBenchFieldsAndTheThreadsUsed) {
   auto two = run_perfx("bench -p 0 -n 2 -r 1 -t 1 -o json");
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(nlohmann::json::parse(two.out)[0]["n_threads"], 1) << two.out;
+  EXPECT_EQ(nlohmann::json::parse(two.out)[0]["lm_head_type"], "as stored") << two.out;
+  auto q4 = run_perfx("bench -p 0 -n 2 -r 1 -t 1 -o json --lm-head-type q4_0");
+  ASSERT_EQ(q4.exit_code, 0) << q4.err;
+  EXPECT_EQ(nlohmann::json::parse(q4.out)[0]["lm_head_type"], "q4_0") << q4.out;
 }
 
 // bench's weight bytes and peak memory came after the table on stdout; now stdout is the table
