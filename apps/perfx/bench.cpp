@@ -24,8 +24,7 @@ namespace perfx::cli {
 namespace {
 
 struct BenchArgs {
-  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
-  std::string lm_head_type;                // --lm-head-type ("" = as stored)
+  TypeFlags types;  // --cache-type-k / -v, --kv-cache-dtype, --lm-head-type
   std::string model, device = "cpu", output = "md";
   std::vector<int> n_prompt = {512}, n_gen = {128}, batch = {1};
   int reps = 5, threads = 0;
@@ -144,9 +143,7 @@ void bench(const BenchArgs& a, std::string& advice) {
   eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
-  eo.cache_type_k = a.cache_type_k;
-  eo.cache_type_v = a.cache_type_v;
-  eo.lm_head_type = a.lm_head_type;
+  a.types.apply(eo);
   // Each test runs alone (pp and tg apart, as llama-bench's, so -p and -n never add up): a pp test
   // holds one sequence of p + 1 tokens, a tg test -B sequences of n + 2 (the step queued ahead).
   // The context is the longest sequence; the KV cache holds the largest test's sequences, each in
@@ -291,7 +288,8 @@ void bench(const BenchArgs& a, std::string& advice) {
       j["n_prompt"] = r.n_prompt;
       j["n_gen"] = r.n_gen;
       j["n_batch_seqs"] = r.batch;
-      j["lm_head_type"] = a.lm_head_type.empty() ? "as stored" : a.lm_head_type;  // --lm-head-type
+      j["lm_head_type"] =
+          a.types.lm_head_type.empty() ? "as stored" : a.types.lm_head_type;  // --lm-head-type
       double avg_ns = 0;
       for (double t : r.ns) avg_ns += t / (double)r.ns.size();
       double sd = 0;
@@ -367,8 +365,7 @@ Register reg("bench", 55, [](CLI::App& app) {
   sub->add_option("-B,--batch-seqs", *b, "Sequences decoding together in tg tests (comma list)")
       ->capture_default_str();
   sub->add_option("-r,--repetitions", a->reps, "Repetitions of each test")->capture_default_str();
-  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
-  add_lm_head_type_option(sub, &a->lm_head_type);
+  add_type_options(sub, &a->types);
   sub->add_option("-t,--threads", a->threads, "CPU threads (0 = all usable)")
       ->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N], opencl[:N]")

@@ -18,8 +18,7 @@ namespace perfx::cli {
 namespace {
 
 struct PplArgs {
-  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
-  std::string lm_head_type;                // --lm-head-type ("" = as stored)
+  TypeFlags types;  // --cache-type-k / -v, --kv-cache-dtype, --lm-head-type
   std::string model, file, device = "cpu";
   int ctx = 512, threads = 0, chunks = 0;
 };
@@ -36,9 +35,7 @@ void run_perplexity(const PplArgs& a) {
   eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
-  eo.cache_type_k = a.cache_type_k;
-  eo.cache_type_v = a.cache_type_v;
-  eo.lm_head_type = a.lm_head_type;
+  a.types.apply(eo);
   eo.ctx = a.ctx;
   eo.kv_cache_tokens = a.ctx;
   warn_if_oversubscribed(a.threads);
@@ -86,8 +83,7 @@ Register reg("perplexity", 40, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--chunks", a->chunks, "Evaluate at most this many windows (0 = all)")
       ->capture_default_str();
-  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
-  add_lm_head_type_option(sub, &a->lm_head_type);
+  add_type_options(sub, &a->types);
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   sub->add_option("--device", a->device, "Backend: cpu, cuda[:N] or opencl[:N]")->capture_default_str();
   add_max_alloc_option(sub);

@@ -17,8 +17,7 @@ namespace perfx::cli {
 namespace {
 
 struct RunArgs {
-  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
-  std::string lm_head_type;                // --lm-head-type ("" = as stored)
+  TypeFlags types;  // --cache-type-k / -v, --kv-cache-dtype, --lm-head-type
   std::string model, prompt, prompt_file, dump_logits, device = "cpu";
   bool prompt_given = false;  // -p was on the command line
   int n_predict = 128, threads = 0, ctx = 0;
@@ -95,9 +94,7 @@ void run(const RunArgs& a) {
   eo.tokenizer_path = tokenizer_override(eo.model_path);
   eo.device = a.device;
   eo.n_threads = a.threads;
-  eo.cache_type_k = a.cache_type_k;
-  eo.cache_type_v = a.cache_type_v;
-  eo.lm_head_type = a.lm_head_type;
+  a.types.apply(eo);
   eo.ctx = a.ctx;
   warn_if_oversubscribed(a.threads);
   auto engine = Engine::load(eo);
@@ -195,8 +192,7 @@ Register reg("run", 10, [](CLI::App& app) {
   sub->add_option("--frequency-penalty", a->frequency_penalty, "Frequency penalty")
       ->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "RNG seed (-1 = random)")->capture_default_str();
-  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
-  add_lm_head_type_option(sub, &a->lm_head_type);
+  add_type_options(sub, &a->types);
   sub->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
   sub->add_option("-c,--ctx-size", a->ctx,
                   "Context size (0 = model's, at most 4096; more than the model's trained context "

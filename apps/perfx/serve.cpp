@@ -23,8 +23,7 @@ namespace perfx::cli {
 namespace {
 
 struct ServeArgs {
-  std::string cache_type_k, cache_type_v;  // --cache-type-k / -v ("" = f32 on the CPU)
-  std::string lm_head_type;                // --lm-head-type ("" = as stored)
+  TypeFlags types;  // --cache-type-k / -v, --kv-cache-dtype, --lm-head-type
   std::string model, host = "127.0.0.1", api_key, chat_template, device = "cpu", model_name;
   int port = 8080, max_batch = 64, kv_cache_tokens = 0, ctx = 0, threads = 0, max_queue = 256;
   int prefill_chunk = 512, kv_cache_mib = 2048, max_connections = 0, max_num_batched_tokens = 0;
@@ -79,9 +78,7 @@ void serve(ServeArgs a) {
   eo.tokenizer_path = tokenizer_override(a.model);
   eo.device = a.device;
   eo.n_threads = a.threads;
-  eo.cache_type_k = a.cache_type_k;
-  eo.cache_type_v = a.cache_type_v;
-  eo.lm_head_type = a.lm_head_type;
+  a.types.apply(eo);
   eo.ctx = a.ctx;
   // A GPU: the KV cache takes what --gpu-memory-utilization leaves (vLLM); the CPU: room for every
   // batch slot at full context within --kv-cache-mib.
@@ -185,8 +182,7 @@ static Register reg("serve", 50, [](CLI::App& app) {
   sub->add_option("--chat-template", a->chat_template,
                   "chat template: a Jinja file, a tokenizer_config.json, or one of chatml, llama2, "
                   "llama3, mistral, zephyr");
-  add_kv_cache_type_options(sub, &a->cache_type_k, &a->cache_type_v);
-  add_lm_head_type_option(sub, &a->lm_head_type);
+  add_type_options(sub, &a->types);
   sub->add_option("-t,--threads", a->threads, "compute threads (default: all cores)");
   sub->add_option("--device", a->device, "backend: cpu (default), cuda[:N] or opencl[:N]");
   add_max_alloc_option(sub);

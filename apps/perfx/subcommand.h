@@ -2,12 +2,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "perfx/engine.h"
 #include "perfx/status.h"
 
 namespace perfx::cli {
@@ -86,6 +86,23 @@ inline std::function<void(const std::string&)> refuse_empty(std::string message)
 inline CLI::Option* add_model_option(CLI::App* sub, std::string* model, const std::string& help) {
   return sub->add_option("-m,--model", *model, help)
       ->each(refuse_empty("-m/--model is empty; give a model path, or omit -m for models/default"));
+}
+
+/// The type flags of every subcommand that loads a model (run, serve, bench, perplexity):
+/// --cache-type-k / -v and --kv-cache-dtype (add_kv_cache_type_options), --lm-head-type.
+struct TypeFlags {
+  std::string cache_type_k, cache_type_v;  // "" = the activation dtype (f32 on the CPU)
+  std::string lm_head_type;                // "" = as stored
+  /// Copies them into the engine's options.
+  void apply(EngineOptions& eo) const {
+    eo.cache_type_k = cache_type_k;
+    eo.cache_type_v = cache_type_v;
+    eo.lm_head_type = lm_head_type;
+  }
+};
+inline void add_type_options(CLI::App* sub, TypeFlags* t) {
+  add_kv_cache_type_options(sub, &t->cache_type_k, &t->cache_type_v);
+  add_lm_head_type_option(sub, &t->lm_head_type);
 }
 
 }  // namespace perfx::cli

@@ -67,10 +67,15 @@ class EngineImpl : public Engine {
     // A cache the backend does not store is the flags' (or the model's) problem: say so before
     // the weights load and the KV cache is sized, so it never costs a load or reads as a shortage.
     backend_->check_kv((int)ck_.config.num_key_value_heads, (int)ck_.config.head_dim, kvt);
-    check(o.lm_head_type.empty() || o.lm_head_type == "q8_0" || o.lm_head_type == "q4_0",
-          "--lm-head-type must be q8_0 or q4_0 (or unset: as stored), got '" + o.lm_head_type + "'");
     ModelOptions mo;
-    if (!o.lm_head_type.empty()) mo.lm_head_type = o.lm_head_type == "q8_0" ? DType::Q8_0 : DType::Q4_0;
+    if (o.lm_head_type == "q8_0")
+      mo.lm_head_type = DType::Q8_0;
+    else if (o.lm_head_type == "q4_0")
+      mo.lm_head_type = DType::Q4_0;
+    else
+      check(o.lm_head_type.empty(),
+            "--lm-head-type must be q8_0 or q4_0 (or unset: as stored), got '" + o.lm_head_type +
+                "'");
     model_ = std::make_unique<LlamaModel>(ck_, *backend_, mo);
     if (!o.tokenizer_path.empty())
       tokenizer_ = Tokenizer::from_hf_dir(o.tokenizer_path);

@@ -185,6 +185,18 @@ bench_arm() {
   echo "$label: $(grep -F "| $t |" /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 }
 
+# lm_head_arms HEAD...: for each HEAD (fp16 = the lm_head as stored, q8_0, q4_0), one tg128 of
+# Llama-2-7B and one of TinyLlama AWQ (bench_arm, -r 3), labelled "7B tg128 HEAD head" and
+# "tiny tg128 HEAD head"; --lm-head-type HEAD unless fp16.
+lm_head_arms() {
+  local h a
+  for h in "$@"; do
+    a=(); [ "$h" != fp16 ] && a=(--lm-head-type "$h")
+    bench_arm "7B tg128 $h head" "" llama-2-7b tg128 -p 0 -n 128 -r 3 "${a[@]}"
+    bench_arm "tiny tg128 $h head" "" tinyllama-1.1b tg128 -p 0 -n 128 -r 3 "${a[@]}"
+  done
+}
+
 # split_arm LABEL SPLITS FUSE MODEL TEST BENCH-ARGS...: bench_arm with PERFX_CUDA_NORM_FUSE=FUSE
 # and PERFX_CUDA_ATTN_SPLITS=SPLITS (0: the cost model's count), labelled "LABEL splits=S" (its
 # runs' limit is bench_arm's 90 s; it was 60 s when session_splits26.sh ran).

@@ -8,13 +8,7 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-420}
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-for r in 1 2; do
-  for h in fp16 q8_0 q4_0; do
-    a=(); [ $h != fp16 ] && a=(--lm-head-type $h)
-    bench_arm "7B tg128 $h head" "" llama-2-7b tg128 -p 0 -n 128 -r 3 "${a[@]}"
-    bench_arm "tiny tg128 $h head" "" tinyllama-1.1b tg128 -p 0 -n 128 -r 3 "${a[@]}"
-  done
-done
+for r in 1 2; do lm_head_arms fp16 q8_0 q4_0; done
 bench_arm "7B pp512" "" llama-2-7b pp512 -p 512 -n 0 -r 3
 bench_arm "tiny pp512" "" tinyllama-1.1b pp512 -p 512 -n 0 -r 3
 echo "total $(( $(date +%s) - T0 )) s"

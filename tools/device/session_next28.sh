@@ -20,12 +20,6 @@ nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -o /tmp/afprobe 
 done
 echo "probe $(( $(date +%s) - T0 )) s"
 cuda_suite "$OUT"
-for r in 1 2; do
-  for h in q8_0 q4_0 fp16; do
-    a=(); [ $h != fp16 ] && a=(--lm-head-type $h)
-    bench_arm "7B tg128 $h head" "" llama-2-7b tg128 -p 0 -n 128 -r 3 "${a[@]}"
-    bench_arm "tiny tg128 $h head" "" tinyllama-1.1b tg128 -p 0 -n 128 -r 3 "${a[@]}"
-  done
-done
+for r in 1 2; do lm_head_arms q8_0 q4_0 fp16; done
 for s in 0 2; do split_arm "7B batch 8" $s 0 llama-2-7b "tg128 x8" -p 0 -n 128 -B 8 -r 2; done
 echo "total $(( $(date +%s) - T0 )) s"

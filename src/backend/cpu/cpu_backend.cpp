@@ -166,10 +166,11 @@ class DensePanels final : public PanelSource {
 };
 
 /// A GGUF matrix of any block type (Q5_K, Q6_K) dequantized by the reference decoder and quantized
-/// again to int8 per 32 (quantize_q8_0_block: d = fp16(max|w| / 127), q = round(w / d)), for the
-/// int8-activation kernels, which have no 5- or 6-bit form yet. Adds at most d/2 per weight: about
-/// a quarter of Q6_K's own rounding error (measured 0.33 % of the weights' RMS vs Q6_K's 1.33 % on
-/// random weights), and 8.5 bits per weight to stream instead of 6.6 (Q6_K) or 5.5 (Q5_K).
+/// again to int8 per 32 (quantize_q8_0_block: d = max|w| / 127, q = round(w / d), d kept in fp16),
+/// for the int8-activation kernels, which have no 5- or 6-bit form yet. Adds at most d/2 per
+/// weight: about a quarter of Q6_K's own rounding error (measured 0.33 % of the weights' RMS vs
+/// Q6_K's 1.33 % on random weights), and 8.5 bits per weight to stream instead of 6.6 (Q6_K) or 5.5
+/// (Q5_K).
 Int8Matrix int8_requantized(const TensorView& t) {
   check(t.shape.size() == 2 && t.shape[1] % 32 == 0,
         "tensor '" + t.name + "' has shape " + t.shape_str() + ", expected [out, in % 32 == 0]");
