@@ -372,6 +372,23 @@ __device__ __forceinline__ void mma16816<BF16>(float c[4], const uint32_t a[4], 
 #endif
 }
 
+/// The L2 cache policy for a kernel's streamed weights (an `.L2::cache_hint` operand):
+/// evict-first when `evict_first` (weights are read once a step and should not push the KV
+/// cache, the activations and the norms' γ out of L2; docs/cuda_linear_notes.md §31), else
+/// evict-normal (a plain load's priority). PTX ISA, "createpolicy".
+__device__ __forceinline__ uint64_t l2_stream_policy(bool evict_first) {
+#if defined(PERFX_CUDA_EMULATION)
+  return evict_first ? 1 : 0;
+#else
+  uint64_t pol;
+  if (evict_first)
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  else
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+#endif
+}
+
 /// 16-byte global load, streaming (evict-first): weights are read once per pass.
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
 #if defined(PERFX_CUDA_EMULATION)

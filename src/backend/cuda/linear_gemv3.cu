@@ -114,24 +114,26 @@ __device__ __forceinline__ void mma_u8s8(int c[4], const uint32_t a[4], uint32_t
 }
 /// Streamed weights (no L1 allocation, 256-byte L2 prefetch), unchanged when !ok. Weights only:
 /// the read-only path is wrong for anything a kernel writes (pdl.cuh).
+/// `pol`: the L2 cache policy of frag::l2_stream_policy (evict-first or normal).
 template <int OFF>
-__device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok) {
+__device__ __forceinline__ void ld_keep_w(uint4& r, const void* p, bool ok, uint64_t pol) {
   // nc-ok: packed weights, immutable
-  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 "
-      "{%0, %1, %2, %3}, [%4 + %6];\n}"
+  asm("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n @p "
+      "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4 + %6], "
+      "%7;\n}"
       : "+r"(r.x), "+r"(r.y), "+r"(r.z), "+r"(r.w)
-      : "l"(p), "r"((int)ok), "n"(OFF));
+      : "l"(p), "r"((int)ok), "n"(OFF), "l"(pol));
 }
 /// A scale/zero record, zero when !ok (a zero record makes its whole group contribute 0).
 /// Records only (the read-only path, pdl.cuh).
 template <int OFF>
-__device__ __forceinline__ uint2 ld_rec(const void* p, bool ok) {
+__device__ __forceinline__ uint2 ld_rec(const void* p, bool ok, uint64_t pol) {
   uint2 r;
   // nc-ok: scale/zero records, immutable
   asm("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n mov.b32 %0, 0;\n mov.b32 %1, 0;\n @p "
-      "ld.global.nc.v2.u32 {%0, %1}, [%2 + %4];\n}"
+      "ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2 + %4], %5;\n}"
       : "=r"(r.x), "=r"(r.y)
-      : "l"(p), "r"((int)ok), "n"(OFF));
+      : "l"(p), "r"((int)ok), "n"(OFF), "l"(pol));
   return r;
 }
 
@@ -159,8 +161,9 @@ template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool SYM>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8) {
+                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8, bool evict_first) {
   PERFX_TRACE(kTrGemv3, w.q);
+  const uint64_t pol = frag::l2_stream_policy(evict_first);  // the weights' and records' L2 policy
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
   constexpr int CPG = GS == 0 ? 1 : 1 << (GS - 1);            // chunks per record
   static_assert(!SYM || GS == 0, "symmetric records serve group 32 only");
@@ -246,13 +249,13 @@ __global__ void __launch_bounds__(kNW * 32, 2)
   auto load = [&](auto uc, const Batch<T>& bt) {
     constexpr int u = decltype(uc)::value;
     const bool ok = u < bt.cnt;
-    ld_keep_w<u * 512>(wq[u], bt.q, ok);
+    ld_keep_w<u * 512>(wq[u], bt.q, ok, pol);
     if constexpr (PROBE) return;
     if constexpr (NR == 2) {
-      rec[u][0] = ld_rec<2 * u * 64>(bt.s, ok);
-      rec[u][NR - 1] = ld_rec<(2 * u + 1) * 64>(bt.s, ok);
+      rec[u][0] = ld_rec<2 * u * 64>(bt.s, ok, pol);
+      rec[u][NR - 1] = ld_rec<(2 * u + 1) * 64>(bt.s, ok, pol);
     } else if (u % CPG == 0) {
-      rec[u][0] = ld_rec<(u / CPG) * 64>(bt.s, ok);
+      rec[u][0] = ld_rec<(u / CPG) * 64>(bt.s, ok, pol);
     }
   };
 
@@ -470,7 +473,7 @@ void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, in
   CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
-                              c.prefetch, c.a8));
+                              c.prefetch, c.a8, c.l2_evict_first));
 }
 
 template <typename Tag, typename OutT, bool PROBE, bool A8>
