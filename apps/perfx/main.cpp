@@ -141,27 +141,29 @@ int main(int argc, char** argv) {
                  argv[1], names.c_str());
     return 1;
   }
+  // Where a parse error points: the subcommand's own help (its flags are not in perfx --help).
+  const std::string help = argv[1][0] != '-' ? std::string(" (see perfx ") + argv[1] + " --help)"
+                                             : " (see perfx --help)";
   try {
     app.parse(argc, argv);
   } catch (const CLI::ConversionError& e) {
     // A value that is not of the flag's type (`run -n abc`): name the flag and what it expects.
     const std::string msg = perfx::cli::conversion_message(app, e);
     if (msg.empty())
-      std::fprintf(stderr, "perfx: error: %s (see perfx --help)\n", e.what());
+      std::fprintf(stderr, "perfx: error: %s%s\n", e.what(), help.c_str());
     else
       std::fprintf(stderr, "perfx: error: %s\n", msg.c_str());
     return 1;
   } catch (const CLI::ExtrasError& e) {
     // An unknown flag or a stray word: name it, with the nearest flag (`run --tmp 0.5`).
     const std::string msg = perfx::cli::extras_message(app, argc, argv);
-    std::fprintf(
-        stderr, "perfx: error: %s\n",
-        msg.empty() ? (std::string(e.what()) + " (see perfx --help)").c_str() : msg.c_str());
+    std::fprintf(stderr, "perfx: error: %s\n",
+                 msg.empty() ? (std::string(e.what()) + help).c_str() : msg.c_str());
     return 1;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // Unknown flags, bad values, missing options: the same one-line contract as every other error.
-    std::fprintf(stderr, "perfx: error: %s (see perfx --help)\n", e.what());
+    std::fprintf(stderr, "perfx: error: %s%s\n", e.what(), help.c_str());
     return 1;
   } catch (const perfx::Error& e) {
     std::fprintf(stderr, "perfx: error: %s\n", e.what());

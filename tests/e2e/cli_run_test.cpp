@@ -441,6 +441,11 @@ TEST(CliRun, LmHeadTypeRunsAndAnUnknownTypeIsRefused) {
   auto bad = run_perfx("run -m " + kDefault + " -n 2 --lm-head-type no-such-type");
   EXPECT_EQ(bad.exit_code, 1) << bad.err;
   EXPECT_NE(bad.err.find("--lm-head-type: no-such-type not in {q8_0,q4_0}"), std::string::npos) << bad.err;
+  // the hint names the subcommand whose help lists the flag (perfx --help does not)
+  EXPECT_NE(bad.err.find("(see perfx run --help)"), std::string::npos) << bad.err;
+  auto b = run_perfx("bench -m " + kDefault + " --lm-head-type q3");
+  EXPECT_EQ(b.exit_code, 1) << b.err;
+  EXPECT_NE(b.err.find("(see perfx bench --help)"), std::string::npos) << b.err;
 }
 
 TEST(CliPerplexity, ProgressIsSparseInAFileAndOneLineOnATerminal) {
