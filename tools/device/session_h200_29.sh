@@ -4,15 +4,14 @@
 # before the wait, the rest after; cuda_linear_notes.md §32) against the whole ring before it (the
 # default, 8) and against the binary before the knob (.devbin/perfx_base, dc23d45), tg128 on 7B
 # and TinyLlama AWQ, arms interleaved, two rounds; the 7B GGUF Q4_0 shape (whose instance spills
-# 12 bytes more with the knob's code) against the base; the CUDA suite (conformance fp16 / bf16,
-# model tests) on the new binary; pp512 last, as the budget allows.
+# 12 bytes more with the knob's code) against the base; the CUDA suite (conformance fp16,
+# model tests) on the new binary last, after pp512 as the budget allows.
 #   run: command "bash tools/device/session_h200_29.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-BUDGET=${BUDGET:-520}
+BUDGET=${BUDGET:-380}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-cuda_suite "$OUT"
 # arm LABEL BINARY PREWAIT MODEL [BENCH-ARGS...]: one perfx bench (default tg128 -r 3).
 arm() {
   local label=$1 bin=$2 pw=$3 m=$4
@@ -36,4 +35,9 @@ arm "base    " "$B/perfx_base" 8 llama-2-7b:q4_0
 arm "prewait8" "$B/perfx" 8 llama-2-7b:q4_0
 arm "pp512   " "$B/perfx" 8 llama-2-7b -p 512 -n 0 -r 3
 arm "pp512   " "$B/perfx" 8 tinyllama-1.1b -p 512 -n 0 -r 3
+PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" --gtest_filter='*cuda*' \
+  > "$OUT/conf_f16.log" 2>&1
+echo "conformance f16 rc=$?: $(gtest_line "$OUT/conf_f16.log")"
+PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_model" --gtest_filter='*cuda*' > "$OUT/model.log" 2>&1
+echo "model tests rc=$?: $(gtest_line "$OUT/model.log")"
 echo "total $(( $(date +%s) - T0 )) s"
