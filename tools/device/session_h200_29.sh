@@ -5,12 +5,12 @@
 # default, 8) and against the binary before the knob (.devbin/perfx_base, dc23d45), tg128 on 7B
 # and TinyLlama AWQ, arms interleaved, two rounds; the 7B GGUF Q4_0 shape (whose instance spills
 # 12 bytes more with the knob's code) against the base; the CUDA suite (conformance fp16,
-# model tests) on the new binary last, after pp512 as the budget allows.
+# model tests) on the new binary last.
 #   run: command "bash tools/device/session_h200_29.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
-BUDGET=${BUDGET:-380}
+BUDGET=${BUDGET:-330}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 # arm LABEL BINARY PREWAIT MODEL [BENCH-ARGS...]: one perfx bench (default tg128 -r 3).
 arm() {
@@ -30,11 +30,11 @@ for r in 1 2; do
     arm "r$r prewait4" "$B/perfx" 4 "$m"
     arm "r$r prewait0" "$B/perfx" 0 "$m"
   done
+  if [ "$r" = 1 ]; then
+    arm "base    " "$B/perfx_base" 8 llama-2-7b:q4_0
+    arm "prewait8" "$B/perfx" 8 llama-2-7b:q4_0
+  fi
 done
-arm "base    " "$B/perfx_base" 8 llama-2-7b:q4_0
-arm "prewait8" "$B/perfx" 8 llama-2-7b:q4_0
-arm "pp512   " "$B/perfx" 8 llama-2-7b -p 512 -n 0 -r 3
-arm "pp512   " "$B/perfx" 8 tinyllama-1.1b -p 512 -n 0 -r 3
 PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" --gtest_filter='*cuda*' \
   > "$OUT/conf_f16.log" 2>&1
 echo "conformance f16 rc=$?: $(gtest_line "$OUT/conf_f16.log")"
