@@ -75,6 +75,11 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 /// one is within two edits ("did you mean --temp?"), and a plain word as unexpected (an unknown
 /// flag's value comes after the flag, which is named first). "" when nothing can be attributed
 /// (the caller keeps CLI11's text then).
+/// The hint that ends a parse error: " (see perfx run --help)" for where = "perfx run".
+std::string see_help(const std::string& where) {
+  return " (see " + where + " --help)";
+}
+
 std::string extras_message(const CLI::App& app, int argc, char** argv) {
   const CLI::App* sub = nullptr;
   for (const CLI::App* a : app.get_subcommands()) sub = a;
@@ -92,7 +97,7 @@ std::string extras_message(const CLI::App& app, int argc, char** argv) {
     if (it == unplaced.end()) continue;  // CLI11 placed it (an option, or an option's value)
     unplaced.erase(it);
     if (!flag_like(w))
-      return "unexpected argument '" + w + "' for '" + where + "' (see " + where + " --help)";
+      return "unexpected argument '" + w + "' for '" + where + "'" + see_help(where);
     if (w == "--") return "";
     const size_t eq = w.find('=');
     if (eq != std::string::npos) w = w.substr(0, eq);
@@ -104,7 +109,7 @@ std::string extras_message(const CLI::App& app, int argc, char** argv) {
         if (d < best_d) best_d = d, best = "--" + l;
       }
     return "unknown option '" + w + "' for '" + where + "'" +
-           (best.empty() ? "" : "; did you mean " + best + "?") + " (see " + where + " --help)";
+           (best.empty() ? "" : "; did you mean " + best + "?") + see_help(where);
   }
   return "";
 }
@@ -142,8 +147,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   // Where a parse error points: the subcommand's own help (its flags are not in perfx --help).
-  const std::string help = argv[1][0] != '-' ? std::string(" (see perfx ") + argv[1] + " --help)"
-                                             : " (see perfx --help)";
+  const std::string help =
+      perfx::cli::see_help(argv[1][0] != '-' ? std::string("perfx ") + argv[1] : "perfx");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ConversionError& e) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Twenty-ninth session: the weights' L2 policy (docs/cuda_linear_notes.md §31). w4_gemv3's weight
 # and record loads carry an L2 cache policy (createpolicy): evict-normal (PERFX_CUDA_L2_EVICT_FIRST=0,
-# a plain load's priority, the default) or evict-first (=1), so that a step's 3.4 GB of weights
+# the default when this ran) or evict-first (=1, the default since), so that a step's 3.4 GB of weights
 # stop pushing the KV cache (TinyLlama 2.8 MB, 7B up to 64 MB at tg128), the activations and the
 # norms' gamma out of L2. Arms, interleaved, two rounds: "base" (the binary of HEAD before the
 # change, .devbin/perfx_base), "ef0" and "ef1" (this change's binary, the policy normal / first) on

@@ -251,8 +251,9 @@ W4Gemv3Config gemv3_config() {
         "PERFX_CUDA_PDL_GEMV3 must be late, entry, 0 or a share 1..99 (%), got '" + v + "'");
     return pct;
   }();
-  // PERFX_CUDA_L2_EVICT_FIRST=0|1 (default 1): the weights' L2 policy, evict-first or
-  // evict-normal (7B decode −2.7 %, GGUF Q4_0 −5.3 % on an H100; docs/cuda_linear_notes.md §31).
+  // PERFX_CUDA_L2_EVICT_FIRST=0|1 (default 1): the L2 policy of w4_gemv3's weight and record
+  // loads, evict-first or evict-normal (the evict-normal arm lost 2.7 % on 7B decode and 5.3 % on
+  // GGUF Q4_0 on an H100; docs/cuda_linear_notes.md §31).
   static const bool evict_first = env_int("PERFX_CUDA_L2_EVICT_FIRST", 0, 1, 1) != 0;
   // PERFX_CUDA_GEMV3_PREWAIT=N (0..8, read once; a measurement knob): at most N ring slots of
   // the first batch before the PDL wait (default: the whole ring; docs/cuda_linear_notes.md §32).

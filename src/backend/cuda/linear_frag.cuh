@@ -375,7 +375,8 @@ __device__ __forceinline__ void mma16816<BF16>(float c[4], const uint32_t a[4], 
 /// The L2 cache policy for a kernel's streamed weights (an `.L2::cache_hint` operand):
 /// evict-first when `evict_first` (weights are read once a step and should not push the KV
 /// cache, the activations and the norms' γ out of L2; docs/cuda_linear_notes.md §31), else
-/// evict-normal (a plain load's priority). PTX ISA, "createpolicy".
+/// evict-normal (which on the H100 kept more weight lines than an unhinted load does: §31's
+/// measurement). PTX ISA, "createpolicy".
 __device__ __forceinline__ uint64_t l2_stream_policy(bool evict_first) {
 #if defined(PERFX_CUDA_EMULATION)
   return evict_first ? 1 : 0;
