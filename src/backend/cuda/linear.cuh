@@ -311,8 +311,6 @@ struct W4Gemv3Config {
                         // gate / up results (+ bias[c], bias[N / 2 + c]) rounded to the
                         // activation dtype (the unfused linear + silu_mul, bit for bit)
   L2Prefetch prefetch;  // read into L2 by each CTA before its PDL wait (its share of the ranges)
-  int prewait_slots = -1;  // ring slots of the first batch issued before the PDL wait, the rest
-                           // after it (-1: all; §32)
   bool l2_evict_first = true;  // weights and records loaded with an L2 evict-first policy, else
                                // evict-normal (docs/cuda_linear_notes.md §31)
   W4A8Act a8;           // q != null: W4A8 — int8 activations, mma.m16n8k32 u8·s8 in int32 per

@@ -255,11 +255,7 @@ W4Gemv3Config gemv3_config() {
   // loads, evict-first or evict-normal (the evict-normal arm lost 2.7 % on 7B decode and 5.3 % on
   // GGUF Q4_0 on an H100; docs/cuda_linear_notes.md §31).
   static const bool evict_first = env_int("PERFX_CUDA_L2_EVICT_FIRST", 0, 1, 1) != 0;
-  // PERFX_CUDA_GEMV3_PREWAIT=N (0..8, read once; a measurement knob): at most N ring slots of
-  // the first batch before the PDL wait (default: the whole ring; docs/cuda_linear_notes.md §32).
-  static const int prewait = env_int("PERFX_CUDA_GEMV3_PREWAIT", 0, 8, 8);
   W4Gemv3Config c;
-  c.prewait_slots = prewait;
   c.l2_evict_first = evict_first;
   c.pdl = pdl_enabled() && v3_pdl != 0;
   c.late_trigger = v3_pdl != -1;  // "0": no early trigger either (the implicit one at exit)

@@ -161,8 +161,7 @@ template <typename Tag, typename OutT, int GS, bool PROBE, bool A8, bool SYM>
 __global__ void __launch_bounds__(kNW * 32, 2)
     w4_gemv3_kernel(W4View w, const typename Tag::T* __restrict__ x, int M, int64_t ldx,
                     OutT* __restrict__ y, int64_t ldy, const float* __restrict__ bias, int S,
-                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8, bool evict_first,
-                    int prewait) {
+                    int trigger_pct, bool swiglu, L2Prefetch pf, W4A8Act a8, bool evict_first) {
   PERFX_TRACE(kTrGemv3, w.q);
   const uint64_t pol = frag::l2_stream_policy(evict_first);  // the weights' and records' L2 policy
   using T = std::conditional_t<A8, int8_t, typename Tag::T>;  // the activation element read
@@ -272,18 +271,9 @@ __global__ void __launch_bounds__(kNW * 32, 2)
     before.mo = 0;
     step(before, cur);
   }
-  // The first `prewait` slots of batch 0 before the PDL wait (immutable weights and records),
-  // the rest after it (W4Gemv3Config::prewait_slots).
-  static_for<kU>([&](auto uc) {
-    constexpr int u = decltype(uc)::value;
-    if (u < prewait) load(uc, cur);
-  });
+  static_for<kU>([&](auto uc) { load(uc, cur); });
   frag::l2_warm_share(pf, warm);  // the next linear's first bytes, while the predecessor runs
   pdl_wait();
-  static_for<kU>([&](auto uc) {
-    constexpr int u = decltype(uc)::value;
-    if (u >= prewait) load(uc, cur);
-  });
 
   // Activations of slot u of batch bt: this lane's two 16-byte units (stale when the slot is not
   // real, or the second half lies past K).
@@ -483,8 +473,7 @@ void launch_v3(const W4Gemv3Config& c, const W4View& w, const void* x, int M, in
   CUDA_CHECK(launch_kernel_ex(fn, dim3((unsigned)grid), dim3(kNW * 32), 0, stream, c.pdl, w,
                               static_cast<const typename Tag::T*>(x), M, ldx, static_cast<OutT*>(y),
                               ldy, bias, S, c.late_trigger ? c.trigger_pct : 0, c.swiglu,
-                              c.prefetch, c.a8, c.l2_evict_first,
-                              c.prewait_slots < 0 ? ring_slots(GS, SYM) : c.prewait_slots));
+                              c.prefetch, c.a8, c.l2_evict_first));
 }
 
 template <typename Tag, typename OutT, bool PROBE, bool A8>
