@@ -6,6 +6,8 @@
 # on 7B and TinyLlama AWQ, one round (device time left: 271 s, ~120 of them the machine's start):
 # what would start past BUDGET (70 s) is skipped, the conformance suite (fp16) runs only under
 # 100 s.
+# Not run: no GPU could be started. The knob was reverted (208a924): re-apply 8aafb59's source
+# changes and pack that build as .devbin/perfx, the build before them as .devbin/perfx_base.
 #   run: command "bash tools/device/session_h200_29.sh", carry [".devpack", ".devshared"]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
