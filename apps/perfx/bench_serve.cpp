@@ -12,18 +12,22 @@ namespace {
 struct BenchServeArgs {
   std::string url = "http://127.0.0.1:8080", json_out, label;
   server::LoadOptions load;
+  bool no_ignore_eos = false, same_prompt = false;  // the flags; load holds their negations
 };
 
 void bench_serve(BenchServeArgs a) {
+  if (a.no_ignore_eos) a.load.ignore_eos = false;
+  if (a.same_prompt) a.load.unique_prompts = false;
   server::parse_server_url(a.url, a.load.host, a.load.port);
   check(a.load.warmup >= 0, "--warmup must be >= 0");
   check(a.load.temperature >= 0, "--temperature must be >= 0");
-  std::fprintf(
-      stderr,
-      "perfx bench-serve: %s, %d clients, %d requests / %.0f s, prompt %d tokens, %d output "
-      "tokens\n",
-      a.url.c_str(), a.load.clients, a.load.requests, a.load.duration_s, a.load.prompt_tokens,
-      a.load.max_tokens);
+  std::fprintf(stderr,
+               "perfx bench-serve: %s, %d clients, %d requests / %.0f s, prompt %d tokens%s, %s%d "
+               "output tokens%s\n",
+               a.url.c_str(), a.load.clients, a.load.requests, a.load.duration_s,
+               a.load.prompt_tokens, a.load.unique_prompts ? "" : " (one prompt for all)",
+               a.load.ignore_eos ? "" : "up to ", a.load.max_tokens,
+               a.load.ignore_eos ? "" : " (stops at EOS)");
   server::LoadReport r = server::run_load(a.load);
   std::printf("%s", r.to_text().c_str());
   if (!a.json_out.empty()) {
@@ -57,7 +61,7 @@ static Register reg("bench-serve", 55, [](CLI::App& app) {
   sub->add_option("--max-tokens", a->load.max_tokens, "output tokens per request (default 128)");
   sub->add_flag("--chat", a->load.chat, "use /v1/chat/completions (default /v1/completions)");
   sub->add_option("--temperature", a->load.temperature, "sampling temperature (default 0)");
-  sub->add_flag("!--no-ignore-eos", a->load.ignore_eos,
+  sub->add_flag("--no-ignore-eos", a->no_ignore_eos,
                 "stop at EOS instead of generating exactly --max-tokens");
   sub->add_option("--disconnect-fraction", a->load.disconnect_fraction,
                   "this share of the requests closes its stream after half the output (default 0)");
@@ -68,7 +72,7 @@ static Register reg("bench-serve", 55, [](CLI::App& app) {
                 "serve each request's prompt alone first and report how many responses equal it "
                 "(needs --requests and --temperature 0)");
   sub->add_option("--warmup", a->load.warmup, "unmeasured requests first (default 1)");
-  sub->add_flag("!--same-prompt", a->load.unique_prompts,
+  sub->add_flag("--same-prompt", a->same_prompt,
                 "send one prompt to all requests (default: each starts differently, so no "
                 "prefix-cache hits)");
   sub->add_option("--json", a->json_out, "also write the results as JSON to this file");

@@ -786,6 +786,30 @@ TEST(CliErrors, ARefusedValuePointsAtTheSubcommandsHelp) {
             "perfx: error: --lm-head-type: q3 not in {q8_0,q4_0} (see perfx bench --help)\n");
 }
 
+// bench-serve's negated flags were CLI11 "!" flags, which its help printed as
+// `--no-ignore-eos{false}`; now plain flags, and the run's first line says what they changed.
+TEST(CliBenchServe, NegatedFlagsShowInTheHelpAndTheRunLine) {
+  auto help = run_perfx("bench-serve --help");
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("--no-ignore-eos "), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--same-prompt "), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("{false}"), std::string::npos) << help.out;
+  // nothing listens on port 9: the run fails at once, after its first line
+  const std::string base = "bench-serve --url http://127.0.0.1:9 --requests 1 --warmup 0";
+  auto plain = run_perfx(base);
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_NE(plain.err.find("prompt 128 tokens, 128 output tokens\n"), std::string::npos)
+      << plain.err;
+  auto flags = run_perfx(base + " --no-ignore-eos --same-prompt");
+  EXPECT_EQ(flags.exit_code, 1);
+  EXPECT_NE(flags.err.find("prompt 128 tokens (one prompt for all), up to 128 output tokens "
+                           "(stops at EOS)\n"),
+            std::string::npos)
+      << flags.err;
+  EXPECT_NE(flags.err.find("perfx: error: cannot reach http://127.0.0.1:9"), std::string::npos)
+      << flags.err;
+}
+
 // `run -n 0` printed only the load line; now it says that nothing was generated.
 TEST(CliRun, NothingToGenerateIsSaid) {
   auto r = run_perfx("run -p 'In the beginning' -n 0");
