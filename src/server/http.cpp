@@ -217,7 +217,10 @@ struct HttpServer::Impl {
       }
       send_error(res, ApiError(500, what, "server_error"));
     });
-    svr.set_logger([this](const Request& req, const Response& res) {
+    // Counted just before the response is written (httplib calls the post-routing handler for
+    // every response, errors included, once its status is final), not in the logger, which runs
+    // after the write: a client could otherwise see its response before the count.
+    svr.set_post_routing_handler([this](const Request& req, Response& res) {
       metrics.http_request(route_label(req.path), res.status);
     });
   }

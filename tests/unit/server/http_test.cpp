@@ -255,6 +255,50 @@ TEST(Http, MalformedRequestsGetOpenAIErrorsAndTheServerKeepsServing) {
   EXPECT_NE(met->body.find("code=\"413\""), std::string::npos);
 }
 
+// httplib calls its logger after the response is written, and the server counted responses
+// there: a client could see an error response before perfx_http_requests_total did (CI once read
+// /metrics right after a 413 and found no code="413"). Every response is now counted before it is
+// written, so the count is there as soon as the client has the response.
+TEST(Http, AResponseIsCountedBeforeTheClientHasIt) {
+  TestServer s;
+  auto count = [&](const std::string& code) {
+    const std::string m = s.metrics.render();
+    const std::string key =
+        "perfx_http_requests_total{route=\"/v1/completions\",code=\"" + code + "\"} ";
+    const size_t k = m.find(key);
+    return k == std::string::npos ? 0 : std::stoi(m.substr(k + key.size()));
+  };
+  std::string big(2 * 1024 * 1024 + 1, ' ');
+  big[0] = '{';
+  big.back() = '}';
+  server::HttpOptions ho;
+  ho.max_body_bytes = 1024 * 1024;
+  TestServer small({}, {}, ho);
+  for (int i = 1; i <= 40; ++i) {
+    auto r = s.post("/v1/completions", "{not json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 400);
+    ASSERT_EQ(count("400"), i);
+    auto ok = s.post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})");
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(ok->status, 200);
+    ASSERT_EQ(count("200"), i);
+  }
+  auto count_small = [&](const std::string& code) {
+    const std::string m = small.metrics.render();
+    const std::string key =
+        "perfx_http_requests_total{route=\"/v1/completions\",code=\"" + code + "\"} ";
+    const size_t k = m.find(key);
+    return k == std::string::npos ? 0 : std::stoi(m.substr(k + key.size()));
+  };
+  for (int i = 1; i <= 10; ++i) {
+    auto r = small.post("/v1/completions", big);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 413);
+    ASSERT_EQ(count_small("413"), i);
+  }
+}
+
 // nlohmann parses a body of nested brackets without recursion, but copying, dumping and the chat
 // template's Value::from_json recurse, so nesting depth was bounded only by the body size (a
 // 500,000-level chat body, 1 MB, was accepted). Bodies nesting deeper than kMaxJsonDepth now get a
