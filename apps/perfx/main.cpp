@@ -68,6 +68,11 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+/// The hint that ends a parse error: " (see perfx run --help)" for where = "perfx run".
+std::string see_help(const std::string& where) {
+  return " (see " + where + " --help)";
+}
+
 /// CLI11's message for arguments it could not place ("The following arguments were not expected:
 /// 0.5 --tmp": reversed, with the value listed as if it were wrong too) as ours. The words are
 /// CLI11's own unplaced ones (`remaining`), taken in command-line order: the first that looks like
@@ -75,11 +80,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 /// one is within two edits ("did you mean --temp?"), and a plain word as unexpected (an unknown
 /// flag's value comes after the flag, which is named first). "" when nothing can be attributed
 /// (the caller keeps CLI11's text then).
-/// The hint that ends a parse error: " (see perfx run --help)" for where = "perfx run".
-std::string see_help(const std::string& where) {
-  return " (see " + where + " --help)";
-}
-
 std::string extras_message(const CLI::App& app, int argc, char** argv) {
   const CLI::App* sub = nullptr;
   for (const CLI::App* a : app.get_subcommands()) sub = a;

@@ -175,12 +175,13 @@ run_variants() {
 # bench_arm LABEL ENVS MODEL TEST BENCH-ARGS...: one perfx bench run on random:MODEL with the
 # environment assignments ENVS (space-separated; "" for none), its table appended to
 # $OUT/benches.md under "## LABEL", one line "LABEL: t/s ± sd" for the row whose test column is
-# exactly TEST (tg128, "tg32 x8", pp512); skipped past the budget (90 s a run).
+# exactly TEST (tg128, "tg32 x8", pp512); skipped past the budget (90 s a run). The binary is
+# $BIN when set (e.g. `BIN=$B/perfx_base bench_arm ...`), else $B/perfx.
 bench_arm() {
   local label=$1 envs=$2 m=$3 t=$4
   shift 4
   over_budget && { echo "$label: skipped (budget)"; return; }
-  env $envs timeout 90 "$B/perfx" bench -m "random:$m" --device cuda "$@" > /tmp/b.md 2>&1
+  env $envs timeout 90 "${BIN:-$B/perfx}" bench -m "random:$m" --device cuda "$@" > /tmp/b.md 2>&1
   { echo "## $label"; cat /tmp/b.md; } >> "$OUT/benches.md"
   echo "$label: $(grep -F "| $t |" /tmp/b.md | awk -F'|' '{print $(NF-1)}')"
 }

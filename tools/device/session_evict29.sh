@@ -14,13 +14,7 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-480}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 # arm LABEL BINARY EF MODEL: one tg128 (-r 3), "LABEL MODEL: t/s ± sd".
-arm() {
-  over_budget && { echo "$1 $4: skipped (budget)"; return; }
-  PERFX_CUDA_L2_EVICT_FIRST=$3 timeout 90 "$2" bench -m "random:$4" --device cuda -p 0 -n 128 -r 3 \
-    > /tmp/a.md 2>&1
-  { echo "## $1 $4"; cat /tmp/a.md; } >> "$OUT/benches.md"
-  echo "$1 $4: $(grep -F '| tg128 |' /tmp/a.md | awk -F'|' '{print $(NF-1)}')"
-}
+arm() { BIN=$2 bench_arm "$1 $4" "PERFX_CUDA_L2_EVICT_FIRST=$3" "$4" tg128 -p 0 -n 128 -r 3; }
 for r in 1 2; do
   for m in llama-2-7b tinyllama-1.1b llama-2-7b:q4_0; do
     arm "r$r base" "$B/perfx_base" 0 "$m"

@@ -14,17 +14,8 @@ cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 BUDGET=${BUDGET:-70}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-# arm LABEL BINARY PREWAIT MODEL [BENCH-ARGS...]: one perfx bench (default tg128 -r 3).
-arm() {
-  local label=$1 bin=$2 pw=$3 m=$4
-  shift 4
-  over_budget && { echo "$label $m: skipped (budget)"; return; }
-  [ $# -gt 0 ] || set -- -p 0 -n 128 -r 3
-  PERFX_CUDA_GEMV3_PREWAIT=$pw timeout 90 "$bin" bench -m "random:$m" --device cuda "$@" \
-    > /tmp/a.md 2>&1
-  { echo "## $label $m"; cat /tmp/a.md; } >> "$OUT/benches.md"
-  echo "$label $m: $(grep -E '\| (tg|pp)[0-9]+ ' /tmp/a.md | awk -F'|' '{print $(NF-1)}' | tr '\n' ' ')"
-}
+# arm LABEL BINARY PREWAIT MODEL: one tg128 (-r 3), "LABEL MODEL: t/s ± sd".
+arm() { BIN=$2 bench_arm "$1 $4" "PERFX_CUDA_GEMV3_PREWAIT=$3" "$4" tg128 -p 0 -n 128 -r 3; }
 arm "prewait8" "$B/perfx" 8 llama-2-7b
 arm "prewait4" "$B/perfx" 4 llama-2-7b
 arm "base    " "$B/perfx_base" 8 llama-2-7b
