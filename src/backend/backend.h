@@ -354,6 +354,10 @@ class Backend {
   /// stream), so the host can prepare the next step meanwhile; false when they run in the call
   /// (the CPU), where overlapping steps only delays each token's handling by a step.
   virtual bool queues_work() const { return false; }
+  /// Decode-step graphs captured so far (CUDA graphs, one per step shape: tokens, block-table
+  /// width, fed ids); 0 on backends that capture none. A capture costs milliseconds, once per
+  /// shape: `perfx bench` checks that none falls inside its timed repetitions.
+  virtual uint64_t graphs_captured() const { return 0; }
   /// sample() without the wait: queues the draw of `rows` (each greedy or a plain temperature
   /// draw — no top-k / top-p / min-p, no penalties — so the backend always picks on its own) and
   /// keeps the ids for a next prepare_batch with fed_rows (fed_rows[t] = r feeds row r's id to

@@ -234,6 +234,7 @@ class EngineImpl : public Engine {
   }
 
   int steps_outstanding() const override { return (int)pending_.size(); }
+  uint64_t graphs_captured() const override { return backend_->graphs_captured(); }
   bool overlaps_steps() const override {
     return overlap_ && backend_->samples_ahead() &&
            (backend_->queues_work() || overlap_everywhere_);

@@ -1120,6 +1120,7 @@ class CudaBackend : public Backend {
   // the slot's device buffer; prepare_batch copies or gathers them into step_ids_), and travel to
   // the slot's pinned buffer, which sample_end reads after the slot's event.
   bool samples_ahead() const override { return true; }
+  uint64_t graphs_captured() const override { return graphs_captured_; }
   bool queues_work() const override { return true; }
   void sample_begin(Tensor logits, const std::vector<SampleRow>& rows) override {
     PERFX_CHECK(pending_.size() < 2, "sample_begin: two samples are already outstanding");
@@ -1313,6 +1314,7 @@ class CudaBackend : public Backend {
       }
     }
     graphs_[capture_key_] = GraphExec{exec, capture_argmax_};
+    ++graphs_captured_;
     cuda_ok(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
   }
 
@@ -1335,10 +1337,14 @@ class CudaBackend : public Backend {
     }
   }
 
-  /// Grows the pinned staging and the device batch arrays to n int32 (outside any capture).
+  /// Grows the pinned staging and the device batch arrays to n int32 (outside any capture). Every
+  /// growth moves the layout the graphs point into, so every graph is captured again: they start
+  /// at 64 Ki entries (256 KiB each), which hold a decode step of 256 sequences at 128 blocks of
+  /// table (S · (7 + width) + 1 entries, S more when fed ids are gathered); growing from the first
+  /// step's size, one sequence's staging grew at its 2nd, 9th, 17th and 65th blocks.
   void ensure_staging(size_t n) {
     if (n <= staging_cap_) return;
-    const size_t cap = std::max(n, staging_cap_ * 2);
+    const size_t cap = std::max<size_t>({n, staging_cap_ * 2, 65536});
     cuda_ok(cudaStreamSynchronize(stream_), "staging");
     if (pinned_) (void)cudaFreeHost(pinned_);
     pinned_ = nullptr;
@@ -1727,6 +1733,7 @@ class CudaBackend : public Backend {
                 *seq_d_ = nullptr;
   const int32_t *q_start_d_ = nullptr, *kv_len_d_ = nullptr, *tables_d_ = nullptr;
   int n_tokens_ = 0, n_seqs_ = 0, max_q_ = 0, max_kv_ = 0, width_ = 1;
+  uint64_t graphs_captured_ = 0;  // instantiated decode graphs, ever (graphs_captured())
   bool decode_only_ = false, graph_step_ = false;
 
   // profiling
