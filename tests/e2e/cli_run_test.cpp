@@ -314,8 +314,9 @@ TEST(CliBench, StdoutIsTheTableAlone) {
 // (42 tokens: 3 blocks, width 4) captured its width-4 graph inside the first timed repetition and
 // counted the capture as decode time. Now the warm-up runs the test's length where graphs are
 // captured (also when an earlier test of the run captured the short warm-up's graphs: tg16
-// first), and a capture left inside the timed runs is noted on stderr. (CUDA devices of
-// PERFX_TEST_DEVICE; skipped where none is named or available.)
+// first; and for tg16 itself, whose first step's graph, captured while the L2 warming plan was
+// learned, went stale), and a capture left inside the timed runs is noted on stderr. (CUDA
+// devices of PERFX_TEST_DEVICE; skipped where none is named or available.)
 TEST(CliBench, NoGraphCaptureInsideTheTimedRepetitions) {
   int ran = 0;
   for (const std::string& dev : perfx::test::env_test_devices()) {
