@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -64,6 +65,8 @@ class Metrics {
     kv_used_ = used;
     kv_total_ = total;
   }
+  /// Decode-step graphs the engine's backend has captured so far (Engine::graphs_captured).
+  void set_graphs_captured(uint64_t n) { graphs_captured_ = (int64_t)n; }
 
   int queue_depth() const { return queue_depth_; }
   int running() const { return running_; }
@@ -83,7 +86,7 @@ class Metrics {
   std::map<std::string, uint64_t> finished_;
   std::atomic<int64_t> prompt_tokens_{0}, generation_tokens_{0}, prefix_hit_tokens_{0};
   std::atomic<int64_t> preemptions_{0}, rejected_{0}, steps_{0}, step_tokens_{0};
-  std::atomic<int64_t> step_ns_{0}, host_ns_{0}, host_cpu_ns_{0};
+  std::atomic<int64_t> step_ns_{0}, host_ns_{0}, host_cpu_ns_{0}, graphs_captured_{0};
   std::atomic<int> queue_depth_{0}, running_{0}, kv_used_{0}, kv_total_{0};
   Histogram ttft_, tpot_, e2e_;
 };

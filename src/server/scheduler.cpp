@@ -243,6 +243,7 @@ void Scheduler::update_gauges() {
   metrics_->set_running((int)running_.size());
   metrics_->set_queue_depth(waiting());
   metrics_->set_kv_blocks(engine_.total_blocks() - engine_.free_blocks(), engine_.total_blocks());
+  metrics_->set_graphs_captured(engine_.graphs_captured());
 }
 
 bool Scheduler::in_flight(const Seq& s) const {

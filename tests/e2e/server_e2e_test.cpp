@@ -127,6 +127,13 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
   EXPECT_EQ(metric(m, "perfx_running_sequences"), 0);
   EXPECT_EQ(metric(m, "perfx_queue_depth"), 0);
   EXPECT_GT(metric(m, "perfx_kv_blocks_total"), 0);
+  // Graph captures: none on the CPU; on CUDA (PERFX_TEST_SERVE_ARGS="--device cuda") the decode
+  // steps of this run captured some.
+  const char* extra = std::getenv("PERFX_TEST_SERVE_ARGS");
+  if (extra && std::string(extra).find("cuda") != std::string::npos)
+    EXPECT_GT(metric(m, "perfx_engine_graphs_captured_total"), 0) << m;
+  else
+    EXPECT_EQ(metric(m, "perfx_engine_graphs_captured_total"), 0) << m;
 }
 
 // Bug (fresh-user run): --kv-cache-tokens 1 was accepted and then cut every reply short with

@@ -78,7 +78,8 @@ TEST(Http, HealthModelsMetricsAndChatPage) {
   for (const char* name :
        {"perfx_http_requests_total", "perfx_prompt_tokens_total", "perfx_generation_tokens_total",
         "perfx_time_to_first_token_seconds_bucket", "perfx_time_per_output_token_seconds_bucket",
-        "perfx_queue_depth", "perfx_kv_blocks_used", "perfx_kv_blocks_total"})
+        "perfx_queue_depth", "perfx_kv_blocks_used", "perfx_kv_blocks_total",
+        "perfx_engine_graphs_captured_total"})
     EXPECT_NE(met->body.find(name), std::string::npos) << name;
   auto page = c.Get("/");
   ASSERT_TRUE(page);
