@@ -124,6 +124,27 @@ double run_tg(Engine& e, int n, int batch, int salt) {
   return t;
 }
 
+/// The markdown table, columns as llama-bench's (device scripts read them by position): the model
+/// as run names it (the path is -o json's model_filename), params in M below a billion and in B
+/// from it (llama-bench's "7.34 M" / "6.74 B").
+void print_table(const Engine& e, const std::vector<Result>& results, int64_t n_params,
+                 const std::string& threads) {
+  char params[32];
+  if (n_params < 1000000000)
+    std::snprintf(params, sizeof params, "%.2f M", (double)n_params / 1e6);
+  else
+    std::snprintf(params, sizeof params, "%.2f B", (double)n_params / 1e9);
+  std::printf("| model | size | params | backend | threads | test | t/s |\n");
+  std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  for (const auto& r : results) {
+    char ts[64];
+    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts(), r.stddev_ts());
+    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", e.model_name().c_str(),
+                human_bytes(e.weight_bytes()).c_str(), params, e.device().c_str(), threads.c_str(),
+                r.name().c_str(), ts);
+  }
+}
+
 /// `advice`: what to lower if memory runs out, in bench's flags (set as the run goes on).
 void bench(const BenchArgs& a, std::string& advice) {
   check(a.reps >= 1 && a.reps <= 1000, "-r must be 1..1000, got " + std::to_string(a.reps));
@@ -321,26 +342,14 @@ void bench(const BenchArgs& a, std::string& advice) {
       out.push_back(j);
     }
     std::printf("%s\n", out.dump(2).c_str());
-    return;
+  } else {
+    print_table(*e, results, n_params, threads);
   }
-  // Columns as llama-bench's (device scripts read them by position); the model as run names it
-  // (the path is -o json's model_filename); the weight bytes and the peak RSS go to stderr after
-  // it, and per test into -o json (model_size, peak_rss_bytes).
-  std::printf("| model | size | params | backend | threads | test | t/s |\n");
-  std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
-  for (const auto& r : results) {
-    char ts[64];
-    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.avg_ts(), r.stddev_ts());
-    std::printf("| %s | %s | %.2f B | %s | %s | %s | %s |\n", e->model_name().c_str(),
-                human_bytes(e->weight_bytes()).c_str(), (double)n_params / 1e9, e->device().c_str(),
-                threads.c_str(), r.name().c_str(), ts);
-  }
-  // stderr, as run's: stdout is the table alone
+  // stderr, as run's: stdout is the table (or the JSON) alone
   std::fflush(stdout);
   std::fprintf(stderr, "perfx: weight bytes %zu; peak resident memory %s\n", e->weight_bytes(),
                human_bytes(peak_rss_bytes()).c_str());
 }
-
 /// "512,1024" -> {512, 1024} (llama-bench accepts comma lists).
 std::vector<int> int_list(const std::string& s, const char* flag) {
   const std::string bad =

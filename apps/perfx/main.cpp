@@ -23,6 +23,16 @@ std::string default_model_path() {
   return std::string(PERFX_SOURCE_DIR) + "/models/default";
 }
 
+/// What an option expects, in words ("an integer", "a number"), from its CLI11 type name; "" for
+/// text, which any word is.
+std::string expected_value(const std::string& type) {
+  return type.rfind("UINT", 0) == 0    ? "a non-negative integer"
+         : type.rfind("INT", 0) == 0   ? "an integer"
+         : type.rfind("FLOAT", 0) == 0 ? "a number"
+         : type.rfind("TEXT", 0) == 0  ? ""
+                                       : "a value of type " + type;
+}
+
 /// CLI11's message for a value that is not of its option's type ("Could not convert: --n-predict
 /// = abc") as ours: "-n/--n-predict expects an integer, got 'abc'". The option is the one, among
 /// those of `app` and of its parsed subcommands, whose ConversionError CLI11 would word the same
@@ -37,10 +47,7 @@ std::string conversion_message(const CLI::App& app, const CLI::ConversionError& 
         continue;
       const std::string type = o->get_type_name(), value = res.back();  // the last value is used
       const bool integer = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
-      std::string want = type.rfind("UINT", 0) == 0    ? "a non-negative integer"
-                         : integer                     ? "an integer"
-                         : type.rfind("FLOAT", 0) == 0 ? "a number"
-                                                       : "a value of type " + type;
+      const std::string want = expected_value(type).empty() ? "a value" : expected_value(type);
       std::string names = o->get_name(false, true);  // "-n,--n-predict"
       std::replace(names.begin(), names.end(), ',', '/');
       if (names.empty()) continue;  // a hidden option
@@ -48,6 +55,31 @@ std::string conversion_message(const CLI::App& app, const CLI::ConversionError& 
           !value.empty() && value.find_first_not_of("+-0123456789") == std::string::npos;
       return names + " expects " + want + ", got '" + value + "'" +
              (integer && digits ? " (out of range)" : "");
+    }
+  return "";
+}
+
+/// CLI11's message for a flag given without its value ("--n-predict: 1 required INT missing") as
+/// ours: "-n/--n-predict needs a value (an integer)", "-m/--model needs a value". "" when the
+/// message is not of that form or names no option of `app` or its parsed subcommands (the caller
+/// keeps CLI11's text then).
+std::string missing_value_message(const CLI::App& app, const CLI::ArgumentMismatch& e) {
+  const std::string what = e.what();
+  const size_t colon = what.find(": ");
+  if (colon == std::string::npos || what.find(" required ", colon) == std::string::npos ||
+      what.size() < 8 || what.compare(what.size() - 8, 8, " missing") != 0)
+    return "";
+  const std::string name = what.substr(0, colon);
+  std::vector<const CLI::App*> apps{&app};
+  for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
+  for (const CLI::App* a : apps)
+    for (const CLI::Option* o : a->get_options()) {
+      if (o->get_name() != name) continue;
+      std::string names = o->get_name(false, true);  // "-n,--n-predict"
+      std::replace(names.begin(), names.end(), ',', '/');
+      if (names.empty()) continue;  // a hidden option
+      const std::string want = expected_value(o->get_type_name());
+      return names + " needs a value" + (want.empty() ? "" : " (" + want + ")");
     }
   return "";
 }
@@ -158,6 +190,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "perfx: error: %s%s\n", e.what(), help.c_str());
     else
       std::fprintf(stderr, "perfx: error: %s\n", msg.c_str());
+    return 1;
+  } catch (const CLI::ArgumentMismatch& e) {
+    // A flag at the end without its value (`run -n`): name the flag and what it expects.
+    const std::string msg = perfx::cli::missing_value_message(app, e);
+    std::fprintf(stderr, "perfx: error: %s\n",
+                 msg.empty() ? (std::string(e.what()) + help).c_str() : msg.c_str());
     return 1;
   } catch (const CLI::ExtrasError& e) {
     // An unknown flag or a stray word: name it, with the nearest flag (`run --tmp 0.5`).

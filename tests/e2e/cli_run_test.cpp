@@ -264,6 +264,8 @@ TEST(CliPerplexity, ShortTextIsOneErrorLine) {
 TEST(CliBench, JsonHasLlamaBenchFieldsAndTheThreadsUsed) {
   auto r = run_perfx("bench -p 16 -n 4 -r 1 -o json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // the weight bytes and peak memory line goes to stderr with -o json too (a fresh user missed it)
+  EXPECT_NE(r.err.find("perfx: weight bytes "), std::string::npos) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j.is_array()) << r.out;
   ASSERT_EQ(j.size(), 2u) << r.out;
@@ -305,6 +307,9 @@ TEST(CliBench, StdoutIsTheTableAlone) {
   const std::string model = row.substr(2, row.find(" |", 2) - 2);
   EXPECT_FALSE(model.empty()) << row;
   EXPECT_EQ(model.find('/'), std::string::npos) << row;
+  // params as llama-bench prints them: models/default's 7,340,032 are "7.34 M", not "0.01 B" (a
+  // fresh user's report)
+  EXPECT_NE(row.find("| 7.34 M |"), std::string::npos) << row;
   EXPECT_NE(r.err.find("perfx: weight bytes "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("; peak resident memory "), std::string::npos) << r.err;
 }
@@ -724,6 +729,11 @@ TEST(CliErrors, NonNumericValueNamesTheFlagAndItsType) {
     EXPECT_EQ(r.err, "perfx: error: " + line + "\n") << args;
   };
   expect_line("run -p hi -n abc", "-n/--n-predict expects an integer, got 'abc'");
+  // A flag at the end without its value: CLI11 said "--n-predict: 1 required INT missing", naming
+  // neither the short flag nor what to give (a fresh user's report).
+  expect_line("run -p hi -n", "-n/--n-predict needs a value (an integer)");
+  expect_line("run -p hi --temp", "--temp needs a value (a number)");
+  expect_line("bench -m", "-m/--model needs a value");
   expect_line("run -p hi -n 3 -n abc", "-n/--n-predict expects an integer, got 'abc'");
   expect_line("run -p hi -t 1.5", "-t/--threads expects an integer, got '1.5'");
   expect_line("run -p hi --temp warm", "--temp expects a number, got 'warm'");
