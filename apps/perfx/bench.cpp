@@ -276,11 +276,12 @@ void bench(const BenchArgs& a, std::string& advice) {
       const uint64_t g1 = e->graphs_captured();
       pool_stats_reset();
       for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_tg(*e, n, b, salt++));
-      if (e->graphs_captured() > g1)  // the e2e test CliBench.NoGraphCapture* looks for "captured"
+      if (e->graphs_captured() > g1)  // CliBench.NoGraphCapture* looks for this text
         std::fprintf(stderr,
-                     "perfx: note: %s captured %llu decode graphs inside its timed repetitions "
+                     "perfx: note: %s captured %llu decode graph%s inside its timed repetitions "
                      "(its figure includes their capture)\n",
-                     r.name().c_str(), (unsigned long long)(e->graphs_captured() - g1));
+                     r.name().c_str(), (unsigned long long)(e->graphs_captured() - g1),
+                     e->graphs_captured() - g1 == 1 ? "" : "s");
       if (pool_stats_enabled()) {
         // PERFX_POOL_STATS=1: where the decode step's time goes between the threads.
         const PoolStats ps = pool_stats();
@@ -350,6 +351,7 @@ void bench(const BenchArgs& a, std::string& advice) {
   std::fprintf(stderr, "perfx: weight bytes %zu; peak resident memory %s\n", e->weight_bytes(),
                human_bytes(peak_rss_bytes()).c_str());
 }
+
 /// "512,1024" -> {512, 1024} (llama-bench accepts comma lists).
 std::vector<int> int_list(const std::string& s, const char* flag) {
   const std::string bad =

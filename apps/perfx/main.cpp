@@ -33,29 +33,42 @@ std::string expected_value(const std::string& type) {
                                        : "a value of type " + type;
 }
 
+/// The options of the parsed subcommands, then of `app` itself (a subcommand's flag first, should
+/// one ever share a name with the main app's).
+std::vector<const CLI::Option*> parsed_options(const CLI::App& app) {
+  std::vector<const CLI::Option*> out;
+  for (const CLI::App* sub : app.get_subcommands())
+    for (const CLI::Option* o : sub->get_options()) out.push_back(o);
+  for (const CLI::Option* o : app.get_options()) out.push_back(o);
+  return out;
+}
+
+/// An option's flags as a user types them, "-n/--n-predict"; "" for a hidden option.
+std::string option_names(const CLI::Option& o) {
+  std::string names = o.get_name(false, true);  // "-n,--n-predict"
+  std::replace(names.begin(), names.end(), ',', '/');
+  return names;
+}
+
 /// CLI11's message for a value that is not of its option's type ("Could not convert: --n-predict
 /// = abc") as ours: "-n/--n-predict expects an integer, got 'abc'". The option is the one, among
 /// those of `app` and of its parsed subcommands, whose ConversionError CLI11 would word the same
 /// way; "" when none is (the caller keeps CLI11's text then).
 std::string conversion_message(const CLI::App& app, const CLI::ConversionError& e) {
-  std::vector<const CLI::App*> apps{&app};
-  for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
-  for (const CLI::App* a : apps)
-    for (const CLI::Option* o : a->get_options()) {
-      const CLI::results_t& res = o->results();
-      if (res.empty() || std::string(e.what()) != CLI::ConversionError(o->get_name(), res).what())
-        continue;
-      const std::string type = o->get_type_name(), value = res.back();  // the last value is used
-      const bool integer = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
-      const std::string want = expected_value(type).empty() ? "a value" : expected_value(type);
-      std::string names = o->get_name(false, true);  // "-n,--n-predict"
-      std::replace(names.begin(), names.end(), ',', '/');
-      if (names.empty()) continue;  // a hidden option
-      const bool digits =
-          !value.empty() && value.find_first_not_of("+-0123456789") == std::string::npos;
-      return names + " expects " + want + ", got '" + value + "'" +
-             (integer && digits ? " (out of range)" : "");
-    }
+  for (const CLI::Option* o : parsed_options(app)) {
+    const CLI::results_t& res = o->results();
+    if (res.empty() || std::string(e.what()) != CLI::ConversionError(o->get_name(), res).what())
+      continue;
+    const std::string names = option_names(*o);
+    if (names.empty()) continue;
+    const std::string type = o->get_type_name(), value = res.back();  // the last value is used
+    const bool integer = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+    const std::string kind = expected_value(type), want = kind.empty() ? "a value" : kind;
+    const bool digits =
+        !value.empty() && value.find_first_not_of("+-0123456789") == std::string::npos;
+    return names + " expects " + want + ", got '" + value + "'" +
+           (integer && digits ? " (out of range)" : "");
+  }
   return "";
 }
 
@@ -64,23 +77,19 @@ std::string conversion_message(const CLI::App& app, const CLI::ConversionError& 
 /// message is not of that form or names no option of `app` or its parsed subcommands (the caller
 /// keeps CLI11's text then).
 std::string missing_value_message(const CLI::App& app, const CLI::ArgumentMismatch& e) {
-  const std::string what = e.what();
+  const std::string what = e.what(), tail = " missing";
   const size_t colon = what.find(": ");
   if (colon == std::string::npos || what.find(" required ", colon) == std::string::npos ||
-      what.size() < 8 || what.compare(what.size() - 8, 8, " missing") != 0)
+      what.compare(what.size() - tail.size(), tail.size(), tail) != 0)
     return "";
   const std::string name = what.substr(0, colon);
-  std::vector<const CLI::App*> apps{&app};
-  for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
-  for (const CLI::App* a : apps)
-    for (const CLI::Option* o : a->get_options()) {
-      if (o->get_name() != name) continue;
-      std::string names = o->get_name(false, true);  // "-n,--n-predict"
-      std::replace(names.begin(), names.end(), ',', '/');
-      if (names.empty()) continue;  // a hidden option
-      const std::string want = expected_value(o->get_type_name());
-      return names + " needs a value" + (want.empty() ? "" : " (" + want + ")");
-    }
+  for (const CLI::Option* o : parsed_options(app)) {
+    if (o->get_name() != name) continue;
+    const std::string names = option_names(*o);
+    if (names.empty()) continue;
+    const std::string want = expected_value(o->get_type_name());
+    return names + " needs a value" + (want.empty() ? "" : " (" + want + ")");
+  }
   return "";
 }
 

@@ -147,7 +147,8 @@ class Engine {
   /// step while this one runs; elsewhere overlapping would only delay each token by a step.
   virtual bool overlaps_steps() const { return false; }
   /// Decode-step graphs the backend has captured so far (Backend::graphs_captured: CUDA captures
-  /// one per step shape on first use, milliseconds each); 0 where none are captured.
+  /// one per step shape on first use, milliseconds each); 0 where none are captured. Call it from
+  /// the thread that steps the engine.
   virtual uint64_t graphs_captured() const { return 0; }
   /// True when a sampler with these parameters lets steps overlap: greedy or a plain temperature
   /// draw (no top-k / top-p / min-p), and no penalties (which need the previous token on the host).

@@ -355,8 +355,9 @@ class Backend {
   /// (the CPU), where overlapping steps only delays each token's handling by a step.
   virtual bool queues_work() const { return false; }
   /// Decode-step graphs captured so far (CUDA graphs, one per step shape: tokens, block-table
-  /// width, fed ids); 0 on backends that capture none. A capture costs milliseconds, once per
-  /// shape: `perfx bench` checks that none falls inside its timed repetitions.
+  /// width, fed ids; again after an invalidation); 0 on backends that capture none. A capture
+  /// costs milliseconds: `perfx bench` checks that none falls inside its timed repetitions. Read
+  /// it from the thread that steps the engine.
   virtual uint64_t graphs_captured() const { return 0; }
   /// sample() without the wait: queues the draw of `rows` (each greedy or a plain temperature
   /// draw — no top-k / top-p / min-p, no penalties — so the backend always picks on its own) and

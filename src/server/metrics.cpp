@@ -135,7 +135,8 @@ std::string Metrics::render() const {
          (double)step_ns_.load() * 1e-9);
   scalar(out, "perfx_engine_graphs_captured_total", "counter",
          "Decode-step graphs the backend captured (CUDA graphs, one per batch shape, milliseconds "
-         "each; 0 on the CPU). Still rising under steady load: batch shapes that keep changing.",
+         "each; 0 on the CPU). Still rising under steady load: batch shapes that keep changing, "
+         "or graphs invalidated (buffers reallocated, the graph cache full).",
          (double)graphs_captured_.load());
   scalar(out, "perfx_scheduler_host_seconds_total", "counter",
          "Scheduler-thread time around the steps: admission, planning, KV allocation, "

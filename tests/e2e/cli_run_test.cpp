@@ -331,7 +331,8 @@ TEST(CliBench, NoGraphCaptureInsideTheTimedRepetitions) {
     ASSERT_EQ(r.exit_code, 0) << dev << ": " << r.err;
     EXPECT_NE(r.out.find("tg16"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("tg40"), std::string::npos) << r.out;
-    EXPECT_EQ(r.err.find("captured"), std::string::npos) << dev << ": " << r.err;
+    EXPECT_EQ(r.err.find("inside its timed repetitions"), std::string::npos)
+        << dev << ": " << r.err;
     ++ran;
   }
   if (ran == 0) GTEST_SKIP() << "no CUDA device in PERFX_TEST_DEVICE (e.g. cuda:0) is available";

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Thirtieth session, last call (an H200 asked for): the acceptance shapes' decode at HEAD with the
+# Thirtieth session (not run: no H200 could be started, and then too little device time was left):
+# for an H200 call — the acceptance shapes' decode at HEAD with the
 # bench that leaves no graph capture inside its timed runs; tg128 -r 5 on TinyLlama, 7B AWQ and
 # (budget permitting) 7B GGUF Q4_0.
 #   run: command "bash tools/device/session_h200_30.sh", carry [".devpack", ".devshared"]
