@@ -276,12 +276,12 @@ void bench(const BenchArgs& a, std::string& advice) {
       const uint64_t g1 = e->graphs_captured();
       pool_stats_reset();
       for (int i = 0; i < a.reps; ++i) r.ns.push_back(run_tg(*e, n, b, salt++));
-      if (e->graphs_captured() > g1)  // CliBench.NoGraphCapture* looks for this text
+      const uint64_t timed = e->graphs_captured() - g1;
+      if (timed > 0)  // CliBench.NoGraphCapture* looks for this text
         std::fprintf(stderr,
                      "perfx: note: %s captured %llu decode graph%s inside its timed repetitions "
                      "(its figure includes their capture)\n",
-                     r.name().c_str(), (unsigned long long)(e->graphs_captured() - g1),
-                     e->graphs_captured() - g1 == 1 ? "" : "s");
+                     r.name().c_str(), (unsigned long long)timed, timed == 1 ? "" : "s");
       if (pool_stats_enabled()) {
         // PERFX_POOL_STATS=1: where the decode step's time goes between the threads.
         const PoolStats ps = pool_stats();

@@ -28,11 +28,12 @@ trace_bin() {
 # gtest_line LOG: a googletest binary's PASSED / FAILED / SKIPPED summary lines, on one line.
 gtest_line() { grep -E '^\[  (PASSED|FAILED|SKIPPED)  \] [0-9]' "$1" | tr '\n' ' '; }
 
-# cuda_suite DIR: the CUDA conformance suite in fp16 and bf16 and the CUDA model tests (their
-# '*cuda*' cases), logs in DIR (conf_f16.log, conf_bf16.log, model.log); one summary line each.
+# cuda_suite DIR [DTYPES]: the CUDA conformance suite in each of DTYPES (default "f16 bf16") and
+# the CUDA model tests (their '*cuda*' cases), logs in DIR (conf_DTYPE.log, model.log); one summary
+# line each.
 cuda_suite() {
-  local dir=$1 dt
-  for dt in f16 bf16; do
+  local dir=$1 dts=${2:-f16 bf16} dt
+  for dt in $dts; do
     PERFX_CUDA_DTYPE=$dt PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" \
       --gtest_filter='*cuda*' > "$dir/conf_$dt.log" 2>&1
     echo "conformance $dt rc=$?: $(gtest_line "$dir/conf_$dt.log")"
@@ -207,4 +208,33 @@ split_arm() {
   local envs="PERFX_CUDA_NORM_FUSE=$f"
   [ "$s" != 0 ] && envs="$envs PERFX_CUDA_ATTN_SPLITS=$s"
   bench_arm "$label splits=${s/#0/model}" "$envs" "$m" "$t" "$@"
+}
+
+# e2e_on BINARY FILTER: test_e2e's FILTER cases against BINARY (a file of $B, e.g. perfx) on cuda:0
+# (PERFX_TEST_BIN), log in $OUT/e2e_BINARY.log; one summary line, then perfx's stderr notes.
+e2e_on() {
+  local bin=$1 filter=$2
+  PERFX_TEST_BIN="$B/$bin" PERFX_TEST_DEVICE=cuda:0 timeout 60 "$B/tests/test_e2e" \
+    --gtest_filter="$filter" > "$OUT/e2e_$bin.log" 2>&1
+  echo "e2e $filter on $bin rc=$?: $(gtest_line "$OUT/e2e_$bin.log")"
+  grep -h 'note' "$OUT/e2e_$bin.log" | cut -c1-200
+}
+
+# reps LABEL BINARY MODEL [ARGS...]: BINARY bench -m random:MODEL --device cuda -r 5 -o json ARGS;
+# per test one line "LABEL MODEL TEST: mean ± sd | reps r1 r2 ..." (tok/s, from samples_ts), then
+# any stderr note; skipped past the budget.
+reps() {
+  local label=$1 bin=$2 m=$3
+  shift 3
+  over_budget && { echo "$label $m: skipped (budget)"; return; }
+  timeout 120 "$bin" bench -m "random:$m" --device cuda -r 5 -o json "$@" > /tmp/r.json 2> /tmp/r.err
+  python3 -c '
+import json, sys
+for t in json.load(open("/tmp/r.json")):
+    s = t["samples_ts"]
+    name = ("pp%d" % t["n_prompt"]) if t["n_prompt"] else ("tg%d x%d" % (t["n_gen"], t["n_batch_seqs"]))
+    print("%s %s: %.1f ± %.1f | reps %s" % (sys.argv[1], name, t["avg_ts"], t["stddev_ts"],
+          " ".join("%.1f" % x for x in s)))
+' "$label $m" || { echo "$label $m: no json"; head -3 /tmp/r.err; }
+  grep -h 'note' /tmp/r.err | head -2
 }

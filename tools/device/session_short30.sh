@@ -11,12 +11,7 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-150}
 export PERFX_DEFAULT_MODEL=$ROOT/models/default
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-for bin in perfx perfx_mut; do
-  PERFX_TEST_BIN="$B/$bin" PERFX_TEST_DEVICE=cuda:0 timeout 60 "$B/tests/test_e2e" \
-    --gtest_filter='CliBench.NoGraphCapture*' > "$OUT/e2e_$bin.log" 2>&1
-  echo "e2e NoGraphCapture on $bin rc=$?: $(gtest_line "$OUT/e2e_$bin.log")"
-  grep -h 'note' "$OUT/e2e_$bin.log" | cut -c1-200
-done
+for bin in perfx perfx_mut; do e2e_on "$bin" 'CliBench.NoGraphCapture*'; done
 for m in tinyllama-1.1b llama-2-7b; do
   over_budget && continue
   timeout 90 "$B/perfx" bench -m "random:$m" --device cuda -p 0 -n 128 -r 5 > "$OUT/tg_$m.md" 2>&1

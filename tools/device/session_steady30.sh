@@ -15,28 +15,7 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-380}
 export PERFX_DEFAULT_MODEL=$ROOT/models/default
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-for bin in perfx perfx_mut; do
-  PERFX_TEST_BIN="$B/$bin" PERFX_TEST_DEVICE=cuda:0 timeout 60 "$B/tests/test_e2e" \
-    --gtest_filter='CliBench.NoGraphCapture*' > "$OUT/e2e_$bin.log" 2>&1
-  echo "e2e NoGraphCapture on $bin rc=$?: $(gtest_line "$OUT/e2e_$bin.log")"
-  grep -m2 'captured' "$OUT/e2e_$bin.log" | cut -c1-200
-done
-# reps LABEL BINARY MODEL [ARGS...]: -r 5 -o json; mean, sd and each repetition's tok/s per test.
-reps() {
-  local label=$1 bin=$2 m=$3
-  shift 3
-  over_budget && { echo "$label $m: skipped (budget)"; return; }
-  timeout 120 "$bin" bench -m "random:$m" --device cuda -r 5 -o json "$@" > /tmp/r.json 2> /tmp/r.err
-  python3 -c '
-import json, sys
-for t in json.load(open("/tmp/r.json")):
-    s = t["samples_ts"]
-    name = ("pp%d" % t["n_prompt"]) if t["n_prompt"] else ("tg%d x%d" % (t["n_gen"], t["n_batch_seqs"]))
-    print("%s %s: %.1f ± %.1f | reps %s" % (sys.argv[1], name, t["avg_ts"], t["stddev_ts"],
-          " ".join("%.1f" % x for x in s)))
-' "$label $m" || { echo "$label $m: no json"; head -3 /tmp/r.err; }
-  grep -h 'note' /tmp/r.err | head -2
-}
+for bin in perfx perfx_mut; do e2e_on "$bin" 'CliBench.NoGraphCapture*'; done
 for m in tinyllama-1.1b llama-2-7b; do
   reps "new " "$B/perfx" "$m" -p 0 -n 128
   reps "base" "$B/perfx_base" "$m" -p 0 -n 128
@@ -49,12 +28,5 @@ done
 reps "new " "$B/perfx" llama-2-7b -p 0 -n 32 -B 8
 reps "new " "$B/perfx" tinyllama-1.1b -p 512 -n 0
 reps "new " "$B/perfx" llama-2-7b -p 512 -n 0
-if ! over_budget; then
-  PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" --gtest_filter='*cuda*' \
-    > "$OUT/conf_f16.log" 2>&1
-  echo "conformance f16 rc=$?: $(gtest_line "$OUT/conf_f16.log")"
-  PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' \
-    > "$OUT/model.log" 2>&1
-  echo "model tests rc=$?: $(gtest_line "$OUT/model.log")"
-fi
+over_budget || cuda_suite "$OUT" f16
 echo "total $(( $(date +%s) - T0 )) s"

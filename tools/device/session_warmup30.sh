@@ -14,7 +14,8 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-330}
 export PERFX_DEFAULT_MODEL=$ROOT/models/default
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-# reps LABEL BINARY MODEL [ARGS...]: tg128 -r 5 -o json; prints mean and each repetition's tok/s.
+# reps LABEL BINARY MODEL [ARGS...]: tg128 -r 5 -o json; prints mean, each repetition's tok/s
+# and the mean of repetitions 2-5 (this call's own, in place of devbin.sh's reps).
 reps() {
   local label=$1 bin=$2 m=$3
   shift 3
@@ -39,18 +40,6 @@ for r in 1 2; do
 done
 reps "q4 base" "$B/perfx_base" llama-2-7b:q4_0
 reps "q4 new " "$B/perfx" llama-2-7b:q4_0
-for bin in perfx perfx_mut; do
-  PERFX_TEST_BIN="$B/$bin" PERFX_TEST_DEVICE=cuda:0 timeout 60 "$B/tests/test_e2e" \
-    --gtest_filter='CliBench.NoGraphCapture*' > "$OUT/e2e_$bin.log" 2>&1
-  echo "e2e NoGraphCapture on $bin rc=$?: $(gtest_line "$OUT/e2e_$bin.log")"
-  grep -m2 'captured' "$OUT/e2e_$bin.log" | cut -c1-200
-done
-if ! over_budget; then
-  PERFX_TEST_DEVICE=cuda:0 timeout 100 "$B/tests/test_conformance" --gtest_filter='*cuda*' \
-    > "$OUT/conf_f16.log" 2>&1
-  echo "conformance f16 rc=$?: $(gtest_line "$OUT/conf_f16.log")"
-  PERFX_TEST_DEVICE=cuda:0 timeout 150 "$B/tests/test_model" --gtest_filter='*cuda*' \
-    > "$OUT/model.log" 2>&1
-  echo "model tests rc=$?: $(gtest_line "$OUT/model.log")"
-fi
+for bin in perfx perfx_mut; do e2e_on "$bin" 'CliBench.NoGraphCapture*'; done
+over_budget || cuda_suite "$OUT" f16
 echo "total $(( $(date +%s) - T0 )) s"
