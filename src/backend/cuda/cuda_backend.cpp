@@ -263,7 +263,9 @@ class CudaBackend : public Backend {
     // PERFX_CUDA_SKIP=op[,op...] (profiling only: the output is wrong): leaves out every launch of
     // the named ops — norm (rms_norm, add_rms_norm), rope (rope_kv_store), attn (attention),
     // linear (linear, linear_silu_mul) — so a decode benchmark shows what each costs inside the
-    // captured step (docs/cuda_linear_notes.md §12).
+    // captured step (docs/cuda_linear_notes.md §12). Two more bound what the work between two
+    // replayed steps costs (§33): upload (a replayed step's layout goes up on a second stream, not
+    // ordered before the graph) and ids (the graph argmax's ids are not copied to the host).
     if (const char* sk = std::getenv("PERFX_CUDA_SKIP"); sk && *sk) {
       std::string v = sk;
       for (size_t p = 0; p <= v.size();) {
@@ -273,16 +275,20 @@ class CudaBackend : public Backend {
                         : op == "rope"   ? kSkipRope
                         : op == "attn"   ? kSkipAttn
                         : op == "linear" ? kSkipLinear
+                        : op == "upload" ? kSkipUpload
+                        : op == "ids"    ? kSkipIds
                                          : 0;
-        check(
-            bit != 0,
-            "PERFX_CUDA_SKIP takes norm, rope, attn and linear, comma-separated; got '" + op + "'");
+        check(bit != 0,
+              "PERFX_CUDA_SKIP takes norm, rope, attn, linear, upload and ids, comma-separated; "
+              "got '" +
+                  op + "'");
         skip_ |= bit;
         p = e + 1;
       }
       std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n", sk);
     }
     rope_fused_ = env_switch("PERFX_CUDA_ROPE_FUSED");
+    aside_ = env_switch("PERFX_CUDA_ASIDE_COPIES");
     (void)qkv_trigger_pct();  // PERFX_CUDA_QKV_TRIGGER: a bad value is refused here, not mid-run
     (void)qkv_grid_free();    // PERFX_CUDA_QKV_GRID_FREE: likewise
     attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
@@ -298,7 +304,14 @@ class CudaBackend : public Backend {
     if (profile_) graphs_enabled_ = false;   // per-op events need eager launches
     trace_ = std::make_unique<TraceRing>();  // PERFX_CUDA_TRACE=FILE (trace builds only)
     cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    cuda_ok(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
+    for (int p = 0; p < 2; ++p)
+      for (cudaEvent_t* e : {&staged_[p], &used_[p], &ids_copied_[p]})
+        cuda_ok(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_ok(cudaEventCreateWithFlags(&fwd_done_, cudaEventDisableTiming), "cudaEventCreate");
+    if (aside_) {
+      cuda_ok(cudaStreamCreateWithFlags(&up_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      cuda_ok(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
     cublas_ok(cublasCreate(&cublas_), "cublasCreate");
     cublas_ok(cublasSetStream(cublas_, stream_), "cublasSetStream");
     cublas_ws_.alloc(32u << 20, "the cuBLAS workspace", dev_);
@@ -317,17 +330,23 @@ class CudaBackend : public Backend {
       (void)cudaStreamEndCapture(stream_, &g);
       if (g) (void)cudaGraphDestroy(g);
     }
-    (void)cudaStreamSynchronize(stream_);
+    (void)sync_streams();
     if (profile_) print_profile();
     trace_.reset();  // writes the PERFX_CUDA_TRACE file
     clear_graphs();
-    if (pinned_) (void)cudaFreeHost(pinned_);
+    for (void* h : pinned_)
+      if (h) (void)cudaFreeHost(h);
     for (SampleSlot& sl : slots_) {
       if (sl.host) (void)cudaFreeHost(sl.host);
       if (sl.done) (void)cudaEventDestroy(sl.done);
     }
     if (cublas_) (void)cublasDestroy(cublas_);
-    (void)cudaEventDestroy(staged_);
+    for (int p = 0; p < 2; ++p)
+      for (cudaEvent_t e : {staged_[p], used_[p], ids_copied_[p]})
+        if (e) (void)cudaEventDestroy(e);
+    if (fwd_done_) (void)cudaEventDestroy(fwd_done_);
+    for (cudaStream_t st : {up_stream_, copy_stream_, side_stream_})
+      if (st) (void)cudaStreamDestroy(st);
     (void)cudaStreamDestroy(stream_);
   }
 
@@ -359,7 +378,17 @@ class CudaBackend : public Backend {
   }
   void synchronize() override {
     finish_forward();
-    cuda_ok(cudaStreamSynchronize(stream_), "synchronize (a kernel failed)");
+    cuda_ok(sync_streams(), "synchronize (a kernel failed)");
+  }
+  /// Waits for the stream and the side streams (PERFX_CUDA_ASIDE_COPIES); the first error.
+  cudaError_t sync_streams() {
+    cudaError_t e = cudaStreamSynchronize(stream_);
+    for (cudaStream_t st : {up_stream_, copy_stream_, side_stream_})
+      if (st) {
+        const cudaError_t e2 = cudaStreamSynchronize(st);
+        if (e == cudaSuccess) e = e2;
+      }
+    return e;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -554,6 +583,10 @@ class CudaBackend : public Backend {
 
   void prepare_batch(const BatchLayout& b) override {
     finish_forward();
+    if (aside_) {  // the step just queued has read layout buffer par_ and written ids_[par_ ^ 1]
+      cuda_ok(cudaEventRecord(used_[par_], stream_), "cudaEventRecord");
+      par_ ^= 1;
+    }
     last_linear_ = nullptr;    // a new forward: no linear before it (and its weight may be gone)
     after_attention_ = false;  // (an attention op that threw must not reach the next forward)
     const int T = b.n_tokens, S = b.n_seqs;
@@ -611,8 +644,9 @@ class CudaBackend : public Backend {
     const size_t n_int = (size_t)T * 4 + L + (size_t)S * 2 + 1 + (size_t)S * width_ + n_gather;
     ensure_staging(n_int);
     if (eligible || fed) ensure_step_ids(T);
-    cuda_ok(cudaEventSynchronize(staged_), "staging");  // the previous copy has read the buffer
-    int32_t* h = static_cast<int32_t*>(pinned_);
+    const int p = par_;
+    cuda_ok(cudaEventSynchronize(staged_[p]), "staging");  // its previous upload has read it
+    int32_t* h = static_cast<int32_t*>(pinned_[p]);
     size_t at = 0;
     auto put = [&](const int32_t* src, size_t n) {
       const size_t off = at;
@@ -630,14 +664,40 @@ class CudaBackend : public Backend {
       for (int j = 0; j < width_; ++j)
         h[at++] = j < b.max_blocks ? b.block_tables[(size_t)s * b.max_blocks + j] : -1;
     const size_t o_fed = put(b.fed_rows.data(), n_gather);
-    cuda_ok(cudaMemcpyAsync(batch_dev_.get(), h, at * 4, cudaMemcpyHostToDevice, stream_),
-            "upload batch");
-    cuda_ok(cudaEventRecord(staged_, stream_), "cudaEventRecord");
-    // A fed step reads its ids from step_ids_, where an argmax inside the last graph wrote them;
+    int32_t* d = static_cast<int32_t*>(batch_dev_[p].get());
+    if (aside_) {
+      // The upload on its own stream, after the step that last read this buffer (two steps
+      // back); the stream waits for it, which, queued while the previous step runs, is done by
+      // the time that step ends.
+      cuda_ok(cudaStreamWaitEvent(up_stream_, used_[p], 0), "cudaStreamWaitEvent");
+      cuda_ok(cudaMemcpyAsync(d, h, at * 4, cudaMemcpyHostToDevice, up_stream_), "upload batch");
+      cuda_ok(cudaEventRecord(staged_[p], up_stream_), "cudaEventRecord");
+      cuda_ok(cudaStreamWaitEvent(stream_, staged_[p], 0), "cudaStreamWaitEvent");
+      // This step's argmax writes ids_[p ^ 1]: the host's copy of what the step before last
+      // wrote there must have read it.
+      cuda_ok(cudaStreamWaitEvent(stream_, ids_copied_[p ^ 1], 0), "cudaStreamWaitEvent");
+    } else {
+      // PERFX_CUDA_SKIP=upload (timing only): a replayed step's upload on a second stream that
+      // the graph does not wait for.
+      cudaStream_t up = stream_;
+      if ((skip_ & kSkipUpload) && eligible &&
+          graphs_.count(GraphKey{T, width_, gen_->value.load(), fed, p})) {
+        if (!side_stream_)
+          cuda_ok(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
+                  "cudaStreamCreate");
+        up = side_stream_;
+      }
+      cuda_ok(cudaMemcpyAsync(d, h, at * 4, cudaMemcpyHostToDevice, up), "upload batch");
+      cuda_ok(cudaEventRecord(staged_[p], up), "cudaEventRecord");
+    }
+    // A fed step reads its ids from ids_[p], where an argmax inside the last graph wrote them;
     // a draw made elsewhere (a sampling slot) is copied there first, device to device; a subset
-    // of the draw's rows, or host ids among them, is gathered there.
-    int32_t* step_ids = static_cast<int32_t*>(step_ids_.get());
-    int32_t* d = static_cast<int32_t*>(batch_dev_.get());
+    // of the draw's rows, or host ids among them, is gathered there (after the host's copy of
+    // the last argmax's ids has read them).
+    int32_t* step_ids = static_cast<int32_t*>(ids_[p].get());
+    ids_out_ = static_cast<int32_t*>(ids_[aside_ ? p ^ 1 : p].get());
+    if (aside_ && (fed && (!fed_identity || fed_d_ != step_ids)))
+      cuda_ok(cudaStreamWaitEvent(stream_, ids_copied_[p], 0), "cudaStreamWaitEvent");
     if (fed_identity && fed_d_ != step_ids)
       cuda_ok(cudaMemcpyAsync(step_ids, fed_d_, (size_t)T * 4, cudaMemcpyDeviceToDevice, stream_),
               "feed sampled ids");
@@ -1116,8 +1176,8 @@ class CudaBackend : public Backend {
   }
 
   // Overlapped decode: the draw is queued behind the step; its ids stay on the device for the
-  // next fed step, BatchLayout::fed_rows (in step_ids_ when the graph's argmax drew them, else in
-  // the slot's device buffer; prepare_batch copies or gathers them into step_ids_), and travel to
+  // next fed step, BatchLayout::fed_rows (in ids_out_ when the graph's argmax drew them, else in
+  // the slot's device buffer; prepare_batch copies or gathers them into ids_[par_]), and travel to
   // the slot's pinned buffer, which sample_end reads after the slot's event.
   bool samples_ahead() const override { return true; }
   uint64_t graphs_captured() const override { return graphs_captured_; }
@@ -1258,20 +1318,22 @@ class CudaBackend : public Backend {
   struct GraphKey {
     int n_tokens, width;
     uint64_t gen;
-    bool fed;  // token ids read from step_ids_ (BatchLayout::fed_rows), not from the layout
+    bool fed;  // token ids read from ids_[par] (BatchLayout::fed_rows), not from the layout
+    int par;   // the layout and ids buffers' parity (always 0 without PERFX_CUDA_ASIDE_COPIES)
     bool operator<(const GraphKey& o) const {
-      return std::tie(n_tokens, width, gen, fed) < std::tie(o.n_tokens, o.width, o.gen, o.fed);
+      return std::tie(n_tokens, width, gen, fed, par) <
+             std::tie(o.n_tokens, o.width, o.gen, o.fed, o.par);
     }
   };
   struct GraphExec {
     cudaGraphExec_t exec = nullptr;
-    bool argmax = false;  // ends with the greedy argmax of every row into step_ids_
+    bool argmax = false;  // ends with the greedy argmax of every row into ids_out_
   };
 
   bool replaying() const { return state_ == State::Replaying; }
 
   void begin_graph_step(int n_tokens, bool fed) {
-    const GraphKey key{n_tokens, width_, gen_->value.load(), fed};
+    const GraphKey key{n_tokens, width_, gen_->value.load(), fed, par_};
     auto it = graphs_.find(key);
     if (it != graphs_.end()) {
       state_ = State::Replaying;
@@ -1345,11 +1407,13 @@ class CudaBackend : public Backend {
   void ensure_staging(size_t n) {
     if (n <= staging_cap_) return;
     const size_t cap = std::max<size_t>({n, staging_cap_ * 2, 65536});
-    cuda_ok(cudaStreamSynchronize(stream_), "staging");
-    if (pinned_) (void)cudaFreeHost(pinned_);
-    pinned_ = nullptr;
-    cuda_ok(cudaHostAlloc(&pinned_, cap * 4, cudaHostAllocDefault), "cudaHostAlloc");
-    batch_dev_.alloc(cap * 4, "the batch layout", dev_);
+    cuda_ok(sync_streams(), "staging");
+    for (int p = 0; p < (aside_ ? 2 : 1); ++p) {
+      if (pinned_[p]) (void)cudaFreeHost(pinned_[p]);
+      pinned_[p] = nullptr;
+      cuda_ok(cudaHostAlloc(&pinned_[p], cap * 4, cudaHostAllocDefault), "cudaHostAlloc");
+      batch_dev_[p].alloc(cap * 4, "the batch layout", dev_);
+    }
     staging_cap_ = cap;
     gen_->value++;
   }
@@ -1394,7 +1458,7 @@ class CudaBackend : public Backend {
     cuda_ok(cudaEventSynchronize(sl.done), "sample");  // its previous copies have run
     if (bytes > sl.cap) {
       const size_t cap = std::max(bytes, sl.cap * 2);
-      cuda_ok(cudaStreamSynchronize(stream_), "sample");  // nothing queued reads the old buffers
+      cuda_ok(sync_streams(), "sample");  // nothing queued reads the old buffers
       if (sl.host) (void)cudaFreeHost(sl.host);
       sl.host = nullptr;
       sl.cap = 0;
@@ -1408,7 +1472,7 @@ class CudaBackend : public Backend {
   /// Whether this step's draw is the argmax inside its graph (PERFX_CUDA_GRAPH_ARGMAX, default
   /// 1): a graph step whose rows are greedy, without penalties, row i for token i. While the
   /// graph is captured the argmax is launched into it (PDL behind the lm_head, rows from the
-  /// constant iota, ids into step_ids_, where a fed next step's embedding reads them); a replayed
+  /// constant iota, ids into ids_out_, where a fed next step's embedding reads them); a replayed
   /// graph captured so runs it. Call before finish_forward().
   bool graph_argmax(const Tensor& logits, const std::vector<SampleRow>& rows) {
     static const bool on = env_switch("PERFX_CUDA_GRAPH_ARGMAX");
@@ -1419,43 +1483,58 @@ class CudaBackend : public Backend {
         return false;
     if (state_ == State::Replaying) return replay_argmax_;
     launch_argmax(logits.f32(), logits.stride, static_cast<const int32_t*>(step_rows_.get()),
-                  n_tokens_, (int)logits.cols, static_cast<int32_t*>(step_ids_.get()), stream_);
+                  n_tokens_, (int)logits.cols, ids_out_, stream_);
     launched("argmax (in the graph)");
     capture_argmax_ = true;
     return true;
   }
-  /// Queues the copy of step_ids_'s first n ids to a sampling slot; the job reads them there.
+  /// Queues the copy of ids_out_'s first n ids to a sampling slot; the job reads them there. With
+  /// PERFX_CUDA_ASIDE_COPIES the copy runs on its own stream after the step, so the next step,
+  /// queued behind this one, does not wait for it (it writes the other ids buffer).
   SampleJob copy_step_ids(int n) {
     SampleJob job;
     SampleSlot& sl = slot_for((size_t)n * 4 + 64, job.slot);
-    cuda_ok(
-        cudaMemcpyAsync(sl.host, step_ids_.get(), (size_t)n * 4, cudaMemcpyDeviceToHost, stream_),
-        "sampled ids");
-    cuda_ok(cudaEventRecord(sl.done, stream_), "cudaEventRecord");
-    job.out_d = static_cast<const int32_t*>(step_ids_.get());
+    cudaStream_t st = stream_;
+    if (aside_) {
+      cuda_ok(cudaEventRecord(fwd_done_, stream_), "cudaEventRecord");
+      cuda_ok(cudaStreamWaitEvent(copy_stream_, fwd_done_, 0), "cudaStreamWaitEvent");
+      st = copy_stream_;
+    }
+    if (!(skip_ & kSkipIds))  // PERFX_CUDA_SKIP=ids (timing only): the host reads stale ids
+      cuda_ok(cudaMemcpyAsync(sl.host, ids_out_, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
+              "sampled ids");
+    cuda_ok(cudaEventRecord(sl.done, st), "cudaEventRecord");
+    if (aside_)
+      cuda_ok(cudaEventRecord(ids_copied_[ids_out_ == ids_[0].get() ? 0 : 1], st),
+              "cudaEventRecord");
+    job.out_d = ids_out_;
     job.n_rows = (size_t)n;
     for (int i = 0; i < n; ++i) job.greedy_at.push_back((size_t)i);
     return job;
   }
-  /// step_ids_ (the graph argmax's ids, a fed step's token ids) and step_rows_ (0, 1, ...) for n
-  /// tokens; growing them (outside any capture) invalidates the graphs. They start at 64 Ki
-  /// entries (512 KiB in all): a server's fed steps carry prompt chunks beside the decodes (up to
-  /// its step budget, 4,096 tokens by default), and each growth would re-capture every graph.
+  /// ids_[0], ids_[1] (the graph argmax's ids, a fed step's token ids; the second used with
+  /// PERFX_CUDA_ASIDE_COPIES) and step_rows_ (0, 1, ...) for n tokens; growing them (outside any
+  /// capture) invalidates the graphs. They start at 64 Ki entries (768 KiB in all): a server's
+  /// fed steps carry prompt chunks beside the decodes (up to its step budget, 4,096 tokens by
+  /// default), and each growth would re-capture every graph.
   void ensure_step_ids(int n) {
     if ((size_t)n <= step_ids_cap_) return;
     const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 65536});
-    cuda_ok(cudaStreamSynchronize(stream_), "step ids");
-    // A draw kept in the old buffer moves with it: a fed step with more tokens than its draw had
-    // rows (new sequences joining) grows it. The new buffer exists before the old one goes.
-    DevMem fresh(cap * 4, "the step's token ids", dev_);
-    if (fed_d_ && fed_d_ == step_ids_.get()) {
-      cuda_ok(cudaMemcpyAsync(fresh.get(), fed_d_, (size_t)fed_n_ * 4, cudaMemcpyDeviceToDevice,
-                              stream_),
-              "step ids");
-      cuda_ok(cudaStreamSynchronize(stream_), "step ids");
-      fed_d_ = static_cast<const int32_t*>(fresh.get());
+    cuda_ok(sync_streams(), "step ids");
+    for (int i = 0; i < 2; ++i) {
+      // A draw kept in the old buffer moves with it: a fed step with more tokens than its draw
+      // had rows (new sequences joining) grows it. The new buffer exists before the old one goes.
+      DevMem fresh(cap * 4, "the step's token ids", dev_);
+      if (fed_d_ && fed_d_ == ids_[i].get()) {
+        cuda_ok(cudaMemcpyAsync(fresh.get(), fed_d_, (size_t)fed_n_ * 4, cudaMemcpyDeviceToDevice,
+                                stream_),
+                "step ids");
+        cuda_ok(cudaStreamSynchronize(stream_), "step ids");
+        fed_d_ = static_cast<const int32_t*>(fresh.get());
+      }
+      ids_[i] = std::move(fresh);
+      if (!aside_) break;
     }
-    step_ids_ = std::move(fresh);
     step_rows_.alloc(cap * 4, "the step's rows", dev_);
     std::vector<int32_t> iota(cap);
     for (size_t i = 0; i < cap; ++i) iota[i] = (int32_t)i;
@@ -1692,11 +1771,29 @@ class CudaBackend : public Backend {
   DType act_ = DType::F16;
   bool graphs_enabled_ = true;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t staged_ = nullptr;
+  cudaEvent_t staged_[2] = {};  // the upload of layout buffer p has read pinned_[p]
   cublasHandle_t cublas_ = nullptr;
-  DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, batch_dev_, step_ids_, step_rows_;
+  DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, step_rows_;
+  // PERFX_CUDA_ASIDE_COPIES (docs/cuda_linear_notes.md §33): the step's layout goes up on
+  // up_stream_ and the graph argmax's ids come down on copy_stream_, off the stream's critical
+  // path, through two of each buffer used in turn (par_; graphs keyed by it). Without it only
+  // the buffers [0] are used, on stream_.
+  bool aside_ = true;
+  int par_ = 0;
+  DevMem batch_dev_[2], ids_[2];
+  int32_t* ids_out_ = nullptr;  // where this step's graph argmax writes its ids
+  cudaStream_t up_stream_ = nullptr, copy_stream_ = nullptr;
+  cudaEvent_t used_[2] = {}, ids_copied_[2] = {}, fwd_done_ = nullptr;
   size_t step_ids_cap_ = 0;
-  enum { kSkipNorm = 1, kSkipRope = 2, kSkipAttn = 4, kSkipLinear = 8 };
+  enum {
+    kSkipNorm = 1,
+    kSkipRope = 2,
+    kSkipAttn = 4,
+    kSkipLinear = 8,
+    kSkipUpload = 16,
+    kSkipIds = 32
+  };
+  cudaStream_t side_stream_ = nullptr;       // PERFX_CUDA_SKIP=upload's stream
   int skip_ = 0;                             // PERFX_CUDA_SKIP (timing only)
   const CudaWeight* last_linear_ = nullptr;  // the latest linear's weight (mark_feeds_attention)
   std::unique_ptr<TraceRing> trace_;         // PERFX_CUDA_TRACE (trace builds only)
@@ -1718,7 +1815,7 @@ class CudaBackend : public Backend {
   int64_t vocab_ = 0;
 
   // staging
-  void* pinned_ = nullptr;
+  void* pinned_[2] = {};
   size_t staging_cap_ = 0;
   SampleSlot slots_[2];
   int next_slot_ = 0;
@@ -1748,7 +1845,7 @@ class CudaBackend : public Backend {
   cudaGraphExec_t replay_ = nullptr;
   bool replay_argmax_ = false;   // the graph being replayed ends with the greedy argmax
   bool capture_argmax_ = false;  // the graph being captured does
-  GraphKey capture_key_{0, 0, 0, false};
+  GraphKey capture_key_{0, 0, 0, false, 0};
 };
 
 }  // namespace
