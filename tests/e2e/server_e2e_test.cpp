@@ -1,7 +1,8 @@
 // `perfx serve` end to end on models/default: 64 concurrent greedy streams equal their solo results
-// with no KV blocks left in use, and batching pays (>= 2x a single client's throughput: a
-// regression guard; the measured scale-up is in docs/SERVING.md); malformed requests; client
-// disconnects; flags; and the node tests (official OpenAI client, chat page in headless Chromium).
+// (on a GPU, up to near-ties) with no KV blocks left in use, and batching pays (>= 2x a single
+// client's throughput: a regression guard; the measured scale-up is in docs/SERVING.md);
+// malformed requests; client disconnects; flags; and the node tests (official OpenAI client, chat
+// page in headless Chromium).
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -58,6 +59,51 @@ StreamResult stream_completion(int port, const std::string& prompt, int max_toke
   return s;
 }
 
+// Whether the servers these tests start run on a GPU (PERFX_TEST_SERVE_ARGS names cuda or opencl).
+bool serving_on_gpu() {
+  const char* extra = std::getenv("PERFX_TEST_SERVE_ARGS");
+  const std::string e = extra ? extra : "";
+  return e.find("cuda") != std::string::npos || e.find("opencl") != std::string::npos;
+}
+
+// Where a batched greedy text left the same prompt's solo text on a GPU: the solo request again,
+// non-streamed with logprobs 2, must give the solo text, and at the first token the batched text
+// does not continue with, the token it does continue with must be the solo's runner-up within
+// `tol` nats of the top. A GPU's batched kernels sum in another order than its one-token ones
+// (no batch invariance, as in vLLM), so near-ties may break the other way; a wrong token where the
+// solo draw was clear is a bug.
+void expect_near_tie(int port, const std::string& prompt, int max_tokens, const std::string& solo,
+                     const std::string& batched, int request, double tol = 0.1) {
+  json req = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"logprobs", 2}};
+  HttpResponse r = http_request(port, "POST", "/v1/completions", req.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json c = json::parse(r.body)["choices"][0];
+  ASSERT_EQ(c["text"].get<std::string>(), solo) << "request " << request << " solo, with logprobs";
+  const json& lp = c["logprobs"];
+  std::string prefix;
+  for (size_t k = 0; k < lp["tokens"].size(); ++k) {
+    const std::string tok = lp["tokens"][k].get<std::string>();
+    if (batched.compare(0, prefix.size() + tok.size(), prefix + tok) == 0) {
+      prefix += tok;
+      continue;
+    }
+    const std::string rest = batched.substr(std::min(prefix.size(), batched.size()));
+    const double top = lp["token_logprobs"][k].get<double>();
+    for (const auto& [alt, alt_lp] : lp["top_logprobs"][k].items())
+      if (alt != tok && !alt.empty() && rest.compare(0, alt.size(), alt) == 0) {
+        EXPECT_LE(top - alt_lp.get<double>(), tol)
+            << "request " << request << ": token " << k << " '" << tok << "' (" << top
+            << ") alone, '" << alt << "' (" << alt_lp.get<double>() << ") batched";
+        return;
+      }
+    ADD_FAILURE() << "request " << request << ": at token " << k << " the solo run drew '" << tok
+                  << "' and the batched text goes on '" << rest.substr(0, 24)
+                  << "', not the solo's runner-up " << lp["top_logprobs"][k].dump();
+    return;
+  }
+  ADD_FAILURE() << "request " << request << ": the batched text differs past the solo's tokens";
+}
+
 TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
   REQUIRE_DEFAULT_MODEL();
   ServerProcess srv("-m " + sh_quote(default_model()) + " --max-batch 64");
@@ -93,13 +139,26 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
     });
   for (auto& t : threads) t.join();
   const double conc_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  // The CPU backend is batch invariant: every batched text equals its solo text. On a GPU a
+  // batched text may leave the solo one only at a near-tie (expect_near_tie).
   int conc_tokens = 0;
+  const bool gpu = serving_on_gpu();
   for (int i = 0; i < n; ++i) {
     EXPECT_TRUE(conc[(size_t)i].done) << i;
-    EXPECT_EQ(conc[(size_t)i].text, solo[(size_t)i].text) << "request " << i;
     conc_tokens += conc[(size_t)i].completion_tokens;
+    if (conc[(size_t)i].text == solo[(size_t)i].text) {
+      EXPECT_EQ(conc[(size_t)i].completion_tokens, solo[(size_t)i].completion_tokens) << i;
+    } else if (!gpu) {
+      EXPECT_EQ(conc[(size_t)i].text, solo[(size_t)i].text) << "request " << i;
+    } else {
+      expect_near_tie(srv.port(), prompts[(size_t)i], max_tokens, solo[(size_t)i].text,
+                      conc[(size_t)i].text, i);
+      std::printf("[ perfx ] request %d: the batched text leaves the solo one at a near-tie\n", i);
+    }
   }
-  EXPECT_EQ(conc_tokens, solo_tokens);
+  if (!gpu) {
+    EXPECT_EQ(conc_tokens, solo_tokens);
+  }
   const double conc_steps = steps() - steps0 - solo_steps;
   const double solo_tps = solo_tokens / solo_s, conc_tps = conc_tokens / conc_s;
   std::printf(
@@ -128,7 +187,7 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
   EXPECT_EQ(metric(m, "perfx_queue_depth"), 0);
   EXPECT_GT(metric(m, "perfx_kv_blocks_total"), 0);
   // Graph captures: none on the CPU; on CUDA (PERFX_TEST_SERVE_ARGS="--device cuda") the decode
-  // steps of this run captured some (that side not yet run on a GPU when it was written).
+  // steps of this run captured some (first run on an H100 in the thirty-first session).
   const char* extra = std::getenv("PERFX_TEST_SERVE_ARGS");
   if (extra && std::string(extra).find("cuda") != std::string::npos)
     EXPECT_GT(metric(m, "perfx_engine_graphs_captured_total"), 0) << m;
