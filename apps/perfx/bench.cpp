@@ -81,7 +81,7 @@ std::vector<int32_t> ids_for(const Engine& e, int n, int salt) {
 /// load to reach its clocks, and one 3 ms warm-up of TinyLlama's pp512 on an H100 left the timed
 /// repetitions after it at 34k, 74k, 98k, 123k and 141k tok/s against a steady 164k (thirty-first
 /// session). A run that takes longer than this on its own (any CPU test at real sizes) is the only
-/// warm-up, as before.
+/// warm-up, as before; shorter ones (a small model's tests on the CPU too) repeat.
 constexpr double kWarmupFloorNs = 0.25e9;
 
 /// One pp run: seconds in ns.
@@ -279,7 +279,8 @@ void bench(const BenchArgs& a, std::string& advice) {
       // captured any graph (in this warm-up or an earlier test's), a full-length run follows —
       // also when the test is short: CUDA's first step learns which linear follows which (its L2
       // warming plan) while it is captured, so that graph goes stale and the next run's first
-      // step captures again. The CPU captures none and skips it.
+      // step captures again. The CPU captures none and skips it. Then more full-length runs
+      // while the warm-up has taken less than kWarmupFloorNs (on any backend).
       double warm = run_tg(*e, std::min(n, 16), b, salt++);
       if (e->graphs_captured() > 0) warm += run_tg(*e, n, b, salt++);
       while (warm < kWarmupFloorNs) warm += run_tg(*e, n, b, salt++);

@@ -13,7 +13,9 @@
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "e2e/cli_util.h"
 #include "e2e/server_util.h"
@@ -36,14 +38,20 @@ struct StreamResult {
   std::string text;
   int completion_tokens = 0;
   bool done = false;
+  // With logprobs requested: each token's string and logprob, and its top alternatives.
+  std::vector<std::string> tokens;
+  std::vector<double> token_logprobs;
+  std::vector<json> top_logprobs;
 };
 
-StreamResult stream_completion(int port, const std::string& prompt, int max_tokens) {
+StreamResult stream_completion(int port, const std::string& prompt, int max_tokens,
+                               int logprobs = 0) {
   json req = {{"prompt", prompt},
               {"max_tokens", max_tokens},
               {"temperature", 0},
               {"stream", true},
               {"stream_options", {{"include_usage", true}}}};
+  if (logprobs > 0) req["logprobs"] = logprobs;
   HttpResponse r = http_request(port, "POST", "/v1/completions", req.dump());
   StreamResult s;
   if (r.status != 200) return s;
@@ -54,54 +62,66 @@ StreamResult stream_completion(int port, const std::string& prompt, int max_toke
     }
     json c = json::parse(d);
     if (!c["usage"].is_null()) s.completion_tokens = c["usage"]["completion_tokens"];
-    for (const auto& ch : c["choices"]) s.text += ch["text"].get<std::string>();
+    for (const auto& ch : c["choices"]) {
+      s.text += ch["text"].get<std::string>();
+      const json& lp = ch["logprobs"];
+      if (!lp.is_object()) continue;
+      for (size_t k = 0; k < lp["tokens"].size(); ++k) {
+        s.tokens.push_back(lp["tokens"][k].get<std::string>());
+        s.token_logprobs.push_back(lp["token_logprobs"][k].get<double>());
+        s.top_logprobs.push_back(lp["top_logprobs"][k]);
+      }
+    }
   }
   return s;
 }
 
-// Whether the servers these tests start run on a GPU (PERFX_TEST_SERVE_ARGS names cuda or opencl).
+// Whether the servers these tests start run on a GPU (PERFX_TEST_SERVE_ARGS names a cuda or
+// opencl device).
 bool serving_on_gpu() {
   const char* extra = std::getenv("PERFX_TEST_SERVE_ARGS");
   const std::string e = extra ? extra : "";
-  return e.find("cuda") != std::string::npos || e.find("opencl") != std::string::npos;
+  return e.find("--device cuda") != std::string::npos ||
+         e.find("--device opencl") != std::string::npos;
 }
 
-// Where a batched greedy text left the same prompt's solo text on a GPU: the solo request again,
-// non-streamed with logprobs 2, must give the solo text, and at the first token the batched text
-// does not continue with, the token it does continue with must be the solo's runner-up within
-// `tol` nats of the top. A GPU's batched kernels sum in another order than its one-token ones
-// (no batch invariance, as in vLLM), so near-ties may break the other way; a wrong token where the
-// solo draw was clear is a bug.
-void expect_near_tie(int port, const std::string& prompt, int max_tokens, const std::string& solo,
-                     const std::string& batched, int request, double tol = 0.1) {
-  json req = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"logprobs", 2}};
-  HttpResponse r = http_request(port, "POST", "/v1/completions", req.dump());
-  ASSERT_EQ(r.status, 200) << r.body;
-  const json c = json::parse(r.body)["choices"][0];
-  ASSERT_EQ(c["text"].get<std::string>(), solo) << "request " << request << " solo, with logprobs";
-  const json& lp = c["logprobs"];
-  std::string prefix;
-  for (size_t k = 0; k < lp["tokens"].size(); ++k) {
-    const std::string tok = lp["tokens"][k].get<std::string>();
-    if (batched.compare(0, prefix.size() + tok.size(), prefix + tok) == 0) {
-      prefix += tok;
-      continue;
-    }
-    const std::string rest = batched.substr(std::min(prefix.size(), batched.size()));
-    const double top = lp["token_logprobs"][k].get<double>();
-    for (const auto& [alt, alt_lp] : lp["top_logprobs"][k].items())
-      if (alt != tok && !alt.empty() && rest.compare(0, alt.size(), alt) == 0) {
-        EXPECT_LE(top - alt_lp.get<double>(), tol)
-            << "request " << request << ": token " << k << " '" << tok << "' (" << top
-            << ") alone, '" << alt << "' (" << alt_lp.get<double>() << ") batched";
-        return;
-      }
-    ADD_FAILURE() << "request " << request << ": at token " << k << " the solo run drew '" << tok
-                  << "' and the batched text goes on '" << rest.substr(0, 24)
-                  << "', not the solo's runner-up " << lp["top_logprobs"][k].dump();
-    return;
+// A batched greedy stream that left the same prompt's solo stream on a GPU (both run with
+// logprobs 2): at the first token where they differ, the batched token must be the solo's
+// runner-up, within `tol` nats of the solo's top. A GPU's batched kernels sum in another order
+// than its one-token ones (no batch invariance, as in vLLM), so a near-tie may break the other
+// way; a different token where the solo draw was clear, or a stream that ends (EOS) where the
+// other goes on, fails. Returns whether it held.
+bool expect_near_tie(const StreamResult& solo, const StreamResult& batched, int request,
+                     double tol = 0.1) {
+  const size_t n = std::min(solo.tokens.size(), batched.tokens.size());
+  size_t k = 0;
+  while (k < n && solo.tokens[k] == batched.tokens[k]) ++k;
+  if (k == n) {
+    ADD_FAILURE() << "request " << request << ": the same " << k
+                  << " tokens, then one stream ends and the other goes on (solo "
+                  << solo.tokens.size() << " tokens, batched " << batched.tokens.size()
+                  << "; texts '" << solo.text << "' / '" << batched.text << "')";
+    return false;
   }
-  ADD_FAILURE() << "request " << request << ": the batched text differs past the solo's tokens";
+  const json& alts = solo.top_logprobs[k];
+  const std::string& tok = batched.tokens[k];
+  if (!alts.contains(tok)) {
+    ADD_FAILURE() << "request " << request << ": at token " << k << " the solo run drew '"
+                  << solo.tokens[k] << "' and the batched one '" << tok
+                  << "', not among the solo's top 2 " << alts.dump();
+    return false;
+  }
+  const double margin = solo.token_logprobs[k] - alts[tok].get<double>();
+  EXPECT_LE(margin, tol) << "request " << request << ": at token " << k << " the solo run drew '"
+                         << solo.tokens[k] << "' (" << solo.token_logprobs[k]
+                         << ") and the batched one '" << tok << "' (" << alts[tok].get<double>()
+                         << ")";
+  if (margin > tol) return false;
+  std::printf(
+      "[ perfx ] request %d: the batched stream leaves the solo one at token %zu, a near-tie "
+      "('%s' vs '%s', %.4f nats apart)\n",
+      request, k, solo.tokens[k].c_str(), tok.c_str(), margin);
+  return true;
 }
 
 TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
@@ -116,13 +136,16 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
   auto steps = [&] {
     return metric(http_request(srv.port(), "GET", "/metrics").body, "perfx_engine_steps_total");
   };
-  // One client, one request at a time.
+  // One client, one request at a time. On a GPU every request asks for logprobs 2, so that a
+  // batched stream that differs can be checked token by token (expect_near_tie).
+  const bool gpu = serving_on_gpu();
+  const int logprobs = gpu ? 2 : 0;
   const double steps0 = steps();
   std::vector<StreamResult> solo((size_t)n);
   int solo_tokens = 0;
   auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
-    solo[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens);
+    solo[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens, logprobs);
     ASSERT_TRUE(solo[(size_t)i].done) << "request " << i << "\n" << srv.log();
     solo_tokens += solo[(size_t)i].completion_tokens;
   }
@@ -135,14 +158,13 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
   t0 = Clock::now();
   for (int i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
-      conc[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens);
+      conc[(size_t)i] = stream_completion(srv.port(), prompts[(size_t)i], max_tokens, logprobs);
     });
   for (auto& t : threads) t.join();
   const double conc_s = std::chrono::duration<double>(Clock::now() - t0).count();
   // The CPU backend is batch invariant: every batched text equals its solo text. On a GPU a
   // batched text may leave the solo one only at a near-tie (expect_near_tie).
   int conc_tokens = 0;
-  const bool gpu = serving_on_gpu();
   for (int i = 0; i < n; ++i) {
     EXPECT_TRUE(conc[(size_t)i].done) << i;
     conc_tokens += conc[(size_t)i].completion_tokens;
@@ -151,9 +173,7 @@ TEST(ServeE2E, SixtyFourConcurrentGreedyStreamsEqualSoloResultsAndBatch) {
     } else if (!gpu) {
       EXPECT_EQ(conc[(size_t)i].text, solo[(size_t)i].text) << "request " << i;
     } else {
-      expect_near_tie(srv.port(), prompts[(size_t)i], max_tokens, solo[(size_t)i].text,
-                      conc[(size_t)i].text, i);
-      std::printf("[ perfx ] request %d: the batched text leaves the solo one at a near-tie\n", i);
+      expect_near_tie(solo[(size_t)i], conc[(size_t)i], i);
     }
   }
   if (!gpu) {

@@ -23,6 +23,7 @@
 #include "backend/cpu/reference.h"
 #include "backend/cpu/sampling.h"
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/graph_cache.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/l2_prefetch_plan.h"
 #include "backend/cuda/linear.cuh"
@@ -264,8 +265,9 @@ class CudaBackend : public Backend {
     // the named ops — norm (rms_norm, add_rms_norm), rope (rope_kv_store), attn (attention),
     // linear (linear, linear_silu_mul) — so a decode benchmark shows what each costs inside the
     // captured step (docs/cuda_linear_notes.md §12). Two more bound what the work between two
-    // replayed steps costs (§33): upload (a replayed step's layout goes up on a second stream, not
-    // ordered before the graph) and ids (the graph argmax's ids are not copied to the host).
+    // replayed steps costs (§33): upload (with PERFX_CUDA_ASIDE_COPIES=0 only: a replayed step's
+    // layout goes up on a second stream, not ordered before the graph) and ids (the graph
+    // argmax's ids are not copied to the host).
     if (const char* sk = std::getenv("PERFX_CUDA_SKIP"); sk && *sk) {
       std::string v = sk;
       for (size_t p = 0; p <= v.size();) {
@@ -285,10 +287,15 @@ class CudaBackend : public Backend {
         skip_ |= bit;
         p = e + 1;
       }
-      std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n", sk);
     }
     rope_fused_ = env_switch("PERFX_CUDA_ROPE_FUSED");
     aside_ = env_switch("PERFX_CUDA_ASIDE_COPIES");
+    check(!(aside_ && (skip_ & kSkipUpload)),
+          "PERFX_CUDA_SKIP=upload bounds the stream-ordered upload: it needs "
+          "PERFX_CUDA_ASIDE_COPIES=0");
+    if (skip_)
+      std::fprintf(stderr, "perfx: PERFX_CUDA_SKIP=%s: those ops are not run (timing only)\n",
+                   std::getenv("PERFX_CUDA_SKIP"));
     (void)qkv_trigger_pct();  // PERFX_CUDA_QKV_TRIGGER: a bad value is refused here, not mid-run
     (void)qkv_grid_free();    // PERFX_CUDA_QKV_GRID_FREE: likewise
     attn_merge_ = env_switch("PERFX_CUDA_ATTN_MERGE");
@@ -678,10 +685,10 @@ class CudaBackend : public Backend {
       cuda_ok(cudaStreamWaitEvent(stream_, ids_copied_[p ^ 1], 0), "cudaStreamWaitEvent");
     } else {
       // PERFX_CUDA_SKIP=upload (timing only): a replayed step's upload on a second stream that
-      // the graph does not wait for.
+      // the graph does not wait for (not where the feed gather, before the graph, reads it).
       cudaStream_t up = stream_;
-      if ((skip_ & kSkipUpload) && eligible &&
-          graphs_.count(GraphKey{T, width_, gen_->value.load(), fed, p})) {
+      if ((skip_ & kSkipUpload) && eligible && n_gather == 0 &&
+          graphs_.contains(GraphKey{T, width_, gen_->value.load(), fed, p})) {
         if (!side_stream_)
           cuda_ok(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
                   "cudaStreamCreate");
@@ -1334,15 +1341,13 @@ class CudaBackend : public Backend {
 
   void begin_graph_step(int n_tokens, bool fed) {
     const GraphKey key{n_tokens, width_, gen_->value.load(), fed, par_};
-    auto it = graphs_.find(key);
-    if (it != graphs_.end()) {
+    if (const GraphExec* g = graphs_.find(key)) {
       state_ = State::Replaying;
-      replay_ = it->second.exec;
-      replay_argmax_ = it->second.argmax;
+      replay_ = g->exec;
+      replay_argmax_ = g->argmax;
       return;
     }
     capture_argmax_ = false;
-    if (graphs_.size() >= kMaxGraphs) clear_graphs();
     cuda_ok(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed),
             "cudaStreamBeginCapture");
     state_ = State::Capturing;
@@ -1366,24 +1371,17 @@ class CudaBackend : public Backend {
     const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
     (void)cudaGraphDestroy(g);
     cuda_ok(e, "cudaGraphInstantiate");
-    // Graphs made over an older scratch generation can never replay again.
-    for (auto it = graphs_.begin(); it != graphs_.end();) {
-      if (it->first.gen != capture_key_.gen) {
-        (void)cudaGraphExecDestroy(it->second.exec);
-        it = graphs_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    graphs_[capture_key_] = GraphExec{exec, capture_argmax_};
+    // Graphs made over an older scratch generation can never replay again; a full cache gives
+    // up its least recently replayed graph.
+    graphs_.erase_if([&](const GraphKey& k) { return k.gen != capture_key_.gen; }, destroy_exec);
+    if (auto old = graphs_.insert(capture_key_, GraphExec{exec, capture_argmax_}))
+      destroy_exec(*old);
     ++graphs_captured_;
     cuda_ok(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
   }
 
-  void clear_graphs() {
-    for (auto& [k, g] : graphs_) (void)cudaGraphExecDestroy(g.exec);
-    graphs_.clear();
-  }
+  void clear_graphs() { graphs_.clear(destroy_exec); }
+  static void destroy_exec(const GraphExec& g) { (void)cudaGraphExecDestroy(g.exec); }
 
   // ---- helpers
   void launched(const char* op) {
@@ -1514,9 +1512,9 @@ class CudaBackend : public Backend {
   }
   /// ids_[0], ids_[1] (the graph argmax's ids, a fed step's token ids; the second used with
   /// PERFX_CUDA_ASIDE_COPIES) and step_rows_ (0, 1, ...) for n tokens; growing them (outside any
-  /// capture) invalidates the graphs. They start at 64 Ki entries (768 KiB in all): a server's
-  /// fed steps carry prompt chunks beside the decodes (up to its step budget, 4,096 tokens by
-  /// default), and each growth would re-capture every graph.
+  /// capture) invalidates the graphs. They start at 64 Ki entries (768 KiB in all with the side
+  /// copies, 512 without): a server's fed steps carry prompt chunks beside the decodes (up to its
+  /// step budget, 4,096 tokens by default), and each growth would re-capture every graph.
   void ensure_step_ids(int n) {
     if ((size_t)n <= step_ids_cap_) return;
     const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 65536});
@@ -1841,7 +1839,7 @@ class CudaBackend : public Backend {
 
   // graphs
   State state_ = State::Eager;
-  std::map<GraphKey, GraphExec> graphs_;
+  GraphCache<GraphKey, GraphExec> graphs_{kMaxGraphs};  // least recently replayed evicted
   cudaGraphExec_t replay_ = nullptr;
   bool replay_argmax_ = false;   // the graph being replayed ends with the greedy argmax
   bool capture_argmax_ = false;  // the graph being captured does
