@@ -238,3 +238,13 @@ for t in json.load(open("/tmp/r.json")):
 ' "$label $m" || { echo "$label $m: no json"; head -3 /tmp/r.err; }
   grep -h 'note' /tmp/r.err | head -2
 }
+
+# serve64 BINARY: the 64-stream server e2e test (ServeE2E.SixtyFour*: batched greedy streams
+# against solo ones, near-ties allowed on a GPU) with the server BINARY on cuda:0; one summary
+# line, then its near-tie and failure lines. Log in $OUT/serve.log.
+serve64() {
+  PERFX_TEST_SERVE_ARGS="--device cuda" PERFX_TEST_BIN="$1" timeout 120 \
+    "$B/tests/test_e2e" --gtest_filter='ServeE2E.SixtyFour*' > "$OUT/serve.log" 2>&1
+  echo "serve e2e on cuda rc=$?: $(gtest_line "$OUT/serve.log")"
+  grep -E 'near-tie|Failure|request [0-9]+:' "$OUT/serve.log" | head -12 | cut -c1-240
+}

@@ -11,10 +11,7 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-230}
 export PERFX_DEFAULT_MODEL=$ROOT/models/default
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-PERFX_TEST_SERVE_ARGS="--device cuda" PERFX_TEST_BIN="$B/perfx" timeout 120 \
-  "$B/tests/test_e2e" --gtest_filter='ServeE2E.SixtyFour*' > "$OUT/serve.log" 2>&1
-echo "serve e2e on cuda rc=$?: $(gtest_line "$OUT/serve.log")"
-grep -E 'near-tie|Failure|request [0-9]+:' "$OUT/serve.log" | head -12 | cut -c1-240
+serve64 "$B/perfx"
 PERFX_CUDA_SKIP=upload timeout 30 "$B/perfx" bench -m random:tinyllama-1.1b --device cuda -p 0 \
   -n 8 -r 1 > /dev/null 2> "$OUT/skip.err"
 echo "SKIP=upload with the side copies: rc=$? $(head -c 200 "$OUT/skip.err")"

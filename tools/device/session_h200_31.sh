@@ -11,10 +11,7 @@ cd "$(dirname "$0")/../.."
 BUDGET=${BUDGET:-480}
 export PERFX_DEFAULT_MODEL=$ROOT/models/default
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-PERFX_TEST_SERVE_ARGS="--device cuda" PERFX_TEST_BIN="$B/perfx" timeout 120 \
-  "$B/tests/test_e2e" --gtest_filter='ServeE2E.SixtyFour*' > "$OUT/serve.log" 2>&1
-echo "serve e2e on cuda rc=$?: $(gtest_line "$OUT/serve.log")"
-grep -E 'near-tie|Failure|request [0-9]+:' "$OUT/serve.log" | head -20 | cut -c1-240
+serve64 "$B/perfx"
 for m in tinyllama-1.1b llama-2-7b llama-2-7b:q4_0; do
   for a in 1 0; do
     PERFX_CUDA_ASIDE_COPIES=$a reps "aside=$a" "$B/perfx" "$m" -p 0 -n 128
