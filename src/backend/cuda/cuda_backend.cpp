@@ -672,30 +672,29 @@ class CudaBackend : public Backend {
         h[at++] = j < b.max_blocks ? b.block_tables[(size_t)s * b.max_blocks + j] : -1;
     const size_t o_fed = put(b.fed_rows.data(), n_gather);
     int32_t* d = static_cast<int32_t*>(batch_dev_[p].get());
+    cudaStream_t up = stream_;
     if (aside_) {
       // The upload on its own stream, after the step that last read this buffer (two steps
-      // back); the stream waits for it, which, queued while the previous step runs, is done by
-      // the time that step ends.
-      cuda_ok(cudaStreamWaitEvent(up_stream_, used_[p], 0), "cudaStreamWaitEvent");
-      cuda_ok(cudaMemcpyAsync(d, h, at * 4, cudaMemcpyHostToDevice, up_stream_), "upload batch");
-      cuda_ok(cudaEventRecord(staged_[p], up_stream_), "cudaEventRecord");
+      // back); the stream waits for it (below), which, queued while the previous step runs, is
+      // done by the time that step ends.
+      up = up_stream_;
+      cuda_ok(cudaStreamWaitEvent(up, used_[p], 0), "cudaStreamWaitEvent");
+    } else if ((skip_ & kSkipUpload) && eligible && n_gather == 0 &&
+               graphs_.contains(GraphKey{T, width_, gen_->value.load(), fed, p})) {
+      // PERFX_CUDA_SKIP=upload (timing only): a replayed step's upload on a second stream that
+      // the graph does not wait for (not where the feed gather, before the graph, reads it).
+      if (!side_stream_)
+        cuda_ok(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
+                "cudaStreamCreate");
+      up = side_stream_;
+    }
+    cuda_ok(cudaMemcpyAsync(d, h, at * 4, cudaMemcpyHostToDevice, up), "upload batch");
+    cuda_ok(cudaEventRecord(staged_[p], up), "cudaEventRecord");
+    if (aside_) {
       cuda_ok(cudaStreamWaitEvent(stream_, staged_[p], 0), "cudaStreamWaitEvent");
       // This step's argmax writes ids_[p ^ 1]: the host's copy of what the step before last
       // wrote there must have read it.
       cuda_ok(cudaStreamWaitEvent(stream_, ids_copied_[p ^ 1], 0), "cudaStreamWaitEvent");
-    } else {
-      // PERFX_CUDA_SKIP=upload (timing only): a replayed step's upload on a second stream that
-      // the graph does not wait for (not where the feed gather, before the graph, reads it).
-      cudaStream_t up = stream_;
-      if ((skip_ & kSkipUpload) && eligible && n_gather == 0 &&
-          graphs_.contains(GraphKey{T, width_, gen_->value.load(), fed, p})) {
-        if (!side_stream_)
-          cuda_ok(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
-                  "cudaStreamCreate");
-        up = side_stream_;
-      }
-      cuda_ok(cudaMemcpyAsync(d, h, at * 4, cudaMemcpyHostToDevice, up), "upload batch");
-      cuda_ok(cudaEventRecord(staged_[p], up), "cudaEventRecord");
     }
     // A fed step reads its ids from ids_[p], where an argmax inside the last graph wrote them;
     // a draw made elsewhere (a sampling slot) is copied there first, device to device; a subset
@@ -703,7 +702,7 @@ class CudaBackend : public Backend {
     // the last argmax's ids has read them).
     int32_t* step_ids = static_cast<int32_t*>(ids_[p].get());
     ids_out_ = static_cast<int32_t*>(ids_[aside_ ? p ^ 1 : p].get());
-    if (aside_ && (fed && (!fed_identity || fed_d_ != step_ids)))
+    if (aside_ && fed && (!fed_identity || fed_d_ != step_ids))
       cuda_ok(cudaStreamWaitEvent(stream_, ids_copied_[p], 0), "cudaStreamWaitEvent");
     if (fed_identity && fed_d_ != step_ids)
       cuda_ok(cudaMemcpyAsync(step_ids, fed_d_, (size_t)T * 4, cudaMemcpyDeviceToDevice, stream_),
@@ -1406,7 +1405,7 @@ class CudaBackend : public Backend {
     if (n <= staging_cap_) return;
     const size_t cap = std::max<size_t>({n, staging_cap_ * 2, 65536});
     cuda_ok(sync_streams(), "staging");
-    for (int p = 0; p < (aside_ ? 2 : 1); ++p) {
+    for (int p = 0; p < n_bufs(); ++p) {
       if (pinned_[p]) (void)cudaFreeHost(pinned_[p]);
       pinned_[p] = nullptr;
       cuda_ok(cudaHostAlloc(&pinned_[p], cap * 4, cudaHostAllocDefault), "cudaHostAlloc");
@@ -1502,9 +1501,8 @@ class CudaBackend : public Backend {
       cuda_ok(cudaMemcpyAsync(sl.host, ids_out_, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
               "sampled ids");
     cuda_ok(cudaEventRecord(sl.done, st), "cudaEventRecord");
-    if (aside_)
-      cuda_ok(cudaEventRecord(ids_copied_[ids_out_ == ids_[0].get() ? 0 : 1], st),
-              "cudaEventRecord");
+    if (aside_)  // ids_out_ is ids_[par_ ^ 1] (prepare_batch)
+      cuda_ok(cudaEventRecord(ids_copied_[par_ ^ 1], st), "cudaEventRecord");
     job.out_d = ids_out_;
     job.n_rows = (size_t)n;
     for (int i = 0; i < n; ++i) job.greedy_at.push_back((size_t)i);
@@ -1519,7 +1517,7 @@ class CudaBackend : public Backend {
     if ((size_t)n <= step_ids_cap_) return;
     const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 65536});
     cuda_ok(sync_streams(), "step ids");
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < n_bufs(); ++i) {
       // A draw kept in the old buffer moves with it: a fed step with more tokens than its draw
       // had rows (new sequences joining) grows it. The new buffer exists before the old one goes.
       DevMem fresh(cap * 4, "the step's token ids", dev_);
@@ -1531,7 +1529,6 @@ class CudaBackend : public Backend {
         fed_d_ = static_cast<const int32_t*>(fresh.get());
       }
       ids_[i] = std::move(fresh);
-      if (!aside_) break;
     }
     step_rows_.alloc(cap * 4, "the step's rows", dev_);
     std::vector<int32_t> iota(cap);
@@ -1777,6 +1774,7 @@ class CudaBackend : public Backend {
   // path, through two of each buffer used in turn (par_; graphs keyed by it). Without it only
   // the buffers [0] are used, on stream_.
   bool aside_ = true;
+  int n_bufs() const { return aside_ ? 2 : 1; }  // of each per-step buffer below
   int par_ = 0;
   DevMem batch_dev_[2], ids_[2];
   int32_t* ids_out_ = nullptr;  // where this step's graph argmax writes its ids
