@@ -3,7 +3,6 @@
 // CUDA-graph capture / replay of decode steps.
 #include "backend/cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include "backend/cpu/reference.h"
 #include "backend/cpu/sampling.h"
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/cublas_dl.h"
 #include "backend/cuda/graph_cache.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/l2_prefetch_plan.h"
@@ -319,10 +319,10 @@ class CudaBackend : public Backend {
       cuda_ok(cudaStreamCreateWithFlags(&up_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
       cuda_ok(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     }
-    cublas_ok(cublasCreate(&cublas_), "cublasCreate");
-    cublas_ok(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    cublas_ok(cublas().create(&cublas_), "cublasCreate");
+    cublas_ok(cublas().set_stream(cublas_, stream_), "cublasSetStream");
     cublas_ws_.alloc(32u << 20, "the cuBLAS workspace", dev_);
-    cublas_ok(cublasSetWorkspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
+    cublas_ok(cublas().set_workspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
               "cublasSetWorkspace");
     guarded("init", [] {
       linear_kernels_init();
@@ -347,7 +347,7 @@ class CudaBackend : public Backend {
       if (sl.host) (void)cudaFreeHost(sl.host);
       if (sl.done) (void)cudaEventDestroy(sl.done);
     }
-    if (cublas_) (void)cublasDestroy(cublas_);
+    if (cublas_) (void)cublas().destroy(cublas_);
     for (int p = 0; p < 2; ++p)
       for (cudaEvent_t e : {staged_[p], used_[p], ids_copied_[p]})
         if (e) (void)cudaEventDestroy(e);
@@ -1676,10 +1676,10 @@ class CudaBackend : public Backend {
     const cudaDataType_t c = yt == DType::F32 ? CUDA_R_32F : ab;
     const float alpha = 1.0f, beta = 0.0f;
     // Column-major view: Yᵀ [N, M] = W [N, K] · Xᵀ [K, M]; row-major W [N, K] is col-major Wᵀ.
-    cublas_ok(
-        cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, M, (int)K, &alpha, W, ab, (int)K, x,
-                     ab, (int)ldx, &beta, y, c, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx");
+    cublas_ok(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, M, (int)K, &alpha, W, ab,
+                               (int)K, x, ab, (int)ldx, &beta, y, c, (int)ldy, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx");
     if (bias) launch_add_bias(y, ldy, yt, bias, M, N, stream_);
   }
   static void dense_gemm_fn(void* ctx, const void* w_dense, int64_t N, int64_t K, const void* x,
