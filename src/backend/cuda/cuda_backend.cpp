@@ -225,7 +225,8 @@ int next_pow2(int v) {
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(int dev) : dev_(dev), gen_(std::make_shared<Generation>()) {
+  explicit CudaBackend(int dev)
+      : dev_(dev), blas_(&cublas()), gen_(std::make_shared<Generation>()) {  // cuBLAS first
     cuda_ok(cudaSetDevice(dev_), "cudaSetDevice");
     cudaDeviceProp prop{};
     cuda_ok(cudaGetDeviceProperties(&prop, dev_), "cudaGetDeviceProperties");
@@ -319,10 +320,10 @@ class CudaBackend : public Backend {
       cuda_ok(cudaStreamCreateWithFlags(&up_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
       cuda_ok(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     }
-    cublas_ok(cublas().create(&cublas_), "cublasCreate");
-    cublas_ok(cublas().set_stream(cublas_, stream_), "cublasSetStream");
+    cublas_ok(blas_->create(&cublas_), "cublasCreate");
+    cublas_ok(blas_->set_stream(cublas_, stream_), "cublasSetStream");
     cublas_ws_.alloc(32u << 20, "the cuBLAS workspace", dev_);
-    cublas_ok(cublas().set_workspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
+    cublas_ok(blas_->set_workspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
               "cublasSetWorkspace");
     guarded("init", [] {
       linear_kernels_init();
@@ -347,7 +348,7 @@ class CudaBackend : public Backend {
       if (sl.host) (void)cudaFreeHost(sl.host);
       if (sl.done) (void)cudaEventDestroy(sl.done);
     }
-    if (cublas_) (void)cublas().destroy(cublas_);
+    if (cublas_) (void)blas_->destroy(cublas_);
     for (int p = 0; p < 2; ++p)
       for (cudaEvent_t e : {staged_[p], used_[p], ids_copied_[p]})
         if (e) (void)cudaEventDestroy(e);
@@ -1676,9 +1677,9 @@ class CudaBackend : public Backend {
     const cudaDataType_t c = yt == DType::F32 ? CUDA_R_32F : ab;
     const float alpha = 1.0f, beta = 0.0f;
     // Column-major view: Yᵀ [N, M] = W [N, K] · Xᵀ [K, M]; row-major W [N, K] is col-major Wᵀ.
-    cublas_ok(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, M, (int)K, &alpha, W, ab,
-                               (int)K, x, ab, (int)ldx, &beta, y, c, (int)ldy, CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT),
+    cublas_ok(blas_->gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, M, (int)K, &alpha, W, ab,
+                             (int)K, x, ab, (int)ldx, &beta, y, c, (int)ldy, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx");
     if (bias) launch_add_bias(y, ldy, yt, bias, M, N, stream_);
   }
@@ -1767,6 +1768,7 @@ class CudaBackend : public Backend {
   bool graphs_enabled_ = true;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_[2] = {};  // the upload of layout buffer p has read pinned_[p]
+  const CublasApi* blas_;  // the process's cuBLAS (cublas_dl.h), loaded before anything is made
   cublasHandle_t cublas_ = nullptr;
   DevMem cublas_ws_, attn_ws_, attn_counters_, linear_ws_, step_rows_;
   // PERFX_CUDA_ASIDE_COPIES (docs/cuda_linear_notes.md §33): the step's layout goes up on
