@@ -248,3 +248,20 @@ serve64() {
   echo "serve e2e on cuda rc=$?: $(gtest_line "$OUT/serve.log")"
   grep -E 'near-tie|Failure|request [0-9]+:' "$OUT/serve.log" | head -12 | cut -c1-240
 }
+
+# memcheck_gtest TEST FILTER LOG LABEL: compute-sanitizer memcheck over test binary $B/tests/TEST's
+# FILTER cases on cuda:0 (120 s at most), log $OUT/LOG; one line "memcheck LABEL rc=...: its
+# ERROR SUMMARY and the gtest summary".
+memcheck_gtest() {
+  PERFX_TEST_DEVICE=cuda:0 timeout 120 "$SAN" --tool memcheck --error-exitcode 3 \
+    "$B/tests/$1" --gtest_filter="$2" > "$OUT/$3" 2>&1
+  echo "memcheck $4 rc=$?: $(grep -m1 'ERROR SUMMARY' "$OUT/$3") $(gtest_line "$OUT/$3")"
+}
+
+# acceptance_reps LABEL: issue 9's benches with $B/perfx (reps, -r 5): tg128 on TinyLlama, 7B AWQ
+# and 7B GGUF Q4_0, then pp512 on TinyLlama and 7B.
+acceptance_reps() {
+  local m
+  for m in tinyllama-1.1b llama-2-7b llama-2-7b:q4_0; do reps "$1" "$B/perfx" "$m" -p 0 -n 128; done
+  for m in tinyllama-1.1b llama-2-7b; do reps "$1" "$B/perfx" "$m" -p 512 -n 0; done
+}

@@ -47,15 +47,7 @@ over_budget || {
     --gtest_filter='*cuda*' > "$OUT/conf_plain.log" 2>&1
   echo "conformance f16 aside=0 rc=$?: $(gtest_line "$OUT/conf_plain.log")"
 }
-over_budget || {
-  PERFX_TEST_DEVICE=cuda:0 timeout 120 "$SAN" --tool memcheck --error-exitcode 3 \
-    "$B/tests/test_conformance" --gtest_filter='*Sample*cuda*' > "$OUT/memcheck.log" 2>&1
-  echo "memcheck conformance *Sample* rc=$?: $(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log") $(gtest_line "$OUT/memcheck.log")"
-}
-over_budget || {
-  PERFX_TEST_DEVICE=cuda:0 timeout 120 "$SAN" --tool memcheck --error-exitcode 3 \
-    "$B/tests/test_model" --gtest_filter='*EngineOverlap*cuda*' > "$OUT/memcheck_model.log" 2>&1
-  echo "memcheck EngineOverlap rc=$?: $(grep -m1 'ERROR SUMMARY' "$OUT/memcheck_model.log") $(gtest_line "$OUT/memcheck_model.log")"
-}
+over_budget || memcheck_gtest test_conformance '*Sample*cuda*' memcheck.log "conformance *Sample*"
+over_budget || memcheck_gtest test_model '*EngineOverlap*cuda*' memcheck_model.log EngineOverlap
 grep -h -E "Failure|FAILED" "$OUT"/conf_*.log "$OUT/model.log" 2>/dev/null | head -6 | cut -c1-220
 echo "total $(( $(date +%s) - T0 )) s"

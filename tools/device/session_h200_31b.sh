@@ -7,6 +7,5 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tools/device/devbin.sh
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-for m in tinyllama-1.1b llama-2-7b llama-2-7b:q4_0; do reps "final" "$B/perfx" "$m" -p 0 -n 128; done
-for m in tinyllama-1.1b llama-2-7b; do reps "final" "$B/perfx" "$m" -p 512 -n 0; done
+acceptance_reps final
 echo "total $(( $(date +%s) - T0 )) s"
