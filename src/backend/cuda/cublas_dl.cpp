@@ -56,10 +56,9 @@ CublasApi load_cublas(const std::string& lib) {
 
 const CublasApi& cublas() {
   static std::mutex mu;
-  static CublasApi api;
-  static bool loaded = false;
+  static CublasApi api;  // loaded once api.create is set (load_cublas sets all or throws)
   std::lock_guard<std::mutex> lock(mu);
-  if (loaded) return api;
+  if (api.create) return api;
   const std::string name = cublas_soname();
   try {
     api = load_cublas(name);
@@ -72,7 +71,6 @@ const CublasApi& cublas() {
       throw Error(std::string(first.what()) + "; beside libcudart: " + second.what());
     }
   }
-  loaded = true;
   return api;
 }
 
