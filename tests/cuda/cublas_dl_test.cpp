@@ -4,6 +4,7 @@
 // CUDA build's own requirement), no GPU.
 #include "backend/cuda/cublas_dl.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -37,11 +38,17 @@ TEST(CublasDl, NotMappedUntilLoadedThenEveryEntryPointResolves) {
   ASSERT_FALSE(cublas_mapped()) << "libcublas is mapped before the backend asked for it";
   const CublasApi& api = cublas();
   EXPECT_TRUE(cublas_mapped());
+  // Each entry is the symbol of its own name in the library now loaded (a table that resolved
+  // one name into another's slot, or left one null, fails here).
+  void* h = dlopen(cublas_soname().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(h, nullptr) << "cublas() returned, but " << cublas_soname() << " is not loaded";
+  EXPECT_EQ(reinterpret_cast<void*>(api.create), dlsym(h, "cublasCreate_v2"));
+  EXPECT_EQ(reinterpret_cast<void*>(api.destroy), dlsym(h, "cublasDestroy_v2"));
+  EXPECT_EQ(reinterpret_cast<void*>(api.set_stream), dlsym(h, "cublasSetStream_v2"));
+  EXPECT_EQ(reinterpret_cast<void*>(api.set_workspace), dlsym(h, "cublasSetWorkspace_v2"));
+  EXPECT_EQ(reinterpret_cast<void*>(api.gemm_ex), dlsym(h, "cublasGemmEx"));
   EXPECT_NE(api.create, nullptr);
-  EXPECT_NE(api.destroy, nullptr);
-  EXPECT_NE(api.set_stream, nullptr);
-  EXPECT_NE(api.set_workspace, nullptr);
-  EXPECT_NE(api.gemm_ex, nullptr);
+  dlclose(h);  // drops only the reference RTLD_NOLOAD took
   EXPECT_EQ(&cublas(), &api);
   EXPECT_EQ(cublas_soname(), "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR));
 }
