@@ -1,6 +1,7 @@
 // The CUDA backend (cuda_backend_impl.h): sampling — penalties, argmax and the softmax / top-k
 // draws on the GPU (sample.cu), the argmax inside a decode graph, the ids' copy to the host.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
