@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <initializer_list>
 #include <map>
 #include <memory>

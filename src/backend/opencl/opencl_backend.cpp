@@ -8,6 +8,8 @@
 #include <cctype>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
