@@ -1,8 +1,13 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "core/mmap.h"
 #include "formats/awq.h"
@@ -38,6 +43,26 @@ void check_gguf_magic(const std::string& path) {
   throw Error(msg);
 }
 
+namespace {
+
+/// For a folder without config.json: "; it holds DIR/a.gguf: give that file" when GGUF files sit
+/// in it (up to three named, sorted), else "".
+std::string gguf_hint(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".gguf") found.push_back(it->path().string());
+  if (found.empty()) return "";
+  std::sort(found.begin(), found.end());
+  std::string list = found[0];
+  for (size_t i = 1; i < found.size() && i < 3; ++i) list += ", " + found[i];
+  if (found.size() > 3) list += " and " + std::to_string(found.size() - 3) + " more";
+  return "; it holds " + list + (found.size() == 1 ? ": give that file" : ": give one of them");
+}
+
+}  // namespace
+
 Checkpoint open_checkpoint(const std::string& path) {
   check(!path.empty(), "no model path given");
   if (is_synthetic_path(path)) return synthetic_checkpoint(path);
@@ -46,7 +71,8 @@ Checkpoint open_checkpoint(const std::string& path) {
   ck.path = path;
   if (is_directory(path)) {
     check(path_exists(path + "/config.json"),
-          "model folder '" + path + "' has no config.json (expected a Hugging Face checkpoint)");
+          "model folder '" + path + "' has no config.json (expected a Hugging Face checkpoint)" +
+              gguf_hint(path));
     ck.config = load_hf_config(path);
     ck.source = SafetensorsFolder::open(path);
     ck.naming = TensorNaming::HuggingFace;

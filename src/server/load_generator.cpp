@@ -260,8 +260,12 @@ LoadReport run_load(const LoadOptions& o) {
   {
     auto c = make_client(o);
     auto r = c->Get("/v1/models", headers_for(o));
+    // httplib names a refused or unreachable connection only "Connection".
     check((bool)r, "cannot reach http://" + o.host + ":" + std::to_string(o.port) + " (" +
-                       httplib::to_string(r.error()) + ")");
+                       (r.error() == httplib::Error::Connection
+                            ? std::string("no connection: is a server listening there?")
+                            : httplib::to_string(r.error())) +
+                       ")");
   }
   check(o.disconnect_fraction >= 0 && o.disconnect_fraction < 1,
         "--disconnect-fraction must be in [0, 1)");

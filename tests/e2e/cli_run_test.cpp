@@ -591,7 +591,15 @@ TEST(CliErrors, NotAModel) {
   expect_error("run -m " + dir + "/empty.bin -p hi", "not a GGUF file (the file is empty)");
   expect_error("run -m " + kDefault + "/model.safetensors -p hi",
                "and not a Hugging Face model folder; give the folder that holds it");
-  expect_error("run -m " + dir + " -p hi", "config.json");
+  // A folder that holds a GGUF file but no config.json names the file to give instead.
+  expect_error("run -m " + dir + " -p hi", "model folder '" + dir +
+                                               "' has no config.json (expected a Hugging Face "
+                                               "checkpoint); it holds " +
+                                               dir + "/x.gguf: give that file");
+  const std::string empty = make_temp_dir("notmodel_empty");
+  auto r = run_perfx("run -m " + empty + " -p hi");
+  EXPECT_EQ(r.err, "perfx: error: model folder '" + empty +
+                       "' has no config.json (expected a Hugging Face checkpoint)\n");
 }
 
 TEST(CliErrors, TruncatedSafetensors) {
@@ -840,7 +848,10 @@ TEST(CliBenchServe, NegatedFlagsShowInTheHelpAndTheRunLine) {
                            "(stops at EOS)\n"),
             std::string::npos)
       << flags.err;
-  EXPECT_NE(flags.err.find("perfx: error: cannot reach http://127.0.0.1:9"), std::string::npos)
+  // httplib's bare "(Connection)" said neither what failed nor what to check.
+  EXPECT_NE(flags.err.find("perfx: error: cannot reach http://127.0.0.1:9 (no connection: is a "
+                           "server listening there?)"),
+            std::string::npos)
       << flags.err;
 }
 
