@@ -1,0 +1,285 @@
+// Task-queue persistent probe: can a persistent kernel whose dependencies are per slice, not per
+// phase, stream a decode step's weights with fewer bubbles than today's chain of PDL kernels?
+//
+// docs/cuda_linear_notes.md §34. persistent_probe.cu (§28) measured a persistent kernel with a
+// grid barrier between phases slower than the PDL chain; but its phases were all-to-all (every
+// "GEMV" read the whole activation row after the barrier). In the real step most dependencies are
+// local once the GEMVs are split along K as well as N: a K-slice of the o projection needs only
+// its KV group's attention (or QKV rows), a K-slice of the down projection only the gate|up rows
+// that produce it. Only the two RMSNorms need the whole vector. This probe models exactly that, on
+// the same loads-only layers (probe_stream.cuh: the AWQ W4 g128 byte counts of Llama-2-7B and
+// TinyLlama-1.1B, every layer distinct, no arithmetic):
+//
+//   task        one cooperative kernel (2 CTAs an SM); per layer the phases qkv, [attention], o,
+//               gate|up, down, each cut into tasks of ~64 KiB of weights handed out round-robin in
+//               slice order; a task issues its first ring (8 loads a thread, 32 KiB a CTA) before
+//               it waits on its dependency's arrival counter, then reads the 8 KiB activation row,
+//               streams the rest and counts itself in (fence + atomic). Dependencies:
+//                 qkv (group g)       <- every down task of the previous layer   (the norm)
+//                 attention (group g) <- the qkv tasks of group g
+//                 o (K-slice g)       <- attention of g (or, without attention, qkv of g)
+//                 gate|up (slice j)   <- every o task                             (the norm)
+//                 down (K-slice j)    <- the gate|up tasks of slice j
+//   task full   the same tasks, every dependency on the whole previous phase: what the counters
+//               cost by themselves against the slicing.
+//   chain       persistent_probe's chain for reference (PDL kernels in a graph): GEMVs only, and
+//               with 1-CTA norm kernels and attention kernels.
+// Attention (with attention): one task a KV group whose warp 0 follows a chain of dependent loads
+// (probe_stream.cuh's chase_chain), as in persistent_probe.
+//
+// Build: the task_probe target of a CUDA build (sm_90a). Run: task_probe [reps=9] [chain=48].
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#define PROBE_NAME "task_probe"
+#include "backend/cuda/pdl.cuh"  // pdl_wait, pdl_trigger, launch_kernel_ex
+#include "probe_common.cuh"
+#include "probe_stream.cuh"
+
+namespace {
+
+using namespace probe;
+
+constexpr int64_t kTaskBytes = 64 << 10;  // weight bytes a task, about
+
+/// How one shape's layer is cut into tasks, and where its counters sit.
+struct Plan {
+  int G;        // KV groups (7B 32, TinyLlama 4): qkv's output slices, o's K-slices
+  int J;        // gate|up output slices = down's K-slices
+  int t_qkv_g;  // qkv tasks a group
+  int t_o_g;    // o tasks a K-slice (row blocks)
+  int t_gu_j;   // gate|up tasks a slice
+  int t_dn_j;   // down tasks a K-slice (row blocks)
+  int stride;   // counters a layer: qkv[G], attn[G], o, gu[J], down
+};
+__host__ __device__ inline int c_qkv(const Plan& p, int l, int g) {
+  return l * p.stride + g;
+}
+__host__ __device__ inline int c_attn(const Plan& p, int l, int g) {
+  return l * p.stride + p.G + g;
+}
+__host__ __device__ inline int c_o(const Plan& p, int l) {
+  return l * p.stride + 2 * p.G;
+}
+__host__ __device__ inline int c_gu(const Plan& p, int l, int j) {
+  return l * p.stride + 2 * p.G + 1 + j;
+}
+__host__ __device__ inline int c_dn(const Plan& p, int l) {
+  return l * p.stride + 2 * p.G + 1 + p.J;
+}
+
+struct TaskArgs {
+  Layers L;
+  Plan P;
+  int attn;  // attention tasks between qkv and o
+  int full;  // every dependency on the whole previous phase
+  const unsigned* chase;
+  unsigned chase_n;
+  unsigned* ctr;  // zeroed before each launch
+  unsigned* act;
+  unsigned* sink;
+};
+
+/// Task t of T over matrix m: its contiguous units.
+__device__ __forceinline__ Mat task_units(const Mat& m, int t, int T) {
+  const int64_t per = (m.n + T - 1) / T, b = per * t;
+  return Mat{m.p + b, b >= m.n ? 0 : (b + per > m.n ? m.n - b : per)};
+}
+
+/// Thread 0 waits until every counter in [c0, c0 + n) reaches `target`; then the CTA goes on.
+__device__ __forceinline__ void wait_ctrs(const unsigned* ctr, int c0, int n, unsigned target) {
+  if (threadIdx.x == 0)
+    for (int i = 0; i < n; ++i) {
+      unsigned v;
+      for (;;) {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                     : "=r"(v)
+                     : "l"(ctr + c0 + i)
+                     : "memory");
+        if (v >= target) break;
+        __nanosleep(32);
+      }
+    }
+  __syncthreads();
+}
+/// The CTA counts itself in at counter c (after its loads and its activation word).
+__device__ __forceinline__ void arrive(unsigned* ctr, int c) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(ctr + c, 1u);
+  }
+}
+
+/// One weight task: ring before the wait, the activation row after it, the rest streamed.
+template <typename Wait>
+__device__ __forceinline__ uint32_t weight_task(const Mat& m, unsigned* act, Wait&& wait) {
+  uint4 r[kRing];
+  issue_ring(m, threadIdx.x, kThreads, 0, r);
+  wait();
+  uint32_t x = read_act(act);
+  x ^= stream_share(m, threadIdx.x, kThreads, 0, r);
+  if (threadIdx.x == 0) act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
+  return x;
+}
+
+__global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
+  const Plan& P = a.P;
+  const int C = gridDim.x;
+  uint32_t x = 0;
+  const int T_qkv = P.G * P.t_qkv_g, T_o = P.G * P.t_o_g, T_gu = P.J * P.t_gu_j,
+            T_dn = P.J * P.t_dn_j;
+  for (int l = 0; l < a.L.n_layers; ++l) {
+    for (int t = blockIdx.x; t < T_qkv; t += C) {  // qkv, group t / t_qkv_g
+      x ^= weight_task(task_units(a.L.m[l][0], t, T_qkv), a.act, [&] {
+        if (l > 0) wait_ctrs(a.ctr, c_dn(P, l - 1), 1, T_dn);
+      });
+      arrive(a.ctr, c_qkv(P, l, t / P.t_qkv_g));
+    }
+    // attention
+    if (a.attn)
+      for (int g = blockIdx.x; g < P.G; g += C) {
+        if (a.full)
+          wait_ctrs(a.ctr, c_qkv(P, l, 0), P.G, P.t_qkv_g);
+        else
+          wait_ctrs(a.ctr, c_qkv(P, l, g), 1, P.t_qkv_g);
+        x ^= read_act(a.act);
+        x ^= chase_chain(a.chase, a.chase_n, g * 7919u + threadIdx.x * 104729u);
+        if (threadIdx.x == 0) a.act[g] = x | 1u;
+        arrive(a.ctr, c_attn(P, l, g));
+      }
+    for (int t = blockIdx.x; t < T_o; t += C) {  // o, K-slice t / t_o_g
+      const int g = t / P.t_o_g;
+      x ^= weight_task(task_units(a.L.m[l][1], t, T_o), a.act, [&] {
+        if (a.attn)
+          wait_ctrs(a.ctr, c_attn(P, l, a.full ? 0 : g), a.full ? P.G : 1, 1);
+        else
+          wait_ctrs(a.ctr, c_qkv(P, l, a.full ? 0 : g), a.full ? P.G : 1, P.t_qkv_g);
+      });
+      arrive(a.ctr, c_o(P, l));
+    }
+    for (int t = blockIdx.x; t < T_gu; t += C) {  // gate|up, slice t / t_gu_j
+      x ^= weight_task(task_units(a.L.m[l][2], t, T_gu), a.act,
+                       [&] { wait_ctrs(a.ctr, c_o(P, l), 1, T_o); });
+      arrive(a.ctr, c_gu(P, l, t / P.t_gu_j));
+    }
+    for (int t = blockIdx.x; t < T_dn; t += C) {  // down, K-slice t / t_dn_j
+      const int j = t / P.t_dn_j;
+      x ^= weight_task(task_units(a.L.m[l][3], t, T_dn), a.act, [&] {
+        wait_ctrs(a.ctr, c_gu(P, l, a.full ? 0 : j), a.full ? P.J : 1, P.t_gu_j);
+      });
+      arrive(a.ctr, c_dn(P, l));
+    }
+  }
+  sink_if(x, a.sink);
+}
+
+// ---- the chain, for reference (persistent_probe's)
+__global__ void __launch_bounds__(kThreads)
+    attn_kernel(const unsigned* chase, unsigned n, unsigned* act, unsigned* sink) {
+  perfx::cuda::pdl_trigger();
+  perfx::cuda::pdl_wait();
+  uint32_t x = read_act(act);
+  x ^= chase_chain(chase, n, blockIdx.x * 7919u + threadIdx.x * 104729u);
+  if (threadIdx.x == 0) act[blockIdx.x] = x | 1u;
+  sink_if(x, sink);
+}
+
+int tasks_for(int64_t bytes) {
+  return (int)std::max<int64_t>(1, (bytes + kTaskBytes / 2) / kTaskBytes);
+}
+
+void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
+  uint4* w = nullptr;
+  int64_t total = 0;
+  const Layers L = make_layers(sh.hidden, sh.qkv_out, sh.inter, (int)sh.layers, &w, &total);
+  const unsigned chase_n = 32u << 20;
+  unsigned* chase = make_chase(chase_n);
+  Plan P{};
+  P.G = sh.attn_ctas;
+  P.J = 64;
+  P.t_qkv_g = tasks_for(L.m[0][0].n * 16 / P.G);
+  P.t_o_g = tasks_for(L.m[0][1].n * 16 / P.G);
+  P.t_gu_j = tasks_for(L.m[0][2].n * 16 / P.J);
+  P.t_dn_j = tasks_for(L.m[0][3].n * 16 / P.J);
+  P.stride = 2 * P.G + P.J + 2;
+  unsigned *act, *ctr, *sink;
+  const size_t ctr_bytes = (size_t)P.stride * sh.layers * 4;
+  CK(cudaMalloc(&act, kActWords * 4));
+  CK(cudaMemset(act, 0, kActWords * 4));
+  CK(cudaMalloc(&ctr, ctr_bytes));
+  CK(cudaMalloc(&sink, 4));
+  const int grid = 2 * sms;
+  const double gb = total * 1e-9;
+  std::printf("%-10s tasks a layer: qkv %d x %d, o %d x %d, gate|up %d x %d, down %d x %d\n",
+              sh.name, P.G, P.t_qkv_g, P.G, P.t_o_g, P.J, P.t_gu_j, P.J, P.t_dn_j);
+  auto report = [&](const std::string& mode, float ms) {
+    std::printf("%-10s %-34s %9.1f us/step %7.2f us/layer %6.2f TB/s\n", sh.name, mode.c_str(),
+                ms * 1e3, ms * 1e3 / sh.layers, gb / (ms * 1e-3) * 1e-3);
+    std::fflush(stdout);
+  };
+  for (int with_attn = 0; with_attn < 2; ++with_attn) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < sh.layers; ++l) {
+      launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
+      if (with_attn)
+        launch_pdl(st, sh.attn_ctas, attn_kernel, (const unsigned*)chase, chase_n, act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
+      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][2], act, sink);
+      launch_pdl(st, grid, gemv_kernel, L.m[l][3], act, sink);
+      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
+    }
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    report(with_attn ? "chain: gemv+attn+norms (PDL graph)" : "chain: gemv only (PDL graph)",
+           median_ms(reps, st, [&] { CK(cudaGraphLaunch(ge, st)); }));
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    for (int full = 0; full < 2; ++full) {
+      TaskArgs a{L, P, with_attn, full, chase, chase_n, ctr, act, sink};
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, task_kernel, kThreads, 0));
+      if (per_sm < 2) {
+        std::printf("%-10s task: only %d CTA(s) an SM fit; skipped\n", sh.name, per_sm);
+        continue;
+      }
+      void* args[] = {&a};
+      report(std::string(full ? "task full" : "task sliced") + (with_attn ? " +attn" : ""),
+             median_ms(reps, st, [&] {
+               CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
+               CK(cudaLaunchCooperativeKernel((void*)task_kernel, grid, kThreads, args, 0, st));
+             }));
+    }
+  }
+  CK(cudaFree(w));
+  CK(cudaFree(chase));
+  CK(cudaFree(act));
+  CK(cudaFree(ctr));
+  CK(cudaFree(sink));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
+  const int chain = argc > 2 ? std::max(1, std::atoi(argv[2])) : 48;
+  set_chain(chain);
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs; reps %d; 2 CTAs an SM x %d threads; attention chain %d loads\n",
+              prop.name, prop.multiProcessorCount, reps, kThreads, chain);
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  run_shape(kLlama7B, reps, prop.multiProcessorCount, st);
+  run_shape(kTinyLlama, reps, prop.multiProcessorCount, st);
+  CK(cudaStreamDestroy(st));
+  return 0;
+}
