@@ -12,9 +12,11 @@
 //
 //   task        one cooperative kernel (2 CTAs an SM); per layer the phases qkv, [attention], o,
 //               gate|up, down, each cut into tasks of ~64 KiB of weights handed out round-robin in
-//               slice order; a task issues its first ring (8 loads a thread, 32 KiB a CTA) before
-//               it waits on its dependency's arrival counter, then reads the 8 KiB activation row,
-//               streams the rest and counts itself in (fence + atomic). Dependencies:
+//               slice order; a CTA issues the first ring (8 loads a thread, 32 KiB a CTA) of its
+//               next weight task in the last batch of the current one, so loads stay in flight
+//               across the task boundary and over the dependency wait; after the wait a task reads
+//               the 8 KiB activation row, streams the rest and counts itself in (fence + atomic).
+//               Dependencies:
 //                 qkv (group g)       <- every down task of the previous layer   (the norm)
 //                 attention (group g) <- the qkv tasks of group g
 //                 o (K-slice g)       <- attention of g (or, without attention, qkv of g)
@@ -116,66 +118,114 @@ __device__ __forceinline__ void arrive(unsigned* ctr, int c) {
   }
 }
 
-/// One weight task: ring before the wait, the activation row after it, the rest streamed.
-template <typename Wait>
-__device__ __forceinline__ uint32_t weight_task(const Mat& m, unsigned* act, Wait&& wait) {
-  uint4 r[kRing];
-  issue_ring(m, threadIdx.x, kThreads, 0, r);
-  wait();
-  uint32_t x = read_act(act);
-  x ^= stream_share(m, threadIdx.x, kThreads, 0, r);
-  if (threadIdx.x == 0) act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
-  return x;
+/// Streams task m's units from its ring r (units [0, kRing), already issued) on, kRing loads in
+/// flight; the last batch's slot issues the ring of `next` (the CTA's next weight task, n = 0 for
+/// none), so the loads stay in flight across the task boundary. Returns the folded loads; r then
+/// holds next's ring.
+__device__ __forceinline__ uint32_t stream_task(const Mat& m, const Mat& next, uint4 (&r)[kRing]) {
+  uint32_t x = 0;
+  for (int k = 0;; k += kRing) {
+    const bool more = threadIdx.x + int64_t(k + kRing) * kThreads < m.n;
+    uint4 n[kRing];
+    if (more)
+      issue_ring(m, threadIdx.x, kThreads, k + kRing, n);
+    else
+      issue_ring(next, threadIdx.x, kThreads, 0, n);
+#pragma unroll
+    for (int j = 0; j < kRing; ++j) x ^= fold(r[j]);
+#pragma unroll
+    for (int j = 0; j < kRing; ++j) r[j] = n[j];
+    if (!more) return x;
+  }
+}
+
+// Phases of a layer, in the order every CTA takes them.
+enum Phase { kQkv = 0, kAttn = 1, kO = 2, kGu = 3, kDn = 4, kNPhases = 5 };
+
+/// A CTA's position in its task list: layer, phase, task index (blockIdx.x + k * gridDim.x).
+struct Cursor {
+  int l, ph, t;
+};
+
+struct Counts {
+  int T[kNPhases];
+};
+
+/// Moves c to the CTA's next task (t += grid, then on through the phases and layers, skipping
+/// phases without a task for this CTA); false past the last layer.
+__device__ __forceinline__ bool advance(Cursor& c, const Counts& n, int layers) {
+  c.t += gridDim.x;
+  while (c.t >= n.T[c.ph]) {
+    if (++c.ph == kNPhases) {
+      c.ph = 0;
+      if (++c.l == layers) return false;
+    }
+    c.t = blockIdx.x;
+  }
+  return true;
+}
+/// The first task at or after c that reads weights (not attention), in `w`; false if none.
+__device__ __forceinline__ bool next_weight(Cursor c, const Counts& n, int layers, Cursor& w) {
+  do {
+    if (!advance(c, n, layers)) return false;
+  } while (c.ph == kAttn);
+  w = c;
+  return true;
+}
+__device__ __forceinline__ Mat task_mat(const Layers& L, const Counts& n, const Cursor& c) {
+  const int mi = c.ph == kQkv ? 0 : c.ph == kO ? 1 : c.ph == kGu ? 2 : 3;
+  return task_units(L.m[c.l][mi], c.t, n.T[c.ph]);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
   const Plan& P = a.P;
-  const int C = gridDim.x;
+  const int layers = a.L.n_layers;
+  const Counts n{
+      {P.G * P.t_qkv_g, a.attn ? P.G : 0, P.G * P.t_o_g, P.J * P.t_gu_j, P.J * P.t_dn_j}};
   uint32_t x = 0;
-  const int T_qkv = P.G * P.t_qkv_g, T_o = P.G * P.t_o_g, T_gu = P.J * P.t_gu_j,
-            T_dn = P.J * P.t_dn_j;
-  for (int l = 0; l < a.L.n_layers; ++l) {
-    for (int t = blockIdx.x; t < T_qkv; t += C) {  // qkv, group t / t_qkv_g
-      x ^= weight_task(task_units(a.L.m[l][0], t, T_qkv), a.act, [&] {
-        if (l > 0) wait_ctrs(a.ctr, c_dn(P, l - 1), 1, T_dn);
-      });
-      arrive(a.ctr, c_qkv(P, l, t / P.t_qkv_g));
-    }
-    // attention
-    if (a.attn)
-      for (int g = blockIdx.x; g < P.G; g += C) {
-        if (a.full)
-          wait_ctrs(a.ctr, c_qkv(P, l, 0), P.G, P.t_qkv_g);
-        else
-          wait_ctrs(a.ctr, c_qkv(P, l, g), 1, P.t_qkv_g);
-        x ^= read_act(a.act);
-        x ^= chase_chain(a.chase, a.chase_n, g * 7919u + threadIdx.x * 104729u);
-        if (threadIdx.x == 0) a.act[g] = x | 1u;
-        arrive(a.ctr, c_attn(P, l, g));
-      }
-    for (int t = blockIdx.x; t < T_o; t += C) {  // o, K-slice t / t_o_g
-      const int g = t / P.t_o_g;
-      x ^= weight_task(task_units(a.L.m[l][1], t, T_o), a.act, [&] {
-        if (a.attn)
-          wait_ctrs(a.ctr, c_attn(P, l, a.full ? 0 : g), a.full ? P.G : 1, 1);
-        else
-          wait_ctrs(a.ctr, c_qkv(P, l, a.full ? 0 : g), a.full ? P.G : 1, P.t_qkv_g);
-      });
-      arrive(a.ctr, c_o(P, l));
-    }
-    for (int t = blockIdx.x; t < T_gu; t += C) {  // gate|up, slice t / t_gu_j
-      x ^= weight_task(task_units(a.L.m[l][2], t, T_gu), a.act,
-                       [&] { wait_ctrs(a.ctr, c_o(P, l), 1, T_o); });
-      arrive(a.ctr, c_gu(P, l, t / P.t_gu_j));
-    }
-    for (int t = blockIdx.x; t < T_dn; t += C) {  // down, K-slice t / t_dn_j
-      const int j = t / P.t_dn_j;
-      x ^= weight_task(task_units(a.L.m[l][3], t, T_dn), a.act, [&] {
-        wait_ctrs(a.ctr, c_gu(P, l, a.full ? 0 : j), a.full ? P.J : 1, P.t_gu_j);
-      });
-      arrive(a.ctr, c_dn(P, l));
-    }
+  Cursor c{0, 0, (int)blockIdx.x - (int)gridDim.x};
+  if (!advance(c, n, layers)) return;
+  uint4 r[kRing];
+  {
+    Cursor w = c;
+    const bool have = c.ph != kAttn || next_weight(c, n, layers, w);
+    issue_ring(have ? task_mat(a.L, n, w) : Mat{nullptr, 0}, threadIdx.x, kThreads, 0, r);
   }
+  do {
+    const int l = c.l;
+    if (c.ph == kAttn) {  // attention of KV group t
+      wait_ctrs(a.ctr, c_qkv(P, l, a.full ? 0 : c.t), a.full ? P.G : 1, P.t_qkv_g);
+      x ^= read_act(a.act);
+      x ^= chase_chain(a.chase, a.chase_n, c.t * 7919u + threadIdx.x * 104729u);
+      if (threadIdx.x == 0) a.act[c.t] = x | 1u;
+      arrive(a.ctr, c_attn(P, l, c.t));
+      continue;
+    }
+    // The dependency (the ring is in flight), then the activation row, the stream, the arrival.
+    if (c.ph == kQkv) {
+      if (l > 0) wait_ctrs(a.ctr, c_dn(P, l - 1), 1, n.T[kDn]);
+    } else if (c.ph == kO) {
+      const int g = c.t / P.t_o_g;
+      if (a.attn)
+        wait_ctrs(a.ctr, c_attn(P, l, a.full ? 0 : g), a.full ? P.G : 1, 1);
+      else
+        wait_ctrs(a.ctr, c_qkv(P, l, a.full ? 0 : g), a.full ? P.G : 1, P.t_qkv_g);
+    } else if (c.ph == kGu) {
+      wait_ctrs(a.ctr, c_o(P, l), 1, n.T[kO]);
+    } else {
+      const int j = c.t / P.t_dn_j;
+      wait_ctrs(a.ctr, c_gu(P, l, a.full ? 0 : j), a.full ? P.J : 1, P.t_gu_j);
+    }
+    x ^= read_act(a.act);
+    Cursor w;
+    const Mat next = next_weight(c, n, layers, w) ? task_mat(a.L, n, w) : Mat{nullptr, 0};
+    x ^= stream_task(task_mat(a.L, n, c), next, r);
+    if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
+    arrive(a.ctr, c.ph == kQkv  ? c_qkv(P, l, c.t / P.t_qkv_g)
+                  : c.ph == kO  ? c_o(P, l)
+                  : c.ph == kGu ? c_gu(P, l, c.t / P.t_gu_j)
+                                : c_dn(P, l));
+  } while (advance(c, n, layers));
   sink_if(x, a.sink);
 }
 
