@@ -29,7 +29,8 @@
 // Attention (with attention): one task a KV group whose warp 0 follows a chain of dependent loads
 // (probe_stream.cuh's chase_chain), as in persistent_probe.
 //
-// Build: the task_probe target of a CUDA build (sm_90a). Run: task_probe [reps=9] [chain=48].
+// Build: the task_probe target of a CUDA build (sm_90a).
+// Run: task_probe [reps=9] [chain=48] [task KiB=64] [poll back-off ns=32]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -47,7 +48,7 @@ namespace {
 
 using namespace probe;
 
-constexpr int64_t kTaskBytes = 64 << 10;  // weight bytes a task, about
+int64_t g_task_bytes = 64 << 10;  // weight bytes a task, about (argv[3] KiB)
 
 /// How one shape's layer is cut into tasks, and where its counters sit.
 struct Plan {
@@ -94,6 +95,8 @@ __device__ __forceinline__ Mat task_units(const Mat& m, int t, int T) {
 }
 
 /// Thread 0 waits until every counter in [c0, c0 + n) reaches `target`; then the CTA goes on.
+__constant__ unsigned c_sleep_ns;  // the poll's back-off (argv[4]; 0: spin)
+
 __device__ __forceinline__ void wait_ctrs(const unsigned* ctr, int c0, int n, unsigned target) {
   if (threadIdx.x == 0)
     for (int i = 0; i < n; ++i) {
@@ -104,7 +107,7 @@ __device__ __forceinline__ void wait_ctrs(const unsigned* ctr, int c0, int n, un
                      : "l"(ctr + c0 + i)
                      : "memory");
         if (v >= target) break;
-        __nanosleep(32);
+        if (c_sleep_ns) __nanosleep(c_sleep_ns);
       }
     }
   __syncthreads();
@@ -241,7 +244,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 int tasks_for(int64_t bytes) {
-  return (int)std::max<int64_t>(1, (bytes + kTaskBytes / 2) / kTaskBytes);
+  return (int)std::max<int64_t>(1, (bytes + g_task_bytes / 2) / g_task_bytes);
 }
 
 void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
@@ -321,11 +324,17 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
   const int chain = argc > 2 ? std::max(1, std::atoi(argv[2])) : 48;
+  g_task_bytes = int64_t(argc > 3 ? std::max(4, std::atoi(argv[3])) : 64) << 10;
+  const unsigned sleep_ns = argc > 4 ? (unsigned)std::max(0, std::atoi(argv[4])) : 32;
   set_chain(chain);
+  CK(cudaMemcpyToSymbol(c_sleep_ns, &sleep_ns, sizeof sleep_ns));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs; reps %d; 2 CTAs an SM x %d threads; attention chain %d loads\n",
-              prop.name, prop.multiProcessorCount, reps, kThreads, chain);
+  std::printf(
+      "device: %s, %d SMs; reps %d; 2 CTAs an SM x %d threads; attention chain %d loads; tasks "
+      "~%lld KiB; poll back-off %u ns\n",
+      prop.name, prop.multiProcessorCount, reps, kThreads, chain, (long long)(g_task_bytes >> 10),
+      sleep_ns);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   run_shape(kLlama7B, reps, prop.multiProcessorCount, st);
