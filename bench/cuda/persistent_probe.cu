@@ -94,16 +94,8 @@ __global__ void __launch_bounds__(kThreads, 2) stream_kernel(Layers L, unsigned*
   sink_if(x, sink);
 }
 
-// ---- chain: one kernel per op, PDL (the GEMV and norm kernels are probe_stream.cuh's)
-__global__ void __launch_bounds__(kThreads)
-    attn_kernel(const unsigned* chase, unsigned n, unsigned* act, unsigned* sink) {
-  pdl_trigger();
-  pdl_wait();
-  uint32_t x = read_act(act);
-  x ^= chase_chain(chase, n, blockIdx.x * 7919u + threadIdx.x * 104729u);
-  if (threadIdx.x == 0) act[blockIdx.x] = x | 1u;
-  sink_if(x, sink);
-}
+// (chain: one kernel per op, PDL; its kernels and graph are probe_stream.cuh's chain_ms)
+
 // ---- persist: one cooperative kernel, a grid barrier between phases
 struct PersistArgs {
   Layers L;
@@ -202,27 +194,9 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
            CK(cudaGetLastError());
          }));
 
-  for (int with_attn = 0; with_attn < 2; ++with_attn) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int l = 0; l < sh.layers; ++l) {
-      launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
-      if (with_attn)
-        launch_pdl(st, sh.attn_ctas, attn_kernel, (const unsigned*)chase, chase_n, act, sink);
-      launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
-      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
-      launch_pdl(st, grid, gemv_kernel, L.m[l][2], act, sink);
-      launch_pdl(st, grid, gemv_kernel, L.m[l][3], act, sink);
-      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
-    }
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int with_attn = 0; with_attn < 2; ++with_attn)
     report(with_attn ? "chain: gemv+attn+norms (PDL graph)" : "chain: gemv only (PDL graph)",
-           median_ms(reps, st, [&] { CK(cudaGraphLaunch(ge, st)); }));
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-  }
+           chain_ms(L, grid, with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
 
   CK(cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           kMaxDeep * kThreads * 16));

@@ -120,6 +120,18 @@ __global__ void __launch_bounds__(kThreads) norm_kernel(unsigned* act, unsigned*
   sink_if(x, sink);
 }
 
+/// The chain's "attention": one CTA a KV head (group), triggering at entry; after its wait warp 0
+/// follows chase_chain; one word of the activation row out.
+__global__ void __launch_bounds__(kThreads)
+    chain_attn_kernel(const unsigned* chase, unsigned n, unsigned* act, unsigned* sink) {
+  perfx::cuda::pdl_trigger();
+  perfx::cuda::pdl_wait();
+  uint32_t x = read_act(act);
+  x ^= chase_chain(chase, n, blockIdx.x * 7919u + threadIdx.x * 104729u);
+  if (threadIdx.x == 0) act[blockIdx.x] = x | 1u;
+  sink_if(x, sink);
+}
+
 // ---- host
 
 /// A model shape: hidden size, QKV output rows, intermediate size, layers, the attention CTAs of
@@ -173,6 +185,32 @@ float median_ms(int reps, cudaStream_t st, F&& launch) {
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return t[t.size() / 2];
+}
+
+/// Median milliseconds of one decode step as today's chain (PDL kernels captured in one graph):
+/// per layer the four loads-only GEMVs (`grid` CTAs), and with `with_attn` an attention kernel
+/// of `attn_ctas` CTAs after qkv and a 1-CTA norm kernel after o and after down.
+inline float chain_ms(const Layers& L, int grid, bool with_attn, int attn_ctas,
+                      const unsigned* chase, unsigned chase_n, unsigned* act, unsigned* sink,
+                      int reps, cudaStream_t st) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int l = 0; l < L.n_layers; ++l) {
+    launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
+    if (with_attn) launch_pdl(st, attn_ctas, chain_attn_kernel, chase, chase_n, act, sink);
+    launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
+    if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
+    launch_pdl(st, grid, gemv_kernel, L.m[l][2], act, sink);
+    launch_pdl(st, grid, gemv_kernel, L.m[l][3], act, sink);
+    if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
+  }
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  const float ms = median_ms(reps, st, [&] { CK(cudaGraphLaunch(ge, st)); });
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  return ms;
 }
 
 /// A device table of n words holding a random cycle (word i is the index of i's successor), for

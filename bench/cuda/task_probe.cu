@@ -232,16 +232,7 @@ __global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
   sink_if(x, a.sink);
 }
 
-// ---- the chain, for reference (persistent_probe's)
-__global__ void __launch_bounds__(kThreads)
-    attn_kernel(const unsigned* chase, unsigned n, unsigned* act, unsigned* sink) {
-  perfx::cuda::pdl_trigger();
-  perfx::cuda::pdl_wait();
-  uint32_t x = read_act(act);
-  x ^= chase_chain(chase, n, blockIdx.x * 7919u + threadIdx.x * 104729u);
-  if (threadIdx.x == 0) act[blockIdx.x] = x | 1u;
-  sink_if(x, sink);
-}
+// ---- host (the chain, for reference: probe_stream.cuh's chain_ms, as persistent_probe runs it)
 
 int tasks_for(int64_t bytes) {
   return (int)std::max<int64_t>(1, (bytes + g_task_bytes / 2) / g_task_bytes);
@@ -277,25 +268,8 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
     std::fflush(stdout);
   };
   for (int with_attn = 0; with_attn < 2; ++with_attn) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int l = 0; l < sh.layers; ++l) {
-      launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
-      if (with_attn)
-        launch_pdl(st, sh.attn_ctas, attn_kernel, (const unsigned*)chase, chase_n, act, sink);
-      launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
-      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
-      launch_pdl(st, grid, gemv_kernel, L.m[l][2], act, sink);
-      launch_pdl(st, grid, gemv_kernel, L.m[l][3], act, sink);
-      if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
-    }
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
     report(with_attn ? "chain: gemv+attn+norms (PDL graph)" : "chain: gemv only (PDL graph)",
-           median_ms(reps, st, [&] { CK(cudaGraphLaunch(ge, st)); }));
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
+           chain_ms(L, grid, with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
     for (int full = 0; full < 2; ++full) {
       TaskArgs a{L, P, with_attn, full, chase, chase_n, ctr, act, sink};
       int per_sm = 0;
