@@ -70,9 +70,9 @@ Checkpoint open_checkpoint(const std::string& path) {
   Checkpoint ck;
   ck.path = path;
   if (is_directory(path)) {
-    check(path_exists(path + "/config.json"),
-          "model folder '" + path + "' has no config.json (expected a Hugging Face checkpoint)" +
-              gguf_hint(path));
+    if (!path_exists(path + "/config.json"))  // the hint lists the folder: only on the error
+      throw Error("model folder '" + path +
+                  "' has no config.json (expected a Hugging Face checkpoint)" + gguf_hint(path));
     ck.config = load_hf_config(path);
     ck.source = SafetensorsFolder::open(path);
     ck.naming = TensorNaming::HuggingFace;
