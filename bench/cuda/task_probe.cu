@@ -24,13 +24,22 @@
 //                 down (K-slice j)    <- the gate|up tasks of slice j
 //   task full   the same tasks, every dependency on the whole previous phase: what the counters
 //               cost by themselves against the slicing.
+//   loader      the same sliced tasks and dependencies, one CTA an SM split into a loader warp and
+//               8 worker warps (the megakernel's split, Hazy Research, 2025): the loader's lane 0
+//               copies every weight task of the CTA, in task order, into a ring of shared-memory
+//               stages (cp.async.bulk completing on a stage's mbarrier) and never waits on a
+//               dependency, only on a free stage; the workers wait on the counters (one thread
+//               polls, the 8 warps meet at a named barrier), read the activation row, fold each
+//               stage and release it (one mbarrier arrival a warp), then count the task in. So
+//               the weights stream through any dependency wait shorter than the ring lasts.
 //   chain       persistent_probe's chain for reference (PDL kernels in a graph): GEMVs only, and
 //               with 1-CTA norm kernels and attention kernels.
 // Attention (with attention): one task a KV group whose warp 0 follows a chain of dependent loads
 // (probe_stream.cuh's chase_chain), as in persistent_probe.
 //
 // Build: the task_probe target of a CUDA build (sm_90a).
-// Run: task_probe [reps=9] [chain=48] [task KiB=64] [poll back-off ns=32]
+// Run: task_probe [reps=9] [chain=48] [task KiB=64] [poll back-off ns=32] [ring KiB=192]
+//                 [stage KiB=16]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -49,6 +58,8 @@ namespace {
 using namespace probe;
 
 int64_t g_task_bytes = 64 << 10;  // weight bytes a task, about (argv[3] KiB)
+int g_ring_kib = 192;             // the loader kernel's shared-memory ring (argv[5])
+int g_stage_kib = 16;             // and its stage (argv[6])
 
 /// How one shape's layer is cut into tasks, and where its counters sit.
 struct Plan {
@@ -97,6 +108,18 @@ __device__ __forceinline__ Mat task_units(const Mat& m, int t, int T) {
 /// Thread 0 waits until every counter in [c0, c0 + n) reaches `target`; then the CTA goes on.
 __constant__ unsigned c_sleep_ns;  // the poll's back-off (argv[4]; 0: spin)
 
+constexpr int kWorkers = kThreads;  // the loader kernel's worker threads (8 warps), barrier 1
+
+/// The CTA's barrier (kWorkers: only the loader kernel's worker warps, named barrier 1).
+template <bool kWorkersOnly>
+__device__ __forceinline__ void cta_sync() {
+  if constexpr (kWorkersOnly)
+    asm volatile("bar.sync 1, %0;" ::"r"(kWorkers) : "memory");
+  else
+    __syncthreads();
+}
+
+template <bool kWorkersOnly = false>
 __device__ __forceinline__ void wait_ctrs(const unsigned* ctr, int c0, int n, unsigned target) {
   if (threadIdx.x == 0)
     for (int i = 0; i < n; ++i) {
@@ -110,11 +133,12 @@ __device__ __forceinline__ void wait_ctrs(const unsigned* ctr, int c0, int n, un
         if (c_sleep_ns) __nanosleep(c_sleep_ns);
       }
     }
-  __syncthreads();
+  cta_sync<kWorkersOnly>();
 }
 /// The CTA counts itself in at counter c (after its loads and its activation word).
+template <bool kWorkersOnly = false>
 __device__ __forceinline__ void arrive(unsigned* ctr, int c) {
-  __syncthreads();
+  cta_sync<kWorkersOnly>();
   if (threadIdx.x == 0) {
     __threadfence();
     atomicAdd(ctr + c, 1u);
@@ -180,11 +204,46 @@ __device__ __forceinline__ Mat task_mat(const Layers& L, const Counts& n, const 
   return task_units(L.m[c.l][mi], c.t, n.T[c.ph]);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
+/// Waits for task c's dependencies (the list in the file's header; `full`: on the whole
+/// previous phase instead of the slice).
+template <bool kWorkersOnly = false>
+__device__ __forceinline__ void wait_deps(const TaskArgs& a, const Counts& n, const Cursor& c) {
   const Plan& P = a.P;
-  const int layers = a.L.n_layers;
-  const Counts n{
+  const int l = c.l;
+  if (c.ph == kAttn) {
+    wait_ctrs<kWorkersOnly>(a.ctr, c_qkv(P, l, a.full ? 0 : c.t), a.full ? P.G : 1, P.t_qkv_g);
+  } else if (c.ph == kQkv) {
+    if (l > 0) wait_ctrs<kWorkersOnly>(a.ctr, c_dn(P, l - 1), 1, n.T[kDn]);
+  } else if (c.ph == kO) {
+    const int g = c.t / P.t_o_g;
+    if (a.attn)
+      wait_ctrs<kWorkersOnly>(a.ctr, c_attn(P, l, a.full ? 0 : g), a.full ? P.G : 1, 1);
+    else
+      wait_ctrs<kWorkersOnly>(a.ctr, c_qkv(P, l, a.full ? 0 : g), a.full ? P.G : 1, P.t_qkv_g);
+  } else if (c.ph == kGu) {
+    wait_ctrs<kWorkersOnly>(a.ctr, c_o(P, l), 1, n.T[kO]);
+  } else {
+    const int j = c.t / P.t_dn_j;
+    wait_ctrs<kWorkersOnly>(a.ctr, c_gu(P, l, a.full ? 0 : j), a.full ? P.J : 1, P.t_gu_j);
+  }
+}
+/// The counter task c counts itself in at.
+__device__ __forceinline__ int task_ctr(const Plan& P, const Cursor& c) {
+  return c.ph == kQkv    ? c_qkv(P, c.l, c.t / P.t_qkv_g)
+         : c.ph == kAttn ? c_attn(P, c.l, c.t)
+         : c.ph == kO    ? c_o(P, c.l)
+         : c.ph == kGu   ? c_gu(P, c.l, c.t / P.t_gu_j)
+                         : c_dn(P, c.l);
+}
+__device__ __forceinline__ Counts task_counts(const TaskArgs& a) {
+  const Plan& P = a.P;
+  return Counts{
       {P.G * P.t_qkv_g, a.attn ? P.G : 0, P.G * P.t_o_g, P.J * P.t_gu_j, P.J * P.t_dn_j}};
+}
+
+__global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
+  const int layers = a.L.n_layers;
+  const Counts n = task_counts(a);
   uint32_t x = 0;
   Cursor c{0, 0, (int)blockIdx.x - (int)gridDim.x};
   if (!advance(c, n, layers)) return;
@@ -195,39 +254,120 @@ __global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
     issue_ring(have ? task_mat(a.L, n, w) : Mat{nullptr, 0}, threadIdx.x, kThreads, 0, r);
   }
   do {
-    const int l = c.l;
+    // The dependency (the ring is in flight), then the activation row, the work, the arrival.
+    wait_deps(a, n, c);
+    x ^= read_act(a.act);
     if (c.ph == kAttn) {  // attention of KV group t
-      wait_ctrs(a.ctr, c_qkv(P, l, a.full ? 0 : c.t), a.full ? P.G : 1, P.t_qkv_g);
-      x ^= read_act(a.act);
       x ^= chase_chain(a.chase, a.chase_n, c.t * 7919u + threadIdx.x * 104729u);
       if (threadIdx.x == 0) a.act[c.t] = x | 1u;
-      arrive(a.ctr, c_attn(P, l, c.t));
-      continue;
-    }
-    // The dependency (the ring is in flight), then the activation row, the stream, the arrival.
-    if (c.ph == kQkv) {
-      if (l > 0) wait_ctrs(a.ctr, c_dn(P, l - 1), 1, n.T[kDn]);
-    } else if (c.ph == kO) {
-      const int g = c.t / P.t_o_g;
-      if (a.attn)
-        wait_ctrs(a.ctr, c_attn(P, l, a.full ? 0 : g), a.full ? P.G : 1, 1);
-      else
-        wait_ctrs(a.ctr, c_qkv(P, l, a.full ? 0 : g), a.full ? P.G : 1, P.t_qkv_g);
-    } else if (c.ph == kGu) {
-      wait_ctrs(a.ctr, c_o(P, l), 1, n.T[kO]);
     } else {
-      const int j = c.t / P.t_dn_j;
-      wait_ctrs(a.ctr, c_gu(P, l, a.full ? 0 : j), a.full ? P.J : 1, P.t_gu_j);
+      Cursor w;
+      const Mat next = next_weight(c, n, layers, w) ? task_mat(a.L, n, w) : Mat{nullptr, 0};
+      x ^= stream_task(task_mat(a.L, n, c), next, r);
+      if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
     }
+    arrive(a.ctr, task_ctr(a.P, c));
+  } while (advance(c, n, layers));
+  sink_if(x, a.sink);
+}
+
+// ---- the loader / worker split (mbarrier and bulk-copy PTX: PTX ISA 8.x, sm_90)
+
+constexpr int kLoaderThreads = kWorkers + 32;  // 8 worker warps, then the loader warp
+constexpr int kMaxStages = 64;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count)
+               : "memory");
+}
+/// Returns once the phase of parity `parity` of barrier b has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_u32(b)), "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+/// Arrives on b expecting `bytes` of transactions, then copies `bytes` (a multiple of 16) from
+/// global src to shared dst, completing them on b.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* b) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)),
+               "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(b))
+      : "memory");
+}
+
+/// One CTA an SM: warps 0-7 work the CTA's tasks, lane 0 of warp 8 loads their weights into
+/// `stages` shared-memory stages of `stage_units` 16-byte units (chunk k of the CTA's weight
+/// stream goes to stage k % stages; full[s] completes when its bytes land, empty[s] when the 8
+/// worker warps have folded it).
+__global__ void __launch_bounds__(kLoaderThreads, 1)
+    loader_kernel(TaskArgs a, int stages, int stage_units) {
+  extern __shared__ __align__(128) uint4 ring[];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  const int layers = a.L.n_layers;
+  const Counts n = task_counts(a);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kWorkers / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  Cursor c{0, 0, (int)blockIdx.x - (int)gridDim.x};
+  if (!advance(c, n, layers)) return;
+  if (threadIdx.x >= kWorkers) {  // the loader: no dependency waits, only free stages
+    if (threadIdx.x != kWorkers) return;
+    int64_t k = 0;
+    do {
+      if (c.ph == kAttn) continue;
+      const Mat m = task_mat(a.L, n, c);
+      for (int64_t u = 0; u < m.n; u += stage_units, ++k) {
+        const int s = (int)(k % stages);
+        mbar_wait(&empty[s], (unsigned)((k / stages) & 1) ^ 1u);
+        const int units = (int)(m.n - u < stage_units ? m.n - u : stage_units);
+        bulk_load(ring + (int64_t)s * stage_units, m.p + u, units * 16u, &full[s]);
+      }
+    } while (advance(c, n, layers));
+    return;
+  }
+  uint32_t x = 0;
+  int64_t k = 0;
+  const int lane = threadIdx.x & 31;
+  do {
+    wait_deps<true>(a, n, c);
     x ^= read_act(a.act);
-    Cursor w;
-    const Mat next = next_weight(c, n, layers, w) ? task_mat(a.L, n, w) : Mat{nullptr, 0};
-    x ^= stream_task(task_mat(a.L, n, c), next, r);
-    if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
-    arrive(a.ctr, c.ph == kQkv  ? c_qkv(P, l, c.t / P.t_qkv_g)
-                  : c.ph == kO  ? c_o(P, l)
-                  : c.ph == kGu ? c_gu(P, l, c.t / P.t_gu_j)
-                                : c_dn(P, l));
+    if (c.ph == kAttn) {
+      x ^= chase_chain(a.chase, a.chase_n, c.t * 7919u + threadIdx.x * 104729u);
+      if (threadIdx.x == 0) a.act[c.t] = x | 1u;
+    } else {
+      const Mat m = task_mat(a.L, n, c);
+      for (int64_t u = 0; u < m.n; u += stage_units, ++k) {
+        const int s = (int)(k % stages);
+        mbar_wait(&full[s], (unsigned)((k / stages) & 1));
+        const int units = (int)(m.n - u < stage_units ? m.n - u : stage_units);
+        const uint4* st = ring + (int64_t)s * stage_units;
+        for (int i = threadIdx.x; i < units; i += kWorkers) x ^= fold(st[i]);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+      }
+      if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
+    }
+    arrive<true>(a.ctr, task_ctr(a.P, c));
   } while (advance(c, n, layers));
   sink_if(x, a.sink);
 }
@@ -285,6 +425,26 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
                CK(cudaLaunchCooperativeKernel((void*)task_kernel, grid, kThreads, args, 0, st));
              }));
     }
+    {  // the loader / worker split: one CTA an SM, sliced dependencies
+      TaskArgs a{L, P, with_attn, 0, chase, chase_n, ctr, act, sink};
+      int stage_units = g_stage_kib * 64, stages = g_ring_kib / g_stage_kib;
+      const size_t ring = (size_t)stages * stage_units * 16;
+      CK(cudaFuncSetAttribute(loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)ring));
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, loader_kernel, kLoaderThreads,
+                                                       ring));
+      if (per_sm < 1) {
+        std::printf("%-10s loader: a %zu-byte ring does not fit an SM; skipped\n", sh.name, ring);
+      } else {
+        void* args[] = {&a, &stages, &stage_units};
+        report("loader sliced" + std::string(with_attn ? " +attn" : ""), median_ms(reps, st, [&] {
+                 CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
+                 CK(cudaLaunchCooperativeKernel((void*)loader_kernel, sms, kLoaderThreads, args,
+                                                ring, st));
+               }));
+      }
+    }
   }
   CK(cudaFree(w));
   CK(cudaFree(chase));
@@ -300,15 +460,22 @@ int main(int argc, char** argv) {
   const int chain = argc > 2 ? std::max(1, std::atoi(argv[2])) : 48;
   g_task_bytes = int64_t(argc > 3 ? std::max(4, std::atoi(argv[3])) : 64) << 10;
   const unsigned sleep_ns = argc > 4 ? (unsigned)std::max(0, std::atoi(argv[4])) : 32;
+  g_ring_kib = argc > 5 ? std::max(1, std::atoi(argv[5])) : 192;
+  g_stage_kib = argc > 6 ? std::max(1, std::atoi(argv[6])) : 16;
+  if (g_ring_kib / g_stage_kib < 2 || g_ring_kib / g_stage_kib > kMaxStages) {
+    std::fprintf(stderr, "task_probe: error: ring %d KiB / stage %d KiB: 2 to %d stages\n",
+                 g_ring_kib, g_stage_kib, kMaxStages);
+    return 1;
+  }
   set_chain(chain);
   CK(cudaMemcpyToSymbol(c_sleep_ns, &sleep_ns, sizeof sleep_ns));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf(
       "device: %s, %d SMs; reps %d; 2 CTAs an SM x %d threads; attention chain %d loads; tasks "
-      "~%lld KiB; poll back-off %u ns\n",
+      "~%lld KiB; poll back-off %u ns; loader ring %d KiB in %d KiB stages\n",
       prop.name, prop.multiProcessorCount, reps, kThreads, chain, (long long)(g_task_bytes >> 10),
-      sleep_ns);
+      sleep_ns, g_ring_kib, g_stage_kib);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   run_shape(kLlama7B, reps, prop.multiProcessorCount, st);
