@@ -32,6 +32,8 @@
 //               polls, the 8 warps meet at a named barrier), read the activation row, fold each
 //               stage and release it (one mbarrier arrival a warp), then count the task in. So
 //               the weights stream through any dependency wait shorter than the ring lasts.
+//   ... none    task and loader kernels with no dependency waits at all: each schedule's own
+//               streaming ceiling (what its loads cost without the waits).
 //   chain       persistent_probe's chain for reference (PDL kernels in a graph): GEMVs only, and
 //               with 1-CTA norm kernels and attention kernels.
 // Attention (with attention): one task a KV group whose warp 0 follows a chain of dependent loads
@@ -91,7 +93,7 @@ struct TaskArgs {
   Layers L;
   Plan P;
   int attn;  // attention tasks between qkv and o
-  int full;  // every dependency on the whole previous phase
+  int full;  // 1: every dependency on the whole previous phase; 2: none (a streaming ceiling)
   const unsigned* chase;
   unsigned chase_n;
   unsigned* ctr;  // zeroed before each launch
@@ -210,6 +212,7 @@ template <bool kWorkersOnly = false>
 __device__ __forceinline__ void wait_deps(const TaskArgs& a, const Counts& n, const Cursor& c) {
   const Plan& P = a.P;
   const int l = c.l;
+  if (a.full == 2) return;  // no dependencies: the schedule's streaming ceiling
   if (c.ph == kAttn) {
     wait_ctrs<kWorkersOnly>(a.ctr, c_qkv(P, l, a.full ? 0 : c.t), a.full ? P.G : 1, P.t_qkv_g);
   } else if (c.ph == kQkv) {
@@ -237,8 +240,7 @@ __device__ __forceinline__ int task_ctr(const Plan& P, const Cursor& c) {
 }
 __device__ __forceinline__ Counts task_counts(const TaskArgs& a) {
   const Plan& P = a.P;
-  return Counts{
-      {P.G * P.t_qkv_g, a.attn ? P.G : 0, P.G * P.t_o_g, P.J * P.t_gu_j, P.J * P.t_dn_j}};
+  return Counts{{P.G * P.t_qkv_g, a.attn ? P.G : 0, P.G * P.t_o_g, P.J * P.t_gu_j, P.J * P.t_dn_j}};
 }
 
 __global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
@@ -280,8 +282,7 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 __device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count)
-               : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
 }
 /// Returns once the phase of parity `parity` of barrier b has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
@@ -410,7 +411,7 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
   for (int with_attn = 0; with_attn < 2; ++with_attn) {
     report(with_attn ? "chain: gemv+attn+norms (PDL graph)" : "chain: gemv only (PDL graph)",
            chain_ms(L, grid, with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
-    for (int full = 0; full < 2; ++full) {
+    for (int full = 0; full < 3; ++full) {
       TaskArgs a{L, P, with_attn, full, chase, chase_n, ctr, act, sink};
       int per_sm = 0;
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, task_kernel, kThreads, 0));
@@ -419,14 +420,15 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
         continue;
       }
       void* args[] = {&a};
-      report(std::string(full ? "task full" : "task sliced") + (with_attn ? " +attn" : ""),
+      const char* kDeps[] = {"sliced", "full", "none"};
+      report(std::string("task ") + kDeps[full] + (with_attn ? " +attn" : ""),
              median_ms(reps, st, [&] {
                CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
                CK(cudaLaunchCooperativeKernel((void*)task_kernel, grid, kThreads, args, 0, st));
              }));
     }
-    {  // the loader / worker split: one CTA an SM, sliced dependencies
-      TaskArgs a{L, P, with_attn, 0, chase, chase_n, ctr, act, sink};
+    for (int deps = 0; deps < 2; ++deps) {  // the loader / worker split: sliced, then none
+      TaskArgs a{L, P, with_attn, deps ? 2 : 0, chase, chase_n, ctr, act, sink};
       int stage_units = g_stage_kib * 64, stages = g_ring_kib / g_stage_kib;
       const size_t ring = (size_t)stages * stage_units * 16;
       CK(cudaFuncSetAttribute(loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -438,7 +440,8 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
         std::printf("%-10s loader: a %zu-byte ring does not fit an SM; skipped\n", sh.name, ring);
       } else {
         void* args[] = {&a, &stages, &stage_units};
-        report("loader sliced" + std::string(with_attn ? " +attn" : ""), median_ms(reps, st, [&] {
+        report(std::string(deps ? "loader none" : "loader sliced") + (with_attn ? " +attn" : ""),
+               median_ms(reps, st, [&] {
                  CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
                  CK(cudaLaunchCooperativeKernel((void*)loader_kernel, sms, kLoaderThreads, args,
                                                 ring, st));
