@@ -33,7 +33,8 @@
 //               stage and release it (one mbarrier arrival a warp), then count the task in. So
 //               the weights stream through any dependency wait shorter than the ring lasts.
 //   ... none    task and loader kernels with no dependency waits at all: each schedule's own
-//               streaming ceiling (what its loads cost without the waits).
+//               streaming ceiling (what its loads cost without the waits);
+//   ... bare    the same without the activation row and the arrival a task either.
 //   chain       persistent_probe's chain for reference (PDL kernels in a graph): GEMVs only, and
 //               with 1-CTA norm kernels and attention kernels.
 // Attention (with attention): one task a KV group whose warp 0 follows a chain of dependent loads
@@ -93,7 +94,8 @@ struct TaskArgs {
   Layers L;
   Plan P;
   int attn;  // attention tasks between qkv and o
-  int full;  // 1: every dependency on the whole previous phase; 2: none (a streaming ceiling)
+  int full;  // 1: every dependency on the whole previous phase; 2: none (a streaming ceiling);
+             // 3: none, and no activation row or arrival a task either (bare streaming)
   const unsigned* chase;
   unsigned chase_n;
   unsigned* ctr;  // zeroed before each launch
@@ -107,7 +109,6 @@ __device__ __forceinline__ Mat task_units(const Mat& m, int t, int T) {
   return Mat{m.p + b, b >= m.n ? 0 : (b + per > m.n ? m.n - b : per)};
 }
 
-/// Thread 0 waits until every counter in [c0, c0 + n) reaches `target`; then the CTA goes on.
 __constant__ unsigned c_sleep_ns;  // the poll's back-off (argv[4]; 0: spin)
 
 constexpr int kWorkers = kThreads;  // the loader kernel's worker threads (8 warps), barrier 1
@@ -121,6 +122,8 @@ __device__ __forceinline__ void cta_sync() {
     __syncthreads();
 }
 
+/// Thread 0 waits until every counter in [c0, c0 + n) reaches `target`; then the CTA (or the
+/// worker warps) goes on.
 template <bool kWorkersOnly = false>
 __device__ __forceinline__ void wait_ctrs(const unsigned* ctr, int c0, int n, unsigned target) {
   if (threadIdx.x == 0)
@@ -212,7 +215,7 @@ template <bool kWorkersOnly = false>
 __device__ __forceinline__ void wait_deps(const TaskArgs& a, const Counts& n, const Cursor& c) {
   const Plan& P = a.P;
   const int l = c.l;
-  if (a.full == 2) return;  // no dependencies: the schedule's streaming ceiling
+  if (a.full >= 2) return;  // no dependencies: the schedule's streaming ceiling
   if (c.ph == kAttn) {
     wait_ctrs<kWorkersOnly>(a.ctr, c_qkv(P, l, a.full ? 0 : c.t), a.full ? P.G : 1, P.t_qkv_g);
   } else if (c.ph == kQkv) {
@@ -258,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
   do {
     // The dependency (the ring is in flight), then the activation row, the work, the arrival.
     wait_deps(a, n, c);
-    x ^= read_act(a.act);
+    if (a.full != 3) x ^= read_act(a.act);
     if (c.ph == kAttn) {  // attention of KV group t
       x ^= chase_chain(a.chase, a.chase_n, c.t * 7919u + threadIdx.x * 104729u);
       if (threadIdx.x == 0) a.act[c.t] = x | 1u;
@@ -268,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
       x ^= stream_task(task_mat(a.L, n, c), next, r);
       if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
     }
-    arrive(a.ctr, task_ctr(a.P, c));
+    if (a.full != 3) arrive(a.ctr, task_ctr(a.P, c));
   } while (advance(c, n, layers));
   sink_if(x, a.sink);
 }
@@ -351,7 +354,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
   const int lane = threadIdx.x & 31;
   do {
     wait_deps<true>(a, n, c);
-    x ^= read_act(a.act);
+    if (a.full != 3) x ^= read_act(a.act);
     if (c.ph == kAttn) {
       x ^= chase_chain(a.chase, a.chase_n, c.t * 7919u + threadIdx.x * 104729u);
       if (threadIdx.x == 0) a.act[c.t] = x | 1u;
@@ -368,7 +371,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
       }
       if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
     }
-    arrive<true>(a.ctr, task_ctr(a.P, c));
+    if (a.full != 3) arrive<true>(a.ctr, task_ctr(a.P, c));
   } while (advance(c, n, layers));
   sink_if(x, a.sink);
 }
@@ -411,7 +414,7 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
   for (int with_attn = 0; with_attn < 2; ++with_attn) {
     report(with_attn ? "chain: gemv+attn+norms (PDL graph)" : "chain: gemv only (PDL graph)",
            chain_ms(L, grid, with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
-    for (int full = 0; full < 3; ++full) {
+    for (int full = 0; full < 4; ++full) {
       TaskArgs a{L, P, with_attn, full, chase, chase_n, ctr, act, sink};
       int per_sm = 0;
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, task_kernel, kThreads, 0));
@@ -420,15 +423,15 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
         continue;
       }
       void* args[] = {&a};
-      const char* kDeps[] = {"sliced", "full", "none"};
+      const char* kDeps[] = {"sliced", "full", "none", "bare"};
       report(std::string("task ") + kDeps[full] + (with_attn ? " +attn" : ""),
              median_ms(reps, st, [&] {
                CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
                CK(cudaLaunchCooperativeKernel((void*)task_kernel, grid, kThreads, args, 0, st));
              }));
     }
-    for (int deps = 0; deps < 2; ++deps) {  // the loader / worker split: sliced, then none
-      TaskArgs a{L, P, with_attn, deps ? 2 : 0, chase, chase_n, ctr, act, sink};
+    for (int deps : {0, 2, 3}) {  // the loader / worker split: sliced, none, bare
+      TaskArgs a{L, P, with_attn, deps, chase, chase_n, ctr, act, sink};
       int stage_units = g_stage_kib * 64, stages = g_ring_kib / g_stage_kib;
       const size_t ring = (size_t)stages * stage_units * 16;
       CK(cudaFuncSetAttribute(loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -440,7 +443,10 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
         std::printf("%-10s loader: a %zu-byte ring does not fit an SM; skipped\n", sh.name, ring);
       } else {
         void* args[] = {&a, &stages, &stage_units};
-        report(std::string(deps ? "loader none" : "loader sliced") + (with_attn ? " +attn" : ""),
+        report(std::string(deps == 0   ? "loader sliced"
+                           : deps == 2 ? "loader none"
+                                       : "loader bare") +
+                   (with_attn ? " +attn" : ""),
                median_ms(reps, st, [&] {
                  CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
                  CK(cudaLaunchCooperativeKernel((void*)loader_kernel, sms, kLoaderThreads, args,
@@ -478,7 +484,7 @@ int main(int argc, char** argv) {
       "device: %s, %d SMs; reps %d; 2 CTAs an SM x %d threads; attention chain %d loads; tasks "
       "~%lld KiB; poll back-off %u ns; loader ring %d KiB in %d KiB stages\n",
       prop.name, prop.multiProcessorCount, reps, kThreads, chain, (long long)(g_task_bytes >> 10),
-      sleep_ns, g_ring_kib, g_stage_kib);
+      sleep_ns, g_ring_kib / g_stage_kib * g_stage_kib, g_stage_kib);
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   run_shape(kLlama7B, reps, prop.multiProcessorCount, st);
