@@ -188,21 +188,22 @@ float median_ms(int reps, cudaStream_t st, F&& launch) {
 }
 
 /// Median milliseconds of one decode step as today's chain (PDL kernels captured in one graph):
-/// per layer the four loads-only GEMVs (`grid` CTAs), and with `with_attn` an attention kernel
-/// of `attn_ctas` CTAs after qkv and a 1-CTA norm kernel after o and after down.
-inline float chain_ms(const Layers& L, int grid, bool with_attn, int attn_ctas,
-                      const unsigned* chase, unsigned chase_n, unsigned* act, unsigned* sink,
-                      int reps, cudaStream_t st) {
+/// per layer the four loads-only GEMVs (`gemv(st, m)` launches one; by default gemv_kernel on
+/// `grid` CTAs), and with `with_attn` an attention kernel of `attn_ctas` CTAs after qkv and a
+/// 1-CTA norm kernel after o and after down.
+template <typename G>
+float chain_ms_with(const Layers& L, G&& gemv, bool with_attn, int attn_ctas, const unsigned* chase,
+                    unsigned chase_n, unsigned* act, unsigned* sink, int reps, cudaStream_t st) {
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
   for (int l = 0; l < L.n_layers; ++l) {
-    launch_pdl(st, grid, gemv_kernel, L.m[l][0], act, sink);
+    gemv(st, L.m[l][0]);
     if (with_attn) launch_pdl(st, attn_ctas, chain_attn_kernel, chase, chase_n, act, sink);
-    launch_pdl(st, grid, gemv_kernel, L.m[l][1], act, sink);
+    gemv(st, L.m[l][1]);
     if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
-    launch_pdl(st, grid, gemv_kernel, L.m[l][2], act, sink);
-    launch_pdl(st, grid, gemv_kernel, L.m[l][3], act, sink);
+    gemv(st, L.m[l][2]);
+    gemv(st, L.m[l][3]);
     if (with_attn) launch_pdl(st, 1, norm_kernel, act, sink);
   }
   CK(cudaStreamEndCapture(st, &g));
@@ -211,6 +212,13 @@ inline float chain_ms(const Layers& L, int grid, bool with_attn, int attn_ctas,
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
   return ms;
+}
+inline float chain_ms(const Layers& L, int grid, bool with_attn, int attn_ctas,
+                      const unsigned* chase, unsigned chase_n, unsigned* act, unsigned* sink,
+                      int reps, cudaStream_t st) {
+  return chain_ms_with(
+      L, [&](cudaStream_t s, const Mat& m) { launch_pdl(s, grid, gemv_kernel, m, act, sink); },
+      with_attn, attn_ctas, chase, chase_n, act, sink, reps, st);
 }
 
 /// A device table of n words holding a random cycle (word i is the index of i's successor), for

@@ -37,6 +37,8 @@
 //   ... bare    the same without the activation row and the arrival a task either.
 //   chain       persistent_probe's chain for reference (PDL kernels in a graph): GEMVs only, and
 //               with 1-CTA norm kernels and attention kernels.
+//   chain loader  the same chain with each loads-only GEMV on the loader / worker split (one CTA
+//               an SM, its contiguous share streamed into the ring from the kernel's start).
 // Attention (with attention): one task a KV group whose warp 0 follows a chain of dependent loads
 // (probe_stream.cuh's chase_chain), as in persistent_probe.
 //
@@ -376,6 +378,54 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
   sink_if(x, a.sink);
 }
 
+/// The chain's loads-only "GEMV" on the loader / worker split (`chain loader` rows): one CTA an
+/// SM; lane 0 of warp 8 streams the CTA's contiguous share of m into the stage ring from the
+/// kernel's start — weights only, so before griddepcontrol.wait, as w4_gemv3's first ring — and
+/// the 8 worker warps wait for the predecessor, read the activation row, fold and release each
+/// stage, trigger the successor after the main loop and write one word of the row, as gemv_cta.
+__global__ void __launch_bounds__(kLoaderThreads, 1)
+    loader_gemv_kernel(Mat m, unsigned* act, unsigned* sink, int stages, int stage_units) {
+  extern __shared__ __align__(128) uint4 ring[];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kWorkers / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int64_t per = (m.n + gridDim.x - 1) / gridDim.x, b0 = per * blockIdx.x;
+  const int64_t n = b0 >= m.n ? 0 : (m.n - b0 < per ? m.n - b0 : per);
+  const uint4* p = m.p + b0;
+  if (threadIdx.x >= kWorkers) {  // the loader (the workers' pdl_wait keeps the CTA's contract)
+    if (threadIdx.x != kWorkers) return;
+    int64_t k = 0;
+    for (int64_t u = 0; u < n; u += stage_units, ++k) {
+      const int s = (int)(k % stages);
+      mbar_wait(&empty[s], (unsigned)((k / stages) & 1) ^ 1u);
+      const int units = (int)(n - u < stage_units ? n - u : stage_units);
+      bulk_load(ring + (int64_t)s * stage_units, p + u, units * 16u, &full[s]);
+    }
+    return;
+  }
+  perfx::cuda::pdl_wait();
+  uint32_t x = read_act(act);
+  int64_t k = 0;
+  for (int64_t u = 0; u < n; u += stage_units, ++k) {
+    const int s = (int)(k % stages);
+    mbar_wait(&full[s], (unsigned)((k / stages) & 1));
+    const int units = (int)(n - u < stage_units ? n - u : stage_units);
+    const uint4* st = ring + (int64_t)s * stage_units;
+    for (int i = threadIdx.x; i < units; i += kWorkers) x ^= fold(st[i]);
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[s]);
+  }
+  perfx::cuda::pdl_trigger();
+  if (threadIdx.x == 0) act[blockIdx.x % kActWords] = x | 1u;
+  sink_if(x, sink);
+}
+
 // ---- host (the chain, for reference: probe_stream.cuh's chain_ms, as persistent_probe runs it)
 
 int tasks_for(int64_t bytes) {
@@ -411,9 +461,24 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
                 ms * 1e3, ms * 1e3 / sh.layers, gb / (ms * 1e-3) * 1e-3);
     std::fflush(stdout);
   };
+  const int stage_units = g_stage_kib * 64, stages = g_ring_kib / g_stage_kib;
+  const size_t ring = (size_t)stages * stage_units * 16;
+  CK(cudaFuncSetAttribute(loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring));
+  CK(cudaFuncSetAttribute(loader_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)ring));
   for (int with_attn = 0; with_attn < 2; ++with_attn) {
     report(with_attn ? "chain: gemv+attn+norms (PDL graph)" : "chain: gemv only (PDL graph)",
            chain_ms(L, grid, with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
+    report(
+        with_attn ? "chain loader: gemv+attn+norms" : "chain loader: gemv only",
+        chain_ms_with(
+            L,
+            [&](cudaStream_t s, const Mat& m) {
+              int su = stage_units, ns = stages;
+              CK(perfx::cuda::launch_kernel_ex(loader_gemv_kernel, dim3(sms), dim3(kLoaderThreads),
+                                               ring, s, true, m, act, sink, ns, su));
+            },
+            with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
     for (int full = 0; full < 4; ++full) {
       TaskArgs a{L, P, with_attn, full, chase, chase_n, ctr, act, sink};
       int per_sm = 0;
@@ -432,17 +497,14 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
     }
     for (int deps : {0, 2, 3}) {  // the loader / worker split: sliced, none, bare
       TaskArgs a{L, P, with_attn, deps, chase, chase_n, ctr, act, sink};
-      int stage_units = g_stage_kib * 64, stages = g_ring_kib / g_stage_kib;
-      const size_t ring = (size_t)stages * stage_units * 16;
-      CK(cudaFuncSetAttribute(loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              (int)ring));
+      int su = stage_units, ns = stages;
       int per_sm = 0;
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, loader_kernel, kLoaderThreads,
                                                        ring));
       if (per_sm < 1) {
         std::printf("%-10s loader: a %zu-byte ring does not fit an SM; skipped\n", sh.name, ring);
       } else {
-        void* args[] = {&a, &stages, &stage_units};
+        void* args[] = {&a, &ns, &su};
         report(std::string(deps == 0   ? "loader sliced"
                            : deps == 2 ? "loader none"
                                        : "loader bare") +
