@@ -316,44 +316,77 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
       : "memory");
 }
 
-/// One CTA an SM: warps 0-7 work the CTA's tasks, lane 0 of warp 8 loads their weights into
-/// `stages` shared-memory stages of `stage_units` 16-byte units (chunk k of the CTA's weight
-/// stream goes to stage k % stages; full[s] completes when its bytes land, empty[s] when the 8
-/// worker warps have folded it).
+/// A CTA's ring of `stages` shared-memory stages of `units` 16-byte units, with a `full` and an
+/// `empty` mbarrier a stage. Chunk k of the CTA's weight stream goes to stage k % stages: the
+/// loader waits for the stage's empty phase, the workers for its full phase.
+struct Ring {
+  uint4* data;
+  uint64_t* full;
+  uint64_t* empty;
+  int stages, units;
+
+  /// Thread 0 initialises the barriers (full: the loader's one arrival and the bytes; empty: the
+  /// 8 worker warps); then the whole CTA meets.
+  __device__ __forceinline__ void init() const {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < stages; ++s) {
+        mbar_init(&full[s], 1);
+        mbar_init(&empty[s], kWorkers / 32);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+  }
+  /// The loader (one thread): copies units [0, n) from p as chunks k, k + 1, ...; returns the
+  /// next chunk's k.
+  __device__ __forceinline__ int64_t load(const uint4* p, int64_t n, int64_t k) const {
+    for (int64_t u = 0; u < n; u += units, ++k) {
+      const int s = (int)(k % stages);
+      mbar_wait(&empty[s], (unsigned)((k / stages) & 1) ^ 1u);
+      const int c = (int)(n - u < units ? n - u : units);
+      bulk_load(data + (int64_t)s * units, p + u, c * 16u, &full[s]);
+    }
+    return k;
+  }
+  /// The worker warps (all 8): fold the chunks the loader copied for the same n from chunk k on
+  /// into x, releasing each stage; returns the next chunk's k.
+  __device__ __forceinline__ int64_t fold_into(uint32_t& x, int64_t n, int64_t k) const {
+    for (int64_t u = 0; u < n; u += units, ++k) {
+      const int s = (int)(k % stages);
+      mbar_wait(&full[s], (unsigned)((k / stages) & 1));
+      const int c = (int)(n - u < units ? n - u : units);
+      const uint4* st = data + (int64_t)s * units;
+      for (int i = threadIdx.x; i < c; i += kWorkers) x ^= fold(st[i]);
+      __syncwarp();
+      if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[s]);
+    }
+    return k;
+  }
+};
+
+/// One CTA an SM: warps 0-7 work the CTA's tasks, lane 0 of warp 8 loads their weights into the
+/// ring (`stages` stages of `stage_units` units) in task order, never waiting on a counter.
 __global__ void __launch_bounds__(kLoaderThreads, 1)
     loader_kernel(TaskArgs a, int stages, int stage_units) {
-  extern __shared__ __align__(128) uint4 ring[];
+  extern __shared__ __align__(128) uint4 ring_data[];
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  const Ring ring{ring_data, full, empty, stages, stage_units};
   const int layers = a.L.n_layers;
   const Counts n = task_counts(a);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kWorkers / 32);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  ring.init();
   Cursor c{0, 0, (int)blockIdx.x - (int)gridDim.x};
   if (!advance(c, n, layers)) return;
+  int64_t k = 0;
   if (threadIdx.x >= kWorkers) {  // the loader: no dependency waits, only free stages
     if (threadIdx.x != kWorkers) return;
-    int64_t k = 0;
     do {
       if (c.ph == kAttn) continue;
       const Mat m = task_mat(a.L, n, c);
-      for (int64_t u = 0; u < m.n; u += stage_units, ++k) {
-        const int s = (int)(k % stages);
-        mbar_wait(&empty[s], (unsigned)((k / stages) & 1) ^ 1u);
-        const int units = (int)(m.n - u < stage_units ? m.n - u : stage_units);
-        bulk_load(ring + (int64_t)s * stage_units, m.p + u, units * 16u, &full[s]);
-      }
+      k = ring.load(m.p, m.n, k);
     } while (advance(c, n, layers));
     return;
   }
   uint32_t x = 0;
-  int64_t k = 0;
-  const int lane = threadIdx.x & 31;
   do {
     wait_deps<true>(a, n, c);
     if (a.full != 3) x ^= read_act(a.act);
@@ -361,16 +394,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
       x ^= chase_chain(a.chase, a.chase_n, c.t * 7919u + threadIdx.x * 104729u);
       if (threadIdx.x == 0) a.act[c.t] = x | 1u;
     } else {
-      const Mat m = task_mat(a.L, n, c);
-      for (int64_t u = 0; u < m.n; u += stage_units, ++k) {
-        const int s = (int)(k % stages);
-        mbar_wait(&full[s], (unsigned)((k / stages) & 1));
-        const int units = (int)(m.n - u < stage_units ? m.n - u : stage_units);
-        const uint4* st = ring + (int64_t)s * stage_units;
-        for (int i = threadIdx.x; i < units; i += kWorkers) x ^= fold(st[i]);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[s]);
-      }
+      k = ring.fold_into(x, task_mat(a.L, n, c).n, k);
       if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
     }
     if (a.full != 3) arrive<true>(a.ctr, task_ctr(a.P, c));
@@ -385,42 +409,19 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
 /// stage, trigger the successor after the main loop and write one word of the row, as gemv_cta.
 __global__ void __launch_bounds__(kLoaderThreads, 1)
     loader_gemv_kernel(Mat m, unsigned* act, unsigned* sink, int stages, int stage_units) {
-  extern __shared__ __align__(128) uint4 ring[];
+  extern __shared__ __align__(128) uint4 ring_data[];
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kWorkers / 32);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  const Ring ring{ring_data, full, empty, stages, stage_units};
+  ring.init();
   const int64_t per = (m.n + gridDim.x - 1) / gridDim.x, b0 = per * blockIdx.x;
   const int64_t n = b0 >= m.n ? 0 : (m.n - b0 < per ? m.n - b0 : per);
-  const uint4* p = m.p + b0;
   if (threadIdx.x >= kWorkers) {  // the loader (the workers' pdl_wait keeps the CTA's contract)
-    if (threadIdx.x != kWorkers) return;
-    int64_t k = 0;
-    for (int64_t u = 0; u < n; u += stage_units, ++k) {
-      const int s = (int)(k % stages);
-      mbar_wait(&empty[s], (unsigned)((k / stages) & 1) ^ 1u);
-      const int units = (int)(n - u < stage_units ? n - u : stage_units);
-      bulk_load(ring + (int64_t)s * stage_units, p + u, units * 16u, &full[s]);
-    }
+    if (threadIdx.x == kWorkers) ring.load(m.p + b0, n, 0);
     return;
   }
   perfx::cuda::pdl_wait();
   uint32_t x = read_act(act);
-  int64_t k = 0;
-  for (int64_t u = 0; u < n; u += stage_units, ++k) {
-    const int s = (int)(k % stages);
-    mbar_wait(&full[s], (unsigned)((k / stages) & 1));
-    const int units = (int)(n - u < stage_units ? n - u : stage_units);
-    const uint4* st = ring + (int64_t)s * stage_units;
-    for (int i = threadIdx.x; i < units; i += kWorkers) x ^= fold(st[i]);
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[s]);
-  }
+  ring.fold_into(x, n, 0);
   perfx::cuda::pdl_trigger();
   if (threadIdx.x == 0) act[blockIdx.x % kActWords] = x | 1u;
   sink_if(x, sink);
