@@ -39,6 +39,9 @@
 //               with 1-CTA norm kernels and attention kernels.
 //   chain loader  the same chain with each loads-only GEMV on the loader / worker split (one CTA
 //               an SM, its contiguous share streamed into the ring from the kernel's start).
+//   persist loader  one cooperative kernel on the chain's tiling (every phase split evenly over
+//               the grid) with the loader / worker split: grid-wide counters where the chain has
+//               kernel boundaries, the loader streaming through them.
 // Attention (with attention): one task a KV group whose warp 0 follows a chain of dependent loads
 // (probe_stream.cuh's chase_chain), as in persistent_probe.
 //
@@ -427,6 +430,66 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
   sink_if(x, sink);
 }
 
+/// `persist loader` rows: the loader / worker split on the chain's tiling — every phase's matrix
+/// split evenly over the grid (one contiguous share a CTA), the loader streaming the CTA's shares
+/// of every phase of every layer back to back and never waiting on a counter, the workers waiting
+/// at a grid-wide counter where the chain has a kernel boundary (the norms folded into it, as
+/// persistent_probe's persist), so a barrier, attention and the norms cost streaming only once
+/// the ring is full. Attention (with a.attn) runs on a.P.G CTAs, a different set each layer.
+/// Counters: layer l, phase 0 qkv, 1 attention, 2 o, 3 gate|up, 4 down.
+__global__ void __launch_bounds__(kLoaderThreads, 1)
+    persist_loader_kernel(TaskArgs a, int stages, int stage_units) {
+  extern __shared__ __align__(128) uint4 ring_data[];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  const Ring ring{ring_data, full, empty, stages, stage_units};
+  ring.init();
+  const int layers = a.L.n_layers, G = a.P.G, grid = gridDim.x;
+  auto share = [&](const Mat& m) {
+    const int64_t per = (m.n + grid - 1) / grid, b0 = per * blockIdx.x;
+    return Mat{m.p + b0, b0 >= m.n ? 0 : (m.n - b0 < per ? m.n - b0 : per)};
+  };
+  if (threadIdx.x >= kWorkers) {  // the loader
+    if (threadIdx.x != kWorkers) return;
+    int64_t k = 0;
+    for (int l = 0; l < layers; ++l)
+      for (int p = 0; p < kPhases; ++p) {
+        const Mat m = share(a.L.m[l][p]);
+        k = ring.load(m.p, m.n, k);
+      }
+    return;
+  }
+  auto ctr = [](int l, int ph) { return l * 5 + ph; };
+  uint32_t x = 0;
+  int64_t k = 0;
+  for (int l = 0; l < layers; ++l) {
+    for (int p = 0; p < kPhases; ++p) {  // qkv, o, gate|up, down
+      if (p == 0) {
+        if (l > 0) wait_ctrs<true>(a.ctr, ctr(l - 1, 4), 1, grid);
+      } else if (p == 1) {
+        if (a.attn)
+          wait_ctrs<true>(a.ctr, ctr(l, 1), 1, G);
+        else
+          wait_ctrs<true>(a.ctr, ctr(l, 0), 1, grid);
+      } else {
+        wait_ctrs<true>(a.ctr, ctr(l, p), 1, grid);
+      }
+      x ^= read_act(a.act);
+      k = ring.fold_into(x, share(a.L.m[l][p]).n, k);
+      if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
+      arrive<true>(a.ctr, ctr(l, p == 0 ? 0 : p + 1));
+      const int g = (int)((blockIdx.x + grid - (l * G) % grid) % grid);
+      if (p == 0 && a.attn && g < G) {  // attention of KV group g
+        wait_ctrs<true>(a.ctr, ctr(l, 0), 1, grid);
+        x ^= read_act(a.act);
+        x ^= chase_chain(a.chase, a.chase_n, g * 7919u + threadIdx.x * 104729u);
+        if (threadIdx.x == 0) a.act[g] = x | 1u;
+        arrive<true>(a.ctr, ctr(l, 1));
+      }
+    }
+  }
+  sink_if(x, a.sink);
+}
+
 // ---- host (the chain, for reference: probe_stream.cuh's chain_ms, as persistent_probe runs it)
 
 int tasks_for(int64_t bytes) {
@@ -467,6 +530,8 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
   CK(cudaFuncSetAttribute(loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring));
   CK(cudaFuncSetAttribute(loader_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                           (int)ring));
+  CK(cudaFuncSetAttribute(persist_loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)ring));
   for (int with_attn = 0; with_attn < 2; ++with_attn) {
     report(with_attn ? "chain: gemv+attn+norms (PDL graph)" : "chain: gemv only (PDL graph)",
            chain_ms(L, grid, with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
@@ -480,6 +545,17 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
                                                ring, s, true, m, act, sink, ns, su));
             },
             with_attn, sh.attn_ctas, chase, chase_n, act, sink, reps, st));
+    {
+      TaskArgs a{L, P, with_attn, 0, chase, chase_n, ctr, act, sink};
+      int su = stage_units, ns = stages;
+      void* args[] = {&a, &ns, &su};
+      report(with_attn ? "persist loader: gemv+attn" : "persist loader: gemv only",
+             median_ms(reps, st, [&] {
+               CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
+               CK(cudaLaunchCooperativeKernel((void*)persist_loader_kernel, sms, kLoaderThreads,
+                                              args, ring, st));
+             }));
+    }
     for (int full = 0; full < 4; ++full) {
       TaskArgs a{L, P, with_attn, full, chase, chase_n, ctr, act, sink};
       int per_sm = 0;
