@@ -47,7 +47,8 @@
 //
 // Build: the task_probe target of a CUDA build (sm_90a).
 // Run: task_probe [reps=9] [chain=48] [task KiB=64] [poll back-off ns=32] [ring KiB=192]
-//                 [stage KiB=16]
+//                 [stage KiB=16] [interleave=0: the loaders' per-CTA shares contiguous; 1: every
+//                 grid-th stage-sized chunk]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -115,6 +116,7 @@ __device__ __forceinline__ Mat task_units(const Mat& m, int t, int T) {
 }
 
 __constant__ unsigned c_sleep_ns;  // the poll's back-off (argv[4]; 0: spin)
+__constant__ int c_interleave;     // argv[7]: the chain and persist loaders' shares interleaved
 
 constexpr int kWorkers = kThreads;  // the loader kernel's worker threads (8 warps), barrier 1
 
@@ -340,24 +342,37 @@ struct Ring {
     }
     __syncthreads();
   }
-  /// The loader (one thread): copies units [0, n) from p as chunks k, k + 1, ...; returns the
-  /// next chunk's k.
-  __device__ __forceinline__ int64_t load(const uint4* p, int64_t n, int64_t k) const {
-    for (int64_t u = 0; u < n; u += units, ++k) {
+  /// The chunks of span (u0, end, step): units u0, u0 + step, ... below end, each `units`
+  /// long and the last cut at end (step == units: one contiguous piece).
+  struct Span {
+    int64_t u0, end, step;
+  };
+  /// The CTA's span of an n-unit matrix split over the grid: one contiguous share of ⌈n / grid⌉
+  /// units, or with c_interleave every grid-th chunk from the CTA's index on (the grid sweeps
+  /// the matrix in one front, as the chain's GEMVs do).
+  __device__ __forceinline__ Span cta_span(int64_t n) const {
+    if (c_interleave) return {(int64_t)blockIdx.x * units, n, (int64_t)gridDim.x * units};
+    const int64_t per = (n + gridDim.x - 1) / gridDim.x, b0 = per * blockIdx.x;
+    return {b0, b0 >= n ? b0 : (b0 + per < n ? b0 + per : n), units};
+  }
+  /// The loader (one thread): copies span sp of p as chunks k, k + 1, ...; returns the next
+  /// chunk's k.
+  __device__ __forceinline__ int64_t load(const uint4* p, Span sp, int64_t k) const {
+    for (int64_t u = sp.u0; u < sp.end; u += sp.step, ++k) {
       const int s = (int)(k % stages);
       mbar_wait(&empty[s], (unsigned)((k / stages) & 1) ^ 1u);
-      const int c = (int)(n - u < units ? n - u : units);
+      const int c = (int)(sp.end - u < units ? sp.end - u : units);
       bulk_load(data + (int64_t)s * units, p + u, c * 16u, &full[s]);
     }
     return k;
   }
-  /// The worker warps (all 8): fold the chunks the loader copied for the same n from chunk k on
-  /// into x, releasing each stage; returns the next chunk's k.
-  __device__ __forceinline__ int64_t fold_into(uint32_t& x, int64_t n, int64_t k) const {
-    for (int64_t u = 0; u < n; u += units, ++k) {
+  /// The worker warps (all 8): fold the chunks the loader copied for the same span from chunk k
+  /// on into x, releasing each stage; returns the next chunk's k.
+  __device__ __forceinline__ int64_t fold_into(uint32_t& x, Span sp, int64_t k) const {
+    for (int64_t u = sp.u0; u < sp.end; u += sp.step, ++k) {
       const int s = (int)(k % stages);
       mbar_wait(&full[s], (unsigned)((k / stages) & 1));
-      const int c = (int)(n - u < units ? n - u : units);
+      const int c = (int)(sp.end - u < units ? sp.end - u : units);
       const uint4* st = data + (int64_t)s * units;
       for (int i = threadIdx.x; i < c; i += kWorkers) x ^= fold(st[i]);
       __syncwarp();
@@ -385,7 +400,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
     do {
       if (c.ph == kAttn) continue;
       const Mat m = task_mat(a.L, n, c);
-      k = ring.load(m.p, m.n, k);
+      k = ring.load(m.p, {0, m.n, stage_units}, k);
     } while (advance(c, n, layers));
     return;
   }
@@ -397,7 +412,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
       x ^= chase_chain(a.chase, a.chase_n, c.t * 7919u + threadIdx.x * 104729u);
       if (threadIdx.x == 0) a.act[c.t] = x | 1u;
     } else {
-      k = ring.fold_into(x, task_mat(a.L, n, c).n, k);
+      k = ring.fold_into(x, {0, task_mat(a.L, n, c).n, stage_units}, k);
       if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
     }
     if (a.full != 3) arrive<true>(a.ctr, task_ctr(a.P, c));
@@ -406,7 +421,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
 }
 
 /// The chain's loads-only "GEMV" on the loader / worker split (`chain loader` rows): one CTA an
-/// SM; lane 0 of warp 8 streams the CTA's contiguous share of m into the stage ring from the
+/// SM; lane 0 of warp 8 streams the CTA's share of m (Ring::cta_span) into the stage ring from the
 /// kernel's start — weights only, so before griddepcontrol.wait, as w4_gemv3's first ring — and
 /// the 8 worker warps wait for the predecessor, read the activation row, fold and release each
 /// stage, trigger the successor after the main loop and write one word of the row, as gemv_cta.
@@ -416,22 +431,21 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   const Ring ring{ring_data, full, empty, stages, stage_units};
   ring.init();
-  const int64_t per = (m.n + gridDim.x - 1) / gridDim.x, b0 = per * blockIdx.x;
-  const int64_t n = b0 >= m.n ? 0 : (m.n - b0 < per ? m.n - b0 : per);
+  const Ring::Span sp = ring.cta_span(m.n);
   if (threadIdx.x >= kWorkers) {  // the loader (the workers' pdl_wait keeps the CTA's contract)
-    if (threadIdx.x == kWorkers) ring.load(m.p + b0, n, 0);
+    if (threadIdx.x == kWorkers) ring.load(m.p, sp, 0);
     return;
   }
   perfx::cuda::pdl_wait();
   uint32_t x = read_act(act);
-  ring.fold_into(x, n, 0);
+  ring.fold_into(x, sp, 0);
   perfx::cuda::pdl_trigger();
   if (threadIdx.x == 0) act[blockIdx.x % kActWords] = x | 1u;
   sink_if(x, sink);
 }
 
 /// `persist loader` rows: the loader / worker split on the chain's tiling — every phase's matrix
-/// split evenly over the grid (one contiguous share a CTA), the loader streaming the CTA's shares
+/// split evenly over the grid (Ring::cta_span), the loader streaming the CTA's shares
 /// of every phase of every layer back to back and never waiting on a counter, the workers waiting
 /// at a grid-wide counter where the chain has a kernel boundary (the norms folded into it, as
 /// persistent_probe's persist), so a barrier, attention and the norms cost streaming only once
@@ -444,17 +458,13 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
   const Ring ring{ring_data, full, empty, stages, stage_units};
   ring.init();
   const int layers = a.L.n_layers, G = a.P.G, grid = gridDim.x;
-  auto share = [&](const Mat& m) {
-    const int64_t per = (m.n + grid - 1) / grid, b0 = per * blockIdx.x;
-    return Mat{m.p + b0, b0 >= m.n ? 0 : (m.n - b0 < per ? m.n - b0 : per)};
-  };
   if (threadIdx.x >= kWorkers) {  // the loader
     if (threadIdx.x != kWorkers) return;
     int64_t k = 0;
     for (int l = 0; l < layers; ++l)
       for (int p = 0; p < kPhases; ++p) {
-        const Mat m = share(a.L.m[l][p]);
-        k = ring.load(m.p, m.n, k);
+        const Mat& m = a.L.m[l][p];
+        k = ring.load(m.p, ring.cta_span(m.n), k);
       }
     return;
   }
@@ -474,7 +484,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
         wait_ctrs<true>(a.ctr, ctr(l, p), 1, grid);
       }
       x ^= read_act(a.act);
-      k = ring.fold_into(x, share(a.L.m[l][p]).n, k);
+      k = ring.fold_into(x, ring.cta_span(a.L.m[l][p].n), k);
       if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
       arrive<true>(a.ctr, ctr(l, p == 0 ? 0 : p + 1));
       const int g = (int)((blockIdx.x + grid - (l * G) % grid) % grid);
@@ -610,6 +620,8 @@ int main(int argc, char** argv) {
   const unsigned sleep_ns = argc > 4 ? (unsigned)std::max(0, std::atoi(argv[4])) : 32;
   g_ring_kib = argc > 5 ? std::max(1, std::atoi(argv[5])) : 192;
   g_stage_kib = argc > 6 ? std::max(1, std::atoi(argv[6])) : 16;
+  const int interleave = argc > 7 ? std::atoi(argv[7]) != 0 : 0;
+  CK(cudaMemcpyToSymbol(c_interleave, &interleave, sizeof interleave));
   if (g_ring_kib / g_stage_kib < 2 || g_ring_kib / g_stage_kib > kMaxStages) {
     std::fprintf(stderr, "task_probe: error: ring %d KiB / stage %d KiB: 2 to %d stages\n",
                  g_ring_kib, g_stage_kib, kMaxStages);
@@ -621,9 +633,10 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf(
       "device: %s, %d SMs; reps %d; 2 CTAs an SM x %d threads; attention chain %d loads; tasks "
-      "~%lld KiB; poll back-off %u ns; loader ring %d KiB in %d KiB stages\n",
+      "~%lld KiB; poll back-off %u ns; loader ring %d KiB in %d KiB stages%s\n",
       prop.name, prop.multiProcessorCount, reps, kThreads, chain, (long long)(g_task_bytes >> 10),
-      sleep_ns, g_ring_kib / g_stage_kib * g_stage_kib, g_stage_kib);
+      sleep_ns, g_ring_kib / g_stage_kib * g_stage_kib, g_stage_kib,
+      interleave ? ", loader shares interleaved" : "");
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   run_shape(kLlama7B, reps, prop.multiProcessorCount, st);
