@@ -60,6 +60,7 @@
 #define PROBE_NAME "task_probe"
 #include "backend/cuda/pdl.cuh"  // pdl_wait, pdl_trigger, launch_kernel_ex
 #include "probe_common.cuh"
+#include "probe_ring.cuh"
 #include "probe_stream.cuh"
 
 namespace {
@@ -118,7 +119,7 @@ __device__ __forceinline__ Mat task_units(const Mat& m, int t, int T) {
 __constant__ unsigned c_sleep_ns;  // the poll's back-off (argv[4]; 0: spin)
 __constant__ int c_interleave;     // argv[7]: the chain and persist loaders' shares interleaved
 
-constexpr int kWorkers = kThreads;  // the loader kernel's worker threads (8 warps), barrier 1
+constexpr int kWorkers = kRingWorkers;  // the loader kernels' worker threads (8 warps), barrier 1
 
 /// The CTA's barrier (kWorkers: only the loader kernel's worker warps, named barrier 1).
 template <bool kWorkersOnly>
@@ -283,104 +284,10 @@ __global__ void __launch_bounds__(kThreads, 2) task_kernel(TaskArgs a) {
   sink_if(x, a.sink);
 }
 
-// ---- the loader / worker split (mbarrier and bulk-copy PTX: PTX ISA 8.x, sm_90)
+// ---- the loader / worker split (probe_ring.cuh: the ring, its mbarriers and bulk copies)
 
 constexpr int kLoaderThreads = kWorkers + 32;  // 8 worker warps, then the loader warp
 constexpr int kMaxStages = 64;
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
-}
-/// Returns once the phase of parity `parity` of barrier b has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_u32(b)), "r"(parity)
-        : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
-}
-/// Arrives on b expecting `bytes` of transactions, then copies `bytes` (a multiple of 16) from
-/// global src to shared dst, completing them on b.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* b) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)),
-               "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(b))
-      : "memory");
-}
-
-/// A CTA's ring of `stages` shared-memory stages of `units` 16-byte units, with a `full` and an
-/// `empty` mbarrier a stage. Chunk k of the CTA's weight stream goes to stage k % stages: the
-/// loader waits for the stage's empty phase, the workers for its full phase.
-struct Ring {
-  uint4* data;
-  uint64_t* full;
-  uint64_t* empty;
-  int stages, units;
-
-  /// Thread 0 initialises the barriers (full: the loader's one arrival and the bytes; empty: the
-  /// 8 worker warps); then the whole CTA meets.
-  __device__ __forceinline__ void init() const {
-    if (threadIdx.x == 0) {
-      for (int s = 0; s < stages; ++s) {
-        mbar_init(&full[s], 1);
-        mbar_init(&empty[s], kWorkers / 32);
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-  }
-  /// The chunks of span (u0, end, step): units u0, u0 + step, ... below end, each `units`
-  /// long and the last cut at end (step == units: one contiguous piece).
-  struct Span {
-    int64_t u0, end, step;
-  };
-  /// The CTA's span of an n-unit matrix split over the grid: one contiguous share of ⌈n / grid⌉
-  /// units, or with c_interleave every grid-th chunk from the CTA's index on (the grid sweeps
-  /// the matrix in one front, as the chain's GEMVs do).
-  __device__ __forceinline__ Span cta_span(int64_t n) const {
-    if (c_interleave) return {(int64_t)blockIdx.x * units, n, (int64_t)gridDim.x * units};
-    const int64_t per = (n + gridDim.x - 1) / gridDim.x, b0 = per * blockIdx.x;
-    return {b0, b0 >= n ? b0 : (b0 + per < n ? b0 + per : n), units};
-  }
-  /// The loader (one thread): copies span sp of p as chunks k, k + 1, ...; returns the next
-  /// chunk's k.
-  __device__ __forceinline__ int64_t load(const uint4* p, Span sp, int64_t k) const {
-    for (int64_t u = sp.u0; u < sp.end; u += sp.step, ++k) {
-      const int s = (int)(k % stages);
-      mbar_wait(&empty[s], (unsigned)((k / stages) & 1) ^ 1u);
-      const int c = (int)(sp.end - u < units ? sp.end - u : units);
-      bulk_load(data + (int64_t)s * units, p + u, c * 16u, &full[s]);
-    }
-    return k;
-  }
-  /// The worker warps (all 8): fold the chunks the loader copied for the same span from chunk k
-  /// on into x, releasing each stage; returns the next chunk's k.
-  __device__ __forceinline__ int64_t fold_into(uint32_t& x, Span sp, int64_t k) const {
-    for (int64_t u = sp.u0; u < sp.end; u += sp.step, ++k) {
-      const int s = (int)(k % stages);
-      mbar_wait(&full[s], (unsigned)((k / stages) & 1));
-      const int c = (int)(sp.end - u < units ? sp.end - u : units);
-      const uint4* st = data + (int64_t)s * units;
-      for (int i = threadIdx.x; i < c; i += kWorkers) x ^= fold(st[i]);
-      __syncwarp();
-      if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[s]);
-    }
-    return k;
-  }
-};
 
 /// One CTA an SM: warps 0-7 work the CTA's tasks, lane 0 of warp 8 loads their weights into the
 /// ring (`stages` stages of `stage_units` units) in task order, never waiting on a counter.
@@ -431,7 +338,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   const Ring ring{ring_data, full, empty, stages, stage_units};
   ring.init();
-  const Ring::Span sp = ring.cta_span(m.n);
+  const Ring::Span sp = ring.cta_span(m.n, c_interleave);
   if (threadIdx.x >= kWorkers) {  // the loader (the workers' pdl_wait keeps the CTA's contract)
     if (threadIdx.x == kWorkers) ring.load(m.p, sp, 0);
     return;
@@ -464,7 +371,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
     for (int l = 0; l < layers; ++l)
       for (int p = 0; p < kPhases; ++p) {
         const Mat& m = a.L.m[l][p];
-        k = ring.load(m.p, ring.cta_span(m.n), k);
+        k = ring.load(m.p, ring.cta_span(m.n, c_interleave), k);
       }
     return;
   }
@@ -484,7 +391,7 @@ __global__ void __launch_bounds__(kLoaderThreads, 1)
         wait_ctrs<true>(a.ctr, ctr(l, p), 1, grid);
       }
       x ^= read_act(a.act);
-      k = ring.fold_into(x, ring.cta_span(a.L.m[l][p].n), k);
+      k = ring.fold_into(x, ring.cta_span(a.L.m[l][p].n, c_interleave), k);
       if (threadIdx.x == 0) a.act[(blockIdx.x * 13u + x) % kActWords] = x | 1u;
       arrive<true>(a.ctr, ctr(l, p == 0 ? 0 : p + 1));
       const int g = (int)((blockIdx.x + grid - (l * G) % grid) % grid);
