@@ -1,7 +1,8 @@
-// The decode-step model the schedule probes share (persistent_probe.cu, attn_fuse_probe.cu): bare
-// kernels that only *read* a layer's AWQ W4 g128 weight bytes (no arithmetic), an 8 KiB
-// "activation" row handed from kernel to kernel, and attention's latency shape as a chain of
-// dependent loads. Include after probe_common.cuh (PROBE_NAME, CK, ld_w) and pdl.cuh.
+// The decode-step model the schedule probes share (persistent_probe.cu, attn_fuse_probe.cu,
+// task_probe.cu): bare kernels that only *read* a layer's AWQ W4 g128 weight bytes (no
+// arithmetic), an 8 KiB "activation" row handed from kernel to kernel, and attention's latency
+// shape as a chain of dependent loads. Include after probe_common.cuh (PROBE_NAME, CK, ld_w) and
+// pdl.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
