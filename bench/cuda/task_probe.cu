@@ -442,6 +442,13 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
                 ms * 1e3, ms * 1e3 / sh.layers, gb / (ms * 1e-3) * 1e-3);
     std::fflush(stdout);
   };
+  // Median ms of a cooperative launch of k, the counters zeroed before each launch.
+  auto coop_ms = [&](const void* k, int g, int threads, void** args, size_t smem) {
+    return median_ms(reps, st, [&] {
+      CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
+      CK(cudaLaunchCooperativeKernel(k, g, threads, args, smem, st));
+    });
+  };
   const int stage_units = g_stage_kib * 64, stages = g_ring_kib / g_stage_kib;
   const size_t ring = (size_t)stages * stage_units * 16;
   CK(cudaFuncSetAttribute(loader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring));
@@ -467,11 +474,7 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
       int su = stage_units, ns = stages;
       void* args[] = {&a, &ns, &su};
       report(with_attn ? "persist loader: gemv+attn" : "persist loader: gemv only",
-             median_ms(reps, st, [&] {
-               CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
-               CK(cudaLaunchCooperativeKernel((void*)persist_loader_kernel, sms, kLoaderThreads,
-                                              args, ring, st));
-             }));
+             coop_ms((void*)persist_loader_kernel, sms, kLoaderThreads, args, ring));
     }
     for (int full = 0; full < 4; ++full) {
       TaskArgs a{L, P, with_attn, full, chase, chase_n, ctr, act, sink};
@@ -484,10 +487,7 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
       void* args[] = {&a};
       const char* kDeps[] = {"sliced", "full", "none", "bare"};
       report(std::string("task ") + kDeps[full] + (with_attn ? " +attn" : ""),
-             median_ms(reps, st, [&] {
-               CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
-               CK(cudaLaunchCooperativeKernel((void*)task_kernel, grid, kThreads, args, 0, st));
-             }));
+             coop_ms((void*)task_kernel, grid, kThreads, args, 0));
     }
     for (int deps : {0, 2, 3}) {  // the loader / worker split: sliced, none, bare
       TaskArgs a{L, P, with_attn, deps, chase, chase_n, ctr, act, sink};
@@ -503,11 +503,7 @@ void run_shape(const Shape& sh, int reps, int sms, cudaStream_t st) {
                            : deps == 2 ? "loader none"
                                        : "loader bare") +
                    (with_attn ? " +attn" : ""),
-               median_ms(reps, st, [&] {
-                 CK(cudaMemsetAsync(ctr, 0, ctr_bytes, st));
-                 CK(cudaLaunchCooperativeKernel((void*)loader_kernel, sms, kLoaderThreads, args,
-                                                ring, st));
-               }));
+               coop_ms((void*)loader_kernel, sms, kLoaderThreads, args, ring));
       }
     }
   }
