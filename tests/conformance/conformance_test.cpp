@@ -24,6 +24,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -144,6 +145,17 @@ class Dev {
     tt.cols = cols;
     tt.stride = stride;
     return tt;
+  }
+  /// Overwrites every element of t (activation or F32 dtype) with NaN, in place.
+  void fill_nan(const Tensor& t) {
+    const size_t es = dtype_block_bytes(t.dtype), n = (size_t)(t.rows * t.stride);
+    std::vector<unsigned char> bytes(n * es);
+    const float f = NAN;
+    const uint16_t h = t.dtype == DType::F16 ? fp32_to_fp16(f) : fp32_to_bf16(f);
+    for (size_t i = 0; i < n; ++i)
+      std::memcpy(bytes.data() + i * es, t.dtype == DType::F32 ? (const void*)&f : (const void*)&h,
+                  es);
+    be_->to_device(t.data, bytes.data(), bytes.size());
   }
   /// A NaN-filled output tensor (every element the op writes must be overwritten).
   Tensor poisoned(int64_t rows, int64_t cols, int64_t stride = 0, DType dt = DType::F32,
@@ -753,6 +765,160 @@ TEST_P(Conformance, LinearRejectsBadBias) {
          gu = d().poisoned(2, 2 * I), act = d().poisoned(2, I);
   EXPECT_THROW(d().be().linear(x, *lw, bias.get(), y), Error);
   EXPECT_THROW(d().be().linear_silu_mul(x, *lgu, bias.get(), gu, act), Error);
+}
+
+// ---- steps that fail, threads, device memory
+
+/// A decode step (one sequence, one token, its logits row): the shape a backend may capture and
+/// replay as a graph.
+BatchLayout decode_step() {
+  return one_sequence({1}, {0});
+}
+
+/// Two chained linears y = x·W1ᵀ, z = y·W2ᵀ on one token, the reference for z.
+struct TwoLinears {
+  static constexpr int64_t K = 64, N1 = 48, N2 = 40;
+  HostWeight w1, w2;
+  std::unique_ptr<Weight> l1, l2;
+  std::vector<float> x;
+  explicit TwoLinears(Dev& dv, std::mt19937& rng)
+      : w1(make_weight("F16", N1, K, rng)), w2(make_weight("F16", N2, N1, rng)) {
+    l1 = dv.be().load_linear({w1.source("a")});
+    l2 = dv.be().load_linear({w2.source("b")});
+    x = randn((size_t)K, rng);
+    for (auto& v : x) v = round_to(dv.act(), v);
+  }
+  std::vector<double> ref(DType act) const {
+    std::vector<float> y((size_t)N1);
+    for (int64_t n = 0; n < N1; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += (double)x[(size_t)k] * w1.deq[(size_t)(n * K + k)];
+      y[(size_t)n] = round_to(act, (float)s);
+    }
+    std::vector<double> z((size_t)N2);
+    for (int64_t n = 0; n < N2; ++n)
+      for (int64_t k = 0; k < N1; ++k)
+        z[(size_t)n] += (double)y[(size_t)k] * w2.deq[(size_t)(n * N1 + k)];
+    return z;
+  }
+};
+
+/// An op that throws part-way through a step (a bad bias here; in a server, e.g. out of memory
+/// while a decode step is captured) leaves nothing behind: the next step of the same shape runs
+/// every op of its own. (The CUDA backend instantiated the half-captured graph at the next
+/// prepare_batch, cached it and replayed it: z was never written.)
+TEST_P(Conformance, AStepThatThrowsLeavesNothingBehind) {
+  std::mt19937 rng(13);
+  TwoLinears t(d(), rng);
+  auto bad_bias = d().be().load_vector(vector_view("bias", randn((size_t)TwoLinears::N2 / 2, rng)));
+  Tensor xt = d().upload(t.x, 1, TwoLinears::K), yt = d().poisoned(1, TwoLinears::N1),
+         zt = d().poisoned(1, TwoLinears::N2);
+  const BatchLayout b = decode_step();
+  d().be().prepare_batch(b);
+  d().be().linear(xt, *t.l1, nullptr, yt);
+  EXPECT_THROW(d().be().linear(yt, *t.l2, bad_bias.get(), zt), Error);
+  for (int step = 1; step <= 3; ++step) {  // CUDA alternates two layout buffers (and graphs)
+    d().fill_nan(zt);
+    d().be().prepare_batch(b);
+    d().be().linear(xt, *t.l1, nullptr, yt);
+    d().be().linear(yt, *t.l2, nullptr, zt);
+    expect_close(d().download(zt), t.ref(d().act()), tol(),
+                 "step " + std::to_string(step) + " after a failed one");
+  }
+}
+
+/// A backend built on one thread and stepped on another (the server's scheduler thread) runs on
+/// its own device there. (The CUDA backend set its GPU once, on the building thread: cuda:1
+/// stepped from another thread launched into GPU 0's context. Run with PERFX_TEST_DEVICE=cuda:1
+/// on a machine of two GPUs to see it; on one GPU it passes either way.)
+TEST_P(Conformance, StepsFromAnotherThread) {
+  std::mt19937 rng(17);
+  TwoLinears t(d(), rng);
+  Tensor xt = d().upload(t.x, 1, TwoLinears::K), yt = d().poisoned(1, TwoLinears::N1),
+         zt = d().poisoned(1, TwoLinears::N2);
+  std::vector<float> z;
+  std::string err;
+  std::thread th([&] {
+    try {
+      for (int step = 0; step < 2; ++step) {  // a capture, then a replay
+        d().be().prepare_batch(decode_step());
+        d().be().linear(xt, *t.l1, nullptr, yt);
+        d().be().linear(yt, *t.l2, nullptr, zt);
+        z = d().download(zt);
+      }
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  });
+  th.join();
+  ASSERT_EQ(err, "") << "a step on another thread threw";
+  expect_close(z, t.ref(d().act()), tol(), "two linears stepped on another thread");
+}
+
+/// Fills the device memory of a backend that reports it (CUDA) with scratch buffers until no
+/// more 2 MiB fit; empty when the backend does not report device memory.
+std::vector<std::unique_ptr<Buffer>> fill_device_memory(Backend& be) {
+  std::vector<std::unique_ptr<Buffer>> hog;
+  size_t free_b = 0, total_b = 0;
+  if (!be.device_memory(&free_b, &total_b)) return hog;
+  for (size_t chunk : {size_t(1) << 30, size_t(64) << 20, size_t(2) << 20}) {
+    for (;;) {
+      try {
+        hog.push_back(be.alloc(chunk));
+      } catch (const Error&) {
+        break;
+      }
+    }
+  }
+  return hog;
+}
+
+/// Out of device memory while uploading an int4 weight is an error naming the int4 bytes it
+/// needed, not a fallback to an fp16 copy 3.8x larger whose own failure names that size.
+TEST_P(Conformance, OutOfMemoryNamesTheInt4Bytes) {
+  if (GetParam().rfind("cuda", 0) != 0) GTEST_SKIP() << "a CUDA backend's allocation errors";
+  std::mt19937 rng(19);
+  const HostWeight w = make_weight("INT4_G128", 2048, 4096, rng);  // 4 MiB + 256 KiB of records
+  auto hog = fill_device_memory(d().be());
+  ASSERT_FALSE(hog.empty());
+  try {
+    auto lw = d().be().load_linear({w.source("w")});
+    ADD_FAILURE() << "a W4 weight loaded with the device memory full";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of GPU memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("W4 weight [2048, 4096] needs 5 MiB"), std::string::npos) << msg;
+  }
+}
+
+/// A failed growth of the step's layout buffers (out of device memory for a long prompt) leaves
+/// the backend as it was: the next small step runs. (The CUDA backend freed the old buffers
+/// before allocating the new ones, and every later step failed to upload its layout.)
+TEST_P(Conformance, AFailedLayoutGrowthKeepsTheOldLayout) {
+  if (GetParam().rfind("cuda", 0) != 0) GTEST_SKIP() << "a CUDA backend's allocation errors";
+  std::mt19937 rng(23);
+  TwoLinears t(d(), rng);
+  Tensor xt = d().upload(t.x, 1, TwoLinears::K), yt = d().poisoned(1, TwoLinears::N1),
+         zt = d().poisoned(1, TwoLinears::N2);
+  auto step = [&] {  // eager (no logits rows: no graph), so each call runs the kernels
+    d().be().prepare_batch(one_sequence({1}));
+    d().be().linear(xt, *t.l1, nullptr, yt);
+    d().be().linear(yt, *t.l2, nullptr, zt);
+    return d().download(zt);
+  };
+  // Once before the memory is full: the layout buffers at their first size, and the kernels'
+  // code loaded (lazy module loading needs device memory of its own).
+  expect_close(step(), t.ref(d().act()), tol(), "a step");
+  d().fill_nan(zt);
+  auto hog = fill_device_memory(d().be());
+  ASSERT_FALSE(hog.empty());
+  const BatchLayout big = one_sequence(std::vector<int32_t>(100000, 1));
+  EXPECT_THROW(d().be().prepare_batch(big), Error);
+  for (int i = 1; i <= 2; ++i) {  // CUDA alternates two layout buffers: both must still work
+    expect_close(step(), t.ref(d().act()), tol(),
+                 "step " + std::to_string(i) + " after a failed growth");
+    d().fill_nan(zt);
+  }
 }
 
 // ---- RoPE + head norm + KV store, and attention

@@ -14,6 +14,31 @@
 
 namespace perfx::cuda {
 
+/// "N MiB", rounded up.
+inline std::string mib(size_t b) {
+  return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB";
+}
+
+/// cudaMalloc of `bytes` (at least 256) on the current device. Out of memory throws perfx::Error
+/// "out of GPU memory on cuda:<dev>: <what> needs <N> MiB, <F> MiB free of <T> MiB"; another
+/// failure throws perfx::Error naming the call.
+inline void* device_malloc(size_t bytes, const std::string& what) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes < 256 ? 256 : bytes);
+  if (e == cudaSuccess) return p;
+  (void)cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation) {
+    int dev = -1;
+    size_t free_b = 0, total_b = 0;
+    (void)cudaGetDevice(&dev);
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    throw Error("out of GPU memory on cuda:" + std::to_string(dev) + ": " + what + " needs " +
+                mib(bytes) + ", " + mib(free_b) + " free of " + mib(total_b));
+  }
+  throw Error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+              ") in cudaMalloc for " + what);
+}
+
 /// Throws perfx::Error "CUDA error <name> (<text>) at <file>:<line>: <what>".
 [[noreturn]] inline void throw_cuda_error(cudaError_t e, const char* what, const char* file,
                                           int line) {

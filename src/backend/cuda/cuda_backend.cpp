@@ -112,7 +112,7 @@ CudaBackend::CudaBackend(int dev)
   }
   cublas_ok(blas_->create(&cublas_), "cublasCreate");
   cublas_ok(blas_->set_stream(cublas_, stream_), "cublasSetStream");
-  cublas_ws_.alloc(32u << 20, "the cuBLAS workspace", dev_);
+  cublas_ws_.alloc(32u << 20, "the cuBLAS workspace");
   cublas_ok(blas_->set_workspace(cublas_, cublas_ws_.get(), cublas_ws_.size()),
             "cublasSetWorkspace");
   guarded("init", [] {
@@ -123,11 +123,7 @@ CudaBackend::CudaBackend(int dev)
 
 CudaBackend::~CudaBackend() {
   (void)cudaSetDevice(dev_);
-  if (state_ == State::Capturing) {
-    cudaGraph_t g = nullptr;
-    (void)cudaStreamEndCapture(stream_, &g);
-    if (g) (void)cudaGraphDestroy(g);
-  }
+  abandon_capture();
   (void)sync_streams();
   if (profile_) print_profile();
   trace_.reset();  // writes the PERFX_CUDA_TRACE file
@@ -149,15 +145,23 @@ CudaBackend::~CudaBackend() {
 }
 
 bool CudaBackend::device_memory(size_t* free_b, size_t* total_b) const {
-  return cudaMemGetInfo(free_b, total_b) == cudaSuccess;
+  return cudaSetDevice(dev_) == cudaSuccess && cudaMemGetInfo(free_b, total_b) == cudaSuccess;
+}
+
+void CudaBackend::use_device() const {
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur == dev_) return;
+  cuda_ok(cudaSetDevice(dev_), "cudaSetDevice");
 }
 
 std::unique_ptr<Buffer> CudaBackend::alloc(size_t bytes) {
+  use_device();
   gen_->value++;  // a new scratch generation: graphs captured over the old one must not replay
-  return std::make_unique<CudaBuffer>(bytes, dev_, gen_);
+  return std::make_unique<CudaBuffer>(bytes, gen_);
 }
 
 void CudaBackend::to_device(void* dst, const void* src, size_t bytes) {
+  use_device();
   finish_forward();
   cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
           "cudaMemcpyAsync(to_device)");
@@ -165,6 +169,7 @@ void CudaBackend::to_device(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::to_host(void* dst, const void* src, size_t bytes) {
+  use_device();
   finish_forward();
   cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
           "cudaMemcpyAsync(to_host)");
@@ -172,6 +177,7 @@ void CudaBackend::to_host(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::synchronize() {
+  use_device();
   finish_forward();
   cuda_ok(sync_streams(), "synchronize (a kernel failed)");
 }
@@ -187,6 +193,7 @@ cudaError_t CudaBackend::sync_streams() {
 }
 
 void CudaBackend::prepare_batch(const BatchLayout& b) {
+  use_device();
   finish_forward();
   if (aside_) {  // the step just queued has read layout buffer par_ and written ids_[par_ ^ 1]
     cuda_ok(cudaEventRecord(used_[par_], stream_), "cudaEventRecord");
@@ -420,15 +427,18 @@ void CudaBackend::finish_forward() {
   cuda_ok(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
 }
 
+void CudaBackend::abandon_capture() noexcept {
+  if (state_ != State::Capturing) return;
+  cudaGraph_t g = nullptr;
+  (void)cudaStreamEndCapture(stream_, &g);  // an invalidated capture returns no graph
+  if (g) (void)cudaGraphDestroy(g);
+  state_ = State::Eager;
+}
+
 void CudaBackend::launched(const char* op) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
-    if (state_ == State::Capturing) {  // leave capture mode before reporting
-      cudaGraph_t g = nullptr;
-      (void)cudaStreamEndCapture(stream_, &g);
-      if (g) (void)cudaGraphDestroy(g);
-      state_ = State::Eager;
-    }
+    abandon_capture();  // leave capture mode before reporting
     cuda_ok(e, op);
   }
 }
@@ -437,24 +447,41 @@ void CudaBackend::ensure_staging(size_t n) {
   if (n <= staging_cap_) return;
   const size_t cap = std::max<size_t>({n, staging_cap_ * 2, 65536});
   cuda_ok(sync_streams(), "staging");
+  // Every new buffer first: a failed allocation leaves the old ones (and the graphs that point
+  // into them) as they were.
+  struct Pinned {
+    void* p = nullptr;
+    ~Pinned() {
+      if (p) (void)cudaFreeHost(p);
+    }
+  } host[2];
+  DevMem dev[2];
   for (int p = 0; p < n_bufs(); ++p) {
-    if (pinned_[p]) (void)cudaFreeHost(pinned_[p]);
-    pinned_[p] = nullptr;
-    cuda_ok(cudaHostAlloc(&pinned_[p], cap * 4, cudaHostAllocDefault), "cudaHostAlloc");
-    batch_dev_[p].alloc(cap * 4, "the batch layout", dev_);
+    const cudaError_t e = cudaHostAlloc(&host[p].p, cap * 4, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error("cannot allocate " + mib(cap * 4) +
+                  " of pinned host memory for the batch layout: " + cudaGetErrorString(e));
+    }
+    dev[p].alloc(cap * 4, "the batch layout");
+  }
+  gen_->value++;  // the graphs point into the buffers about to go
+  for (int p = 0; p < n_bufs(); ++p) {
+    std::swap(pinned_[p], host[p].p);  // the old one is freed with `host`
+    batch_dev_[p] = std::move(dev[p]);
   }
   staging_cap_ = cap;
-  gen_->value++;
 }
 
 void CudaBackend::ensure_step_ids(int n) {
   if ((size_t)n <= step_ids_cap_) return;
   const size_t cap = std::max<size_t>({(size_t)n, step_ids_cap_ * 2, 65536});
   cuda_ok(sync_streams(), "step ids");
+  gen_->value++;  // before any old buffer goes: graphs captured over them never replay
   for (int i = 0; i < n_bufs(); ++i) {
     // A draw kept in the old buffer moves with it: a fed step with more tokens than its draw
     // had rows (new sequences joining) grows it. The new buffer exists before the old one goes.
-    DevMem fresh(cap * 4, "the step's token ids", dev_);
+    DevMem fresh(cap * 4, "the step's token ids");
     if (fed_d_ && fed_d_ == ids_[i].get()) {
       cuda_ok(cudaMemcpyAsync(fresh.get(), fed_d_, (size_t)fed_n_ * 4, cudaMemcpyDeviceToDevice,
                               stream_),
@@ -464,21 +491,23 @@ void CudaBackend::ensure_step_ids(int n) {
     }
     ids_[i] = std::move(fresh);
   }
-  step_rows_.alloc(cap * 4, "the step's rows", dev_);
+  step_rows_.alloc(cap * 4, "the step's rows");
   std::vector<int32_t> iota(cap);
   for (size_t i = 0; i < cap; ++i) iota[i] = (int32_t)i;
   cuda_ok(cudaMemcpy(step_rows_.get(), iota.data(), cap * 4, cudaMemcpyHostToDevice), "step rows");
   step_ids_cap_ = cap;
-  gen_->value++;
 }
 
 Workspace CudaBackend::workspace(size_t need) {
   if (need > linear_ws_.size()) {
+    // The new buffer first (a failure leaves the old one, and the graphs over it, as they were);
+    // a capture keeps the old one alive for the graphs cached over it.
+    DevMem grown(std::max(need, linear_ws_.size() * 2), "the linear-layer workspace");
     if (state_ == State::Capturing)
       retired_.push_back(std::move(linear_ws_));
     else
       cuda_ok(cudaStreamSynchronize(stream_), "workspace");
-    linear_ws_.alloc(std::max(need, linear_ws_.size() * 2), "the linear-layer workspace", dev_);
+    linear_ws_ = std::move(grown);
     // The graph being captured uses the new buffer: it stays valid for this bump, but not for
     // another one made during the same capture (e.g. an L2 successor learned anew).
     const uint64_t before = gen_->value++;

@@ -27,6 +27,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/cublas_dl.h"
 #include "backend/cuda/graph_cache.h"
 #include "backend/cuda/l2_prefetch_plan.h"
@@ -36,10 +37,6 @@
 #include "perfx/status.h"
 
 namespace perfx::cuda::backend_impl {
-
-inline std::string mib(size_t b) {
-  return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB";
-}
 
 inline void cuda_ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
@@ -84,7 +81,7 @@ inline bool env_switch(const char* name) {
 class DevMem {
  public:
   DevMem() = default;
-  DevMem(size_t bytes, const std::string& what, int dev) { alloc(bytes, what, dev); }
+  DevMem(size_t bytes, const std::string& what) { alloc(bytes, what); }
   ~DevMem() { reset(); }
   DevMem(DevMem&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
   DevMem& operator=(DevMem&& o) noexcept {
@@ -95,18 +92,11 @@ class DevMem {
     }
     return *this;
   }
-  void alloc(size_t bytes, const std::string& what, int dev) {
+  /// Replaces the buffer with a new one of `bytes`: the new one is allocated first, so a failure
+  /// (perfx::Error naming `what`, the bytes needed and free) leaves the old buffer as it was.
+  void alloc(size_t bytes, const std::string& what) {
+    void* p = device_malloc(bytes, what);
     reset();
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 256));
-    if (e == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();
-      size_t free_b = 0, total_b = 0;
-      (void)cudaMemGetInfo(&free_b, &total_b);
-      throw Error("out of GPU memory on cuda:" + std::to_string(dev) + ": " + what + " needs " +
-                  mib(bytes) + ", " + mib(free_b) + " free of " + mib(total_b));
-    }
-    cuda_ok(e, "cudaMalloc");
     p_ = p;
     n_ = bytes;
   }
@@ -125,8 +115,8 @@ class DevMem {
 
 class CudaBuffer : public Buffer {
  public:
-  CudaBuffer(size_t bytes, int dev, std::shared_ptr<Generation> gen)
-      : mem_(bytes, "a scratch buffer", dev), gen_(std::move(gen)) {}
+  CudaBuffer(size_t bytes, std::shared_ptr<Generation> gen)
+      : mem_(bytes, "a scratch buffer"), gen_(std::move(gen)) {}
   ~CudaBuffer() override { gen_->value++; }  // graphs may point into it
   void* data() override { return mem_.get(); }
   size_t size() const override { return mem_.size(); }
@@ -343,17 +333,26 @@ class CudaBackend : public Backend {
  private:
   enum class State { Eager, Capturing, Replaying };
 
-  // ---- per-op GPU time (PERFX_CUDA_PROFILE=1): events around every op, summed per op name and
-  // printed when the backend ends.
-  struct OpTimer {
+  // ---- every op's scope: its GPU, its time (PERFX_CUDA_PROFILE=1), a capture it breaks off
+  /// Constructed first thing in every op that launches work (after its replay check). It makes
+  /// this backend's GPU the calling thread's current device (the CUDA runtime keeps one per
+  /// thread, and a server steps the engine on its own thread: use_device); under
+  /// PERFX_CUDA_PROFILE=1 it brackets the op with events, summed per op name and printed when the
+  /// backend ends; and when the op throws while a decode step is being captured, it discards the
+  /// capture (abandon_capture), so that the next prepare_batch does not instantiate, cache and
+  /// replay a graph of half a step.
+  struct OpScope {
     CudaBackend& be;
     size_t at = SIZE_MAX;
-    OpTimer(CudaBackend& b, std::string name) : be(b) {
+    int uncaught = std::uncaught_exceptions();
+    OpScope(CudaBackend& b, std::string name) : be(b) {
+      be.use_device();
       if (!be.profile_) return;
       at = be.prof_next(std::move(name));
     }
-    ~OpTimer() {
+    ~OpScope() {
       if (at != SIZE_MAX) (void)cudaEventRecord(be.prof_[at].stop, be.stream_);
+      if (std::uncaught_exceptions() > uncaught) be.abandon_capture();
     }
   };
   struct ProfRecord {
@@ -388,6 +387,16 @@ class CudaBackend : public Backend {
   /// Ends a capture (instantiating and launching the graph) or launches the graph being replayed.
   /// Called before anything that needs the step's results, and by the next prepare_batch.
   void finish_forward();
+
+  /// Ends a capture without instantiating it (the step's op threw, or a launch failed): the
+  /// graph is destroyed, the backend is eager again, and the step's work is dropped. No-op
+  /// outside a capture; never throws.
+  void abandon_capture() noexcept;
+
+  /// Makes dev_ the calling thread's current CUDA device (cudaSetDevice is per host thread: the
+  /// backend is built on one thread and a server steps it on another). Every public entry point
+  /// that calls CUDA runs it first. Throws perfx::Error if the device cannot be made current.
+  void use_device() const;
 
   void clear_graphs() { graphs_.clear(destroy_exec); }
   static void destroy_exec(const GraphExec& g) { (void)cudaGraphExecDestroy(g.exec); }

@@ -11,7 +11,7 @@ namespace perfx::cuda::backend_impl {
 void CudaBackend::embedding(const Weight& table, const BatchLayout& b, Tensor out) {
   last_linear_ = nullptr;  // not between a linear and attention
   if (replaying()) return;
-  OpTimer timer(*this, profile_ ? "embedding" : "");
+  OpScope scope(*this, profile_ ? "embedding" : "");
   const auto& w = cw(table);
   PERFX_CHECK(out.dtype == act_ && out.cols == w.in && out.rows >= b.n_tokens,
               "embedding: shape or dtype mismatch");
@@ -22,7 +22,7 @@ void CudaBackend::embedding(const Weight& table, const BatchLayout& b, Tensor ou
 void CudaBackend::rms_norm(Tensor x, const Weight& w, float eps, Tensor out) {
   last_linear_ = nullptr;  // not between a linear and attention
   if (replaying() || (skip_ & kSkipNorm)) return;
-  OpTimer timer(*this, profile_ ? "rms_norm" : "");
+  OpScope scope(*this, profile_ ? "rms_norm" : "");
   PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.rows == out.rows && x.cols == out.cols &&
                   w.out == x.cols,
               "rms_norm: shape or dtype mismatch");
@@ -34,7 +34,7 @@ void CudaBackend::rms_norm(Tensor x, const Weight& w, float eps, Tensor out) {
 void CudaBackend::add_rms_norm(Tensor residual, Tensor x, const Weight& w, float eps, Tensor out) {
   last_linear_ = nullptr;  // not between a linear and attention
   if (replaying() || (skip_ & kSkipNorm)) return;
-  OpTimer timer(*this, profile_ ? "add_rms_norm" : "");
+  OpScope scope(*this, profile_ ? "add_rms_norm" : "");
   PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && residual.dtype == act_ &&
                   x.rows == out.rows && residual.rows == x.rows && x.cols == out.cols &&
                   residual.cols == x.cols && w.out == x.cols,
@@ -46,7 +46,7 @@ void CudaBackend::add_rms_norm(Tensor residual, Tensor x, const Weight& w, float
 
 void CudaBackend::linear(Tensor x, const Weight& wt, const Weight* bias, Tensor y) {
   if (replaying() || (skip_ & kSkipLinear)) return;
-  OpTimer timer(*this, profile_ ? linear_name(wt, x.rows) : std::string());
+  OpScope scope(*this, profile_ ? linear_name(wt, x.rows) : std::string());
   const auto& w = cw(wt);
   PERFX_CHECK(x.cols == w.in && y.cols == w.out && x.rows == y.rows && x.dtype == act_ &&
                   (y.dtype == act_ || y.dtype == DType::F32),
@@ -81,7 +81,7 @@ void CudaBackend::rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, con
                                 const Weight* k_norm, float eps, const RopeTable& rope,
                                 KvStorage& kvs, int layer, const BatchLayout& b) {
   if (replaying() || (skip_ & kSkipRope)) return;
-  OpTimer timer(*this, profile_ ? "rope_kv_store" : "");
+  OpScope scope(*this, profile_ ? "rope_kv_store" : "");
   auto& kv = static_cast<CudaKv&>(kvs);
   const RopeParams& rp = rope.params;
   PERFX_CHECK(q.dtype == act_ && k.dtype == act_ && v.dtype == act_ && rp.head_dim == kv.head_dim &&
@@ -128,7 +128,7 @@ void CudaBackend::rope_kv_store(Tensor q, Tensor k, Tensor v, int n_q_heads, con
 void CudaBackend::attention(Tensor q, const KvStorage& kvs, int layer, int n_q_heads, float scale,
                             const BatchLayout& b, Tensor out) {
   if (replaying() || (skip_ & kSkipAttn)) return;
-  OpTimer timer(*this, profile_ ? "attention" : "");
+  OpScope scope(*this, profile_ ? "attention" : "");
   mark_feeds_attention();
   const auto& kv = static_cast<const CudaKv&>(kvs);
   PERFX_CHECK(q.dtype == act_ && out.dtype == act_ && q.rows == b.n_tokens && out.rows == q.rows &&
@@ -163,7 +163,7 @@ void CudaBackend::rope_kv_attention(Tensor q, Tensor k, Tensor v, int n_q_heads,
     return Backend::rope_kv_attention(q, k, v, n_q_heads, q_norm, k_norm, eps, rope, kvs, layer,
                                       scale, b, out);
   if (replaying()) return;
-  OpTimer timer(*this, profile_ ? "rope_kv_attention" : "");
+  OpScope scope(*this, profile_ ? "rope_kv_attention" : "");
   mark_feeds_attention();
   const RopeParams& rp = rope.params;
   PERFX_CHECK(q.dtype == act_ && k.dtype == act_ && v.dtype == act_ && out.dtype == act_ &&
@@ -238,7 +238,7 @@ PagedAttentionArgs CudaBackend::paged_args(Tensor q, const CudaKv& kv, int layer
 
 void CudaBackend::silu_mul(Tensor gate_up, Tensor out) {
   if (replaying()) return;
-  OpTimer timer(*this, profile_ ? "silu_mul" : "");
+  OpScope scope(*this, profile_ ? "silu_mul" : "");
   PERFX_CHECK(gate_up.dtype == act_ && out.dtype == act_ && gate_up.rows == out.rows &&
                   gate_up.cols == 2 * out.cols,
               "silu_mul: shape or dtype mismatch");
@@ -253,7 +253,7 @@ void CudaBackend::linear_silu_mul(Tensor x, const Weight& wt, const Weight* bias
   const auto& w = cw(wt);
   if (!w.interleaved) return Backend::linear_silu_mul(x, wt, bias, gu, act);
   if (replaying()) return;
-  OpTimer timer(*this, profile_ ? "linear_silu_mul" : "");
+  OpScope scope(*this, profile_ ? "linear_silu_mul" : "");
   PERFX_CHECK(x.cols == w.in && act.cols * 2 == w.out && gu.cols == w.out && act.rows == x.rows &&
                   gu.rows == x.rows && x.dtype == act_ && act.dtype == act_ && gu.dtype == act_,
               "linear_silu_mul: shape or dtype mismatch");
@@ -298,7 +298,7 @@ void CudaBackend::linear_add_rms_norm_linear(Tensor x, const Weight& w1t, const 
   if (!fuse)
     return Backend::linear_add_rms_norm_linear(x, w1t, b1, y1, residual, norm_w, eps, h, w2t, b2,
                                                y2);
-  OpTimer timer(*this, profile_ ? "linear_add_rms_norm_linear" : "");
+  OpScope scope(*this, profile_ ? "linear_add_rms_norm_linear" : "");
   const L2Prefetch pf1 = l2_prefetch_after(w1, M), pf2 = l2_prefetch_after(w2, M);
   last_linear_ = &w2;
   guarded("linear_add_rms_norm_linear (W4A16)", [&] {
@@ -385,7 +385,7 @@ void CudaBackend::quant_linear(const CudaWeight& w, const Tensor& x, const Tenso
 
 void CudaBackend::gather_rows(Tensor x, const BatchLayout& b, Tensor out) {
   if (replaying()) return;
-  OpTimer timer(*this, profile_ ? "gather_rows" : "");
+  OpScope scope(*this, profile_ ? "gather_rows" : "");
   PERFX_CHECK(x.dtype == act_ && out.dtype == act_ && x.cols == out.cols &&
                   out.rows >= (int64_t)b.logit_rows.size(),
               "gather_rows: shape or dtype mismatch");

@@ -14,7 +14,7 @@
 namespace perfx::cuda::backend_impl {
 
 void CudaBackend::sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) {
-  OpTimer timer(*this, profile_ ? "sample" : "");
+  OpScope scope(*this, profile_ ? "sample" : "");
   check_sample_rows(logits, rows);
   if (graph_argmax(logits, rows)) {
     finish_forward();
@@ -56,6 +56,7 @@ void CudaBackend::check_sample_rows(const Tensor& logits, const std::vector<Samp
 }
 
 void CudaBackend::sample_begin(Tensor logits, const std::vector<SampleRow>& rows) {
+  OpScope scope(*this, profile_ ? "sample_begin" : "");
   PERFX_CHECK(pending_.size() < 2, "sample_begin: two samples are already outstanding");
   for (const auto& r : rows)
     PERFX_CHECK(samples_ahead_row(r),
@@ -95,6 +96,7 @@ void CudaBackend::sample_begin(Tensor logits, const std::vector<SampleRow>& rows
 }
 
 void CudaBackend::sample_end(int32_t* ids) {
+  use_device();
   PERFX_CHECK(!pending_.empty(), "sample_end: no sample_begin is outstanding");
   SampleJob job = std::move(pending_.front());
   pending_.pop_front();
@@ -132,7 +134,7 @@ CudaBackend::SampleSlot& CudaBackend::slot_for(size_t bytes, int& index) {
     sl.host = nullptr;
     sl.cap = 0;
     cuda_ok(cudaHostAlloc(&sl.host, cap, cudaHostAllocDefault), "cudaHostAlloc");
-    sl.dev.alloc(cap, "sampling", dev_);
+    sl.dev.alloc(cap, "sampling");
     sl.cap = cap;
   }
   return sl;

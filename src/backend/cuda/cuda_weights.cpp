@@ -1,6 +1,7 @@
 // The CUDA backend (cuda_backend_impl.h): weight upload and repacking (W4 / W8 layouts, dense
 // rows in the activation dtype), the dequantized copies for large M, the paged KV cache.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,16 @@
 #include "core/mmap.h"
 
 namespace perfx::cuda::backend_impl {
+
+namespace {
+
+/// "a W4 weight [out, in]": what an out-of-memory error names.
+std::string kind_name(const char* kind, const Weight& w) {
+  return std::string("a ") + kind + " weight [" + std::to_string(w.out) + ", " +
+         std::to_string(w.in) + "]";
+}
+
+}  // namespace
 
 std::unique_ptr<Weight> CudaBackend::load_linear(const std::vector<LinearSource>& parts) {
   return load_linear_ordered(parts, W4RowOrder::kStacked);
@@ -21,6 +32,7 @@ std::unique_ptr<Weight> CudaBackend::load_gate_up(const std::vector<LinearSource
 
 std::unique_ptr<Weight> CudaBackend::load_linear_ordered(const std::vector<LinearSource>& parts,
                                                          W4RowOrder order) {
+  use_device();
   check(!parts.empty(), "load_linear: no parts");
   auto w = std::make_unique<CudaWeight>();
   w->freed = weights_freed_;
@@ -44,17 +56,20 @@ std::unique_ptr<Weight> CudaBackend::load_linear_ordered(const std::vector<Linea
     } else {
       for (const auto& p : parts) ptrs.push_back(p.int4.get());
     }
-    bool packed = false;
-    guarded("W4 upload", [&] {
+    // A group size or shape the kernels do not take: fp16 dense below. Only packing may fall
+    // back; a failed upload (out of GPU memory) is the error, naming the int4 bytes it needed.
+    std::optional<W4Packed> packed;
+    guarded("W4 packing", [&] {
       try {
-        w->w4 = std::make_unique<W4Weight>(W4Weight::from_parts(ptrs, order));
-        w->interleaved = order == W4RowOrder::kInterleave8;
-        packed = true;
+        packed = pack_w4(ptrs, order);
       } catch (const Error&) {
-        packed = false;  // a group size the kernels do not take: fp16 dense below
       }
     });
     if (packed) {
+      guarded("W4 upload", [&] {
+        w->w4 = std::make_unique<W4Weight>(W4Weight::upload(*packed, kind_name("W4", *w)));
+      });
+      w->interleaved = order == W4RowOrder::kInterleave8;
       w->kind = CudaWeight::Kind::W4;
       release_sources(parts);
       dense_copy(*w);
@@ -65,16 +80,17 @@ std::unique_ptr<Weight> CudaBackend::load_linear_ordered(const std::vector<Linea
     std::vector<const Int8Matrix*> ptrs;
     for (const auto& p : parts) decoded.push_back(int8_from_gguf(p.weight));
     for (const auto& m : decoded) ptrs.push_back(&m);
-    bool packed = false;
-    guarded("W8 upload", [&] {
+    std::optional<W8Packed> packed;  // as W4 above
+    guarded("W8 packing", [&] {
       try {
-        w->w8 = std::make_unique<W8Weight>(W8Weight::from_parts(ptrs));
-        packed = true;
+        packed = pack_w8(ptrs);
       } catch (const Error&) {
-        packed = false;
       }
     });
     if (packed) {
+      guarded("W8 upload", [&] {
+        w->w8 = std::make_unique<W8Weight>(W8Weight::upload(*packed, kind_name("W8", *w)));
+      });
       w->kind = CudaWeight::Kind::W8;
       release_sources(parts);
       dense_copy(*w);
@@ -84,7 +100,7 @@ std::unique_ptr<Weight> CudaBackend::load_linear_ordered(const std::vector<Linea
   // Dense: every part converted to the activation dtype, stacked by rows.
   w->kind = CudaWeight::Kind::Dense;
   w->mem.alloc((size_t)(w->out * w->in) * 2,
-               "a weight [" + std::to_string(w->out) + ", " + std::to_string(w->in) + "]", dev_);
+               "a weight [" + std::to_string(w->out) + ", " + std::to_string(w->in) + "]");
   int64_t row0 = 0;
   for (const auto& p : parts) {
     upload_dense_rows(p, static_cast<uint16_t*>(w->mem.get()) + row0 * w->in);
@@ -95,19 +111,21 @@ std::unique_ptr<Weight> CudaBackend::load_linear_ordered(const std::vector<Linea
 }
 
 std::unique_ptr<Weight> CudaBackend::load_vector(const TensorView& v) {
+  use_device();
   auto w = std::make_unique<CudaWeight>();
   w->kind = CudaWeight::Kind::Vector;
   w->out = v.numel();
   w->in = 1;
   std::vector<float> host((size_t)w->out);
   float_to_f32(v.dtype, v.data, host.data(), w->out, "tensor '" + v.name + "'");
-  w->mem.alloc(host.size() * 4, "vector '" + v.name + "'", dev_);
+  w->mem.alloc(host.size() * 4, "vector '" + v.name + "'");
   cuda_ok(cudaMemcpy(w->mem.get(), host.data(), host.size() * 4, cudaMemcpyHostToDevice),
           "upload vector");
   return w;
 }
 
 std::unique_ptr<Weight> CudaBackend::load_embedding(const TensorView& table) {
+  use_device();
   check(table.shape.size() == 2, "embedding '" + table.name + "' is not 2-D");
   LinearSource s;
   s.weight = table;
@@ -119,19 +137,20 @@ std::unique_ptr<Weight> CudaBackend::load_embedding(const TensorView& table) {
   w->kind = CudaWeight::Kind::Dense;
   w->out = s.out;
   w->in = s.in;
-  w->mem.alloc((size_t)(s.out * s.in) * 2, "the embedding table", dev_);
+  w->mem.alloc((size_t)(s.out * s.in) * 2, "the embedding table");
   upload_dense_rows(s, static_cast<uint16_t*>(w->mem.get()));
   vocab_ = std::max<int64_t>(vocab_, s.out);
   return w;
 }
 
 std::unique_ptr<RopeTable> CudaBackend::load_rope(const RopeParams& p) {
+  use_device();
   check(p.rot_dim >= 0 && p.rot_dim <= p.head_dim && p.rot_dim % 2 == 0 &&
             (int)p.inv_freq.size() == p.rot_dim / 2,
         "load_rope: inconsistent RoPE parameters");
   auto t = std::make_unique<CudaRope>();
   t->params = p;
-  t->inv_freq.alloc(std::max<size_t>(p.inv_freq.size(), 1) * 4, "the RoPE table", dev_);
+  t->inv_freq.alloc(std::max<size_t>(p.inv_freq.size(), 1) * 4, "the RoPE table");
   if (!p.inv_freq.empty())
     cuda_ok(cudaMemcpy(t->inv_freq.get(), p.inv_freq.data(), p.inv_freq.size() * 4,
                        cudaMemcpyHostToDevice),
@@ -166,6 +185,7 @@ void CudaBackend::check_kv(int n_kv_heads, int head_dim, const KvCacheTypes& typ
 std::unique_ptr<KvStorage> CudaBackend::create_kv(int n_layers, int n_blocks, int block_size,
                                                   int n_kv_heads, int head_dim,
                                                   const KvCacheTypes& types) {
+  use_device();
   check_kv_counts(n_layers, n_blocks, block_size);
   check_kv(n_kv_heads, head_dim, types);
   const bool q8 = types.k.value_or(act_) == DType::Q8_0;
@@ -178,14 +198,13 @@ std::unique_ptr<KvStorage> CudaBackend::create_kv(int n_layers, int n_blocks, in
   kv->q8 = q8;
   kv->pool_elems = (size_t)n_blocks * block_size * n_kv_heads * head_dim;
   kv->mem.alloc(kv->pool_bytes() * 2 * (size_t)n_layers,
-                "the KV cache (" + std::to_string((int64_t)n_blocks * block_size) + " tokens)",
-                dev_);
+                "the KV cache (" + std::to_string((int64_t)n_blocks * block_size) + " tokens)");
   size_t need = 0;
   if (paged_attention_takes(head_dim, {}))
     guarded("attention workspace", [&] { need = paged_attention_workspace_bytes(head_dim); });
-  if (attn_ws_.size() < need) attn_ws_.alloc(need, "the attention workspace", dev_);
+  if (attn_ws_.size() < need) attn_ws_.alloc(need, "the attention workspace");
   if (need > 0 && attn_counters_.get() == nullptr) {  // zeroed once; every call leaves them so
-    attn_counters_.alloc(paged_attention_counters_bytes(), "the attention split counters", dev_);
+    attn_counters_.alloc(paged_attention_counters_bytes(), "the attention split counters");
     cuda_ok(cudaMemsetAsync(attn_counters_.get(), 0, attn_counters_.size(), stream_),
             "cudaMemsetAsync");
   }
@@ -231,7 +250,7 @@ void CudaBackend::dense_copy(CudaWeight& w) {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < 2 * bytes) return;
   }
-  w.dense.alloc(bytes, what, dev_);
+  w.dense.alloc(bytes, what);
   guarded("dense copy", [&] {
     if (w.w4)
       w4_dequantize(w.w4->view(), w.dense.get(), act_, w.in, stream_);

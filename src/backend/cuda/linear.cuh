@@ -136,8 +136,9 @@ class W4Weight {
   W4Weight(const W4Weight&) = delete;
   W4Weight& operator=(const W4Weight&) = delete;
 
-  /// Uploads a packed image (synchronous cudaMemcpy). Throws perfx::Error on CUDA failure.
-  static W4Weight upload(const W4Packed& p);
+  /// Uploads a packed image (synchronous cudaMemcpy). Throws perfx::Error on CUDA failure; out
+  /// of memory names `what`, the bytes needed and the bytes free.
+  static W4Weight upload(const W4Packed& p, const std::string& what = "a W4 weight");
   /// pack_w4 + upload.
   static W4Weight from_parts(const std::vector<const Int4Matrix*>& parts,
                              W4RowOrder order = W4RowOrder::kStacked);
@@ -201,7 +202,8 @@ class W8Weight {
   W8Weight(const W8Weight&) = delete;
   W8Weight& operator=(const W8Weight&) = delete;
 
-  static W8Weight upload(const W8Packed& p);
+  /// As W4Weight::upload.
+  static W8Weight upload(const W8Packed& p, const std::string& what = "a W8 weight");
   static W8Weight from_parts(const std::vector<const Int8Matrix*>& parts);
 
   const W8View& view() const { return v_; }

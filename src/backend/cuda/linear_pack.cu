@@ -164,13 +164,13 @@ W4Weight& W4Weight::operator=(W4Weight&& o) noexcept {
   return *this;
 }
 
-W4Weight W4Weight::upload(const W4Packed& p) {
+W4Weight W4Weight::upload(const W4Packed& p, const std::string& what) {
   check(p.q.size() * 4 == p.d.q_bytes() && p.sz.size() * 4 == p.d.sz_bytes(),
         "W4Weight::upload: packed image sizes do not match its dims");
   const size_t q_bytes = p.d.q_bytes();
   const size_t sz_off = ceil_div<size_t>(q_bytes, 256) * 256;
   W4Weight w;
-  CUDA_CHECK(cudaMalloc(&w.mem_, sz_off + p.d.sz_bytes()));
+  w.mem_ = device_malloc(sz_off + p.d.sz_bytes(), what);
   CUDA_CHECK(cudaMemcpy(w.mem_, p.q.data(), q_bytes, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(static_cast<char*>(w.mem_) + sz_off, p.sz.data(), p.d.sz_bytes(),
                         cudaMemcpyHostToDevice));
@@ -283,13 +283,13 @@ W8Weight& W8Weight::operator=(W8Weight&& o) noexcept {
   return *this;
 }
 
-W8Weight W8Weight::upload(const W8Packed& p) {
+W8Weight W8Weight::upload(const W8Packed& p, const std::string& what) {
   check(p.q.size() * 4 == p.d.q_bytes() && p.s.size() * 4 == p.d.s_bytes(),
         "W8Weight::upload: packed image sizes do not match its dims");
   const size_t q_bytes = p.d.q_bytes();
   const size_t s_off = ceil_div<size_t>(q_bytes, 256) * 256;
   W8Weight w;
-  CUDA_CHECK(cudaMalloc(&w.mem_, s_off + p.d.s_bytes()));
+  w.mem_ = device_malloc(s_off + p.d.s_bytes(), what);
   CUDA_CHECK(cudaMemcpy(w.mem_, p.q.data(), q_bytes, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(static_cast<char*>(w.mem_) + s_off, p.s.data(), p.d.s_bytes(),
                         cudaMemcpyHostToDevice));
