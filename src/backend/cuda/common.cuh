@@ -22,9 +22,16 @@ inline std::string mib(size_t b) {
 /// cudaMalloc of `bytes` (at least 256) on the current device. Out of memory throws perfx::Error
 /// "out of GPU memory on cuda:<dev>: <what> needs <N> MiB, <F> MiB free of <T> MiB"; another
 /// failure throws perfx::Error naming the call.
+///
+/// Fault injection (tests only): with PERFX_CUDA_FAULT_ALLOC_OVER=N set, a request of more than N
+/// bytes fails as out of memory without calling cudaMalloc (read at each call, so a test can set
+/// and unset it around the step it wants to fail; docs/RELIABILITY.md, "Fault injection").
 inline void* device_malloc(size_t bytes, const std::string& what) {
   void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, bytes < 256 ? 256 : bytes);
+  const char* over = std::getenv("PERFX_CUDA_FAULT_ALLOC_OVER");
+  const cudaError_t e = over && *over && bytes > std::strtoull(over, nullptr, 10)
+                            ? cudaErrorMemoryAllocation
+                            : cudaMalloc(&p, bytes < 256 ? 256 : bytes);
   if (e == cudaSuccess) return p;
   (void)cudaGetLastError();
   if (e == cudaErrorMemoryAllocation) {
@@ -37,6 +44,21 @@ inline void* device_malloc(size_t bytes, const std::string& what) {
   }
   throw Error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
               ") in cudaMalloc for " + what);
+}
+
+/// cudaFree of `p` (device memory, or null) with the GPU that owns it current for the call, then
+/// the caller's again: a thread that has not used that GPU (a server's scheduler thread freeing a
+/// buffer) would otherwise first make GPU 0's context current on it. Never throws; an error
+/// surfaces at the next checked call.
+inline void device_free(void* p) noexcept {
+  if (p == nullptr) return;
+  cudaPointerAttributes a{};
+  int cur = -1;
+  const bool other = cudaPointerGetAttributes(&a, p) == cudaSuccess &&
+                     cudaGetDevice(&cur) == cudaSuccess && a.device >= 0 && a.device != cur;
+  if (other) (void)cudaSetDevice(a.device);
+  (void)cudaFree(p);
+  if (other) (void)cudaSetDevice(cur);
 }
 
 /// Throws perfx::Error "CUDA error <name> (<text>) at <file>:<line>: <what>".

@@ -501,7 +501,7 @@ void CudaBackend::ensure_step_ids(int n) {
 Workspace CudaBackend::workspace(size_t need) {
   if (need > linear_ws_.size()) {
     // The new buffer first (a failure leaves the old one, and the graphs over it, as they were);
-    // a capture keeps the old one alive for the graphs cached over it.
+    // a capture keeps the old one alive for the nodes it has already recorded.
     DevMem grown(std::max(need, linear_ws_.size() * 2), "the linear-layer workspace");
     if (state_ == State::Capturing)
       retired_.push_back(std::move(linear_ws_));

@@ -101,7 +101,7 @@ class DevMem {
     n_ = bytes;
   }
   void reset() {
-    if (p_) (void)cudaFree(p_);
+    device_free(p_);
     p_ = nullptr;
     n_ = 0;
   }
@@ -337,17 +337,18 @@ class CudaBackend : public Backend {
   /// Constructed first thing in every op that launches work (after its replay check). It makes
   /// this backend's GPU the calling thread's current device (the CUDA runtime keeps one per
   /// thread, and a server steps the engine on its own thread: use_device); under
-  /// PERFX_CUDA_PROFILE=1 it brackets the op with events, summed per op name and printed when the
-  /// backend ends; and when the op throws while a decode step is being captured, it discards the
-  /// capture (abandon_capture), so that the next prepare_batch does not instantiate, cache and
-  /// replay a graph of half a step.
+  /// PERFX_CUDA_PROFILE=1 it brackets the op with events (unless `name` is empty), summed per op
+  /// name and printed when the backend ends; and when the op throws while a decode step is being
+  /// captured, it discards the capture (abandon_capture), so that the next prepare_batch does not
+  /// instantiate, cache and replay a graph of half a step.
   struct OpScope {
     CudaBackend& be;
     size_t at = SIZE_MAX;
     int uncaught = std::uncaught_exceptions();
     OpScope(CudaBackend& b, std::string name) : be(b) {
       be.use_device();
-      if (!be.profile_) return;
+      if (!be.profile_ || name.empty())
+        return;  // "": an op that calls timed ops (not counted twice)
       at = be.prof_next(std::move(name));
     }
     ~OpScope() {

@@ -145,7 +145,7 @@ float w4_packed_dequant(const W4Packed& p, int64_t r, int64_t k) {
 }
 
 W4Weight::~W4Weight() {
-  if (mem_ != nullptr) cudaFree(mem_);  // no throw from a destructor; errors surface elsewhere
+  device_free(mem_);  // no throw from a destructor; errors surface elsewhere
 }
 
 W4Weight::W4Weight(W4Weight&& o) noexcept : v_(o.v_), mem_(o.mem_) {
@@ -155,7 +155,7 @@ W4Weight::W4Weight(W4Weight&& o) noexcept : v_(o.v_), mem_(o.mem_) {
 
 W4Weight& W4Weight::operator=(W4Weight&& o) noexcept {
   if (this != &o) {
-    if (mem_ != nullptr) cudaFree(mem_);
+    device_free(mem_);
     v_ = o.v_;
     mem_ = o.mem_;
     o.v_ = W4View{};
@@ -264,7 +264,7 @@ int w8_packed_value(const W8Packed& p, int64_t r, int64_t k) {
 }
 
 W8Weight::~W8Weight() {
-  if (mem_ != nullptr) cudaFree(mem_);
+  device_free(mem_);
 }
 
 W8Weight::W8Weight(W8Weight&& o) noexcept : v_(o.v_), mem_(o.mem_) {
@@ -274,7 +274,7 @@ W8Weight::W8Weight(W8Weight&& o) noexcept : v_(o.v_), mem_(o.mem_) {
 
 W8Weight& W8Weight::operator=(W8Weight&& o) noexcept {
   if (this != &o) {
-    if (mem_ != nullptr) cudaFree(mem_);
+    device_free(mem_);
     v_ = o.v_;
     mem_ = o.mem_;
     o.v_ = W8View{};
