@@ -30,6 +30,9 @@ void run_perplexity(const PplArgs& a) {
   check(a.threads >= 0, "-t must be >= 0");
   check(a.chunks >= 0, "--chunks must be >= 0");
   const std::string text = read_text_file(a.file);
+  // (An empty file would otherwise read as "1 token": the BOS the tokenizer adds.)
+  check(text.find_first_not_of(" \t\r\n") != std::string::npos,
+        "-f '" + a.file + "' has no text to score (it is empty or only whitespace)");
   EngineOptions eo;
   eo.model_path = a.model.empty() ? default_model_path() : a.model;
   eo.tokenizer_path = tokenizer_override(eo.model_path);

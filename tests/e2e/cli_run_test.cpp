@@ -259,6 +259,17 @@ TEST(CliPerplexity, ShortTextIsOneErrorLine) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+// Fresh-user run (thirty-fifth session): an empty file was "the text has 1 token" (its BOS).
+TEST(CliPerplexity, EmptyTextSaysSo) {
+  const std::string dir = make_temp_dir("pplempty");
+  write_file(dir + "/e.txt", "\n \n");
+  auto r = run_perfx("perplexity -f " + dir + "/e.txt -c 8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "perfx: error: -f '" + dir +
+                       "/e.txt' has no text to score (it is empty or only whitespace)\n");
+  std::system(("rm -rf " + dir).c_str());
+}
+
 // `perfx bench -o json` speaks llama-bench's fields, one object per test; n_threads is the count
 // the run used (a fresh user saw 0 for the default -t 0).
 TEST(CliBench, JsonHasLlamaBenchFieldsAndTheThreadsUsed) {
