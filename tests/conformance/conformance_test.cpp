@@ -865,10 +865,20 @@ struct ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
-/// Device allocations over 1 MiB fail as out of memory while it lives (the CUDA backend's
-/// PERFX_CUDA_FAULT_ALLOC_OVER; no other work on the GPU is disturbed).
-ScopedEnv allocations_over_1mib_fail() {
-  return ScopedEnv("PERFX_CUDA_FAULT_ALLOC_OVER", "1048576");
+/// While it lives, the backend's device allocations fail as out of memory through its
+/// fault-injection switch: on CUDA those over 1 MiB (PERFX_CUDA_FAULT_ALLOC_OVER), on OpenCL every
+/// one from now (PERFX_OPENCL_FAULT_ALLOC_AFTER; a fresh value each time restarts its count). Null
+/// for a backend without such a switch (the CPU's).
+std::unique_ptr<ScopedEnv> alloc_failures(const std::string& device) {
+  static int n = 0;
+  static std::string value;
+  if (device.rfind("cuda", 0) == 0)
+    return std::make_unique<ScopedEnv>("PERFX_CUDA_FAULT_ALLOC_OVER", "1048576");
+  if (device.rfind("opencl", 0) == 0) {
+    value = "0#" + std::to_string(++n);  // setenv copies it
+    return std::make_unique<ScopedEnv>("PERFX_OPENCL_FAULT_ALLOC_AFTER", value.c_str());
+  }
+  return nullptr;
 }
 
 /// Out of device memory while uploading an int4 weight is an error naming the int4 bytes it
@@ -876,17 +886,20 @@ ScopedEnv allocations_over_1mib_fail() {
 /// thirty-fifth session these cases filled the GPU's memory for real, and the binary before the
 /// fixes failed both; the switch makes them deterministic and harmless to tests beside them.)
 TEST_P(Conformance, OutOfMemoryNamesTheInt4Bytes) {
-  if (GetParam().rfind("cuda", 0) != 0) GTEST_SKIP() << "a CUDA backend's allocation errors";
   std::mt19937 rng(19);
   const HostWeight w = make_weight("INT4_G128", 2048, 4096, rng);  // 4 MiB + 256 KiB of records
-  const ScopedEnv full = allocations_over_1mib_fail();
+  const auto full = alloc_failures(GetParam());
+  if (!full) GTEST_SKIP() << "no allocation-failure switch on " << GetParam();
   try {
     auto lw = d().be().load_linear({w.source("w")});
-    ADD_FAILURE() << "a W4 weight loaded with no room for it";
+    ADD_FAILURE() << "an int4 weight loaded with no room for it";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("out of GPU memory"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("W4 weight [2048, 4096] needs 5 MiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(" memory on "), std::string::npos) << msg;  // out of GPU / device memory
+    if (GetParam().rfind("cuda", 0) == 0)
+      EXPECT_NE(msg.find("W4 weight [2048, 4096] needs 5 MiB"), std::string::npos) << msg;
+    else
+      EXPECT_EQ(msg.find("needs 16 MiB"), std::string::npos) << msg;  // not an fp16 copy's size
   }
 }
 
@@ -894,7 +907,7 @@ TEST_P(Conformance, OutOfMemoryNamesTheInt4Bytes) {
 /// the backend as it was: the next small step runs. (The CUDA backend freed the old buffers
 /// before allocating the new ones, and every later step failed to upload its layout.)
 TEST_P(Conformance, AFailedLayoutGrowthKeepsTheOldLayout) {
-  if (GetParam().rfind("cuda", 0) != 0) GTEST_SKIP() << "a CUDA backend's allocation errors";
+  if (!alloc_failures(GetParam())) GTEST_SKIP() << "no allocation-failure switch on " << GetParam();
   std::mt19937 rng(23);
   TwoLinears t(d(), rng);
   Tensor xt = d().upload(t.x, 1, TwoLinears::K), yt = d().poisoned(1, TwoLinears::N1),
@@ -910,7 +923,7 @@ TEST_P(Conformance, AFailedLayoutGrowthKeepsTheOldLayout) {
   expect_close(step(), t.ref(d().act()), tol(), "a step");
   d().fill_nan(zt);
   {
-    const ScopedEnv full = allocations_over_1mib_fail();
+    const auto full = alloc_failures(GetParam());
     const BatchLayout big = one_sequence(std::vector<int32_t>(1000000, 1));  // 16 MB a buffer
     EXPECT_THROW(d().be().prepare_batch(big), Error);
   }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -599,6 +600,84 @@ TEST(OpenClErrors, InProcess) {
   EXPECT_THROW(opencl::parse_bytes("1.5G", "x"), Error);
   EXPECT_THROW(opencl::parse_bytes("0", "x"), Error);
   EXPECT_THROW(opencl::parse_bytes("G", "x"), Error);
+}
+
+/// q of one token at position `pos` after rope_kv_store (2 query heads, 1 KV head, head_dim 64,
+/// fully rotated; slot 0), as fp32; `fault` (when set) is PERFX_OPENCL_FAULT_ALLOC_AFTER for the
+/// rope_kv_store call alone.
+std::vector<float> rotated_q(Backend& be, const RopeTable& rope, KvStorage& kv, int pos,
+                             const char* fault = nullptr) {
+  std::vector<std::unique_ptr<Buffer>> keep;
+  const int nq = 2, nkv = 1, hd = 64, W = (nq + 2 * nkv) * hd;
+  BatchLayout b;
+  b.n_tokens = 1;
+  b.n_seqs = 1;
+  b.token_ids = {1};
+  b.positions = {pos};
+  b.slots = {0};
+  b.token_seq = {0};
+  b.max_blocks = 1;
+  b.block_tables = {0};
+  std::vector<float> qkv((size_t)W);
+  for (int i = 0; i < W; ++i) qkv[(size_t)i] = 0.37f + 0.01f * (float)(i % 53);
+  Tensor t = upload(be, keep, qkv, 1, W);
+  be.prepare_batch(b);
+  {
+    std::unique_ptr<ScopedEnv> f;
+    if (fault) f = std::make_unique<ScopedEnv>("PERFX_OPENCL_FAULT_ALLOC_AFTER", fault);
+    be.rope_kv_store(t.cols_view(0, nq * hd), t.cols_view(nq * hd, nkv * hd),
+                     t.cols_view((nq + nkv) * hd, nkv * hd), nq, nullptr, nullptr, 1e-6f, rope, kv,
+                     0, b);
+  }
+  const auto bytes = download(be, t.cols_view(0, nq * hd));
+  std::vector<float> q((size_t)(nq * hd));
+  float_to_f32(be.act_dtype(), bytes.data(), q.data(), (int64_t)q.size());
+  return q;
+}
+
+RopeParams full_rope(int hd) {
+  RopeParams rp;
+  rp.head_dim = hd;
+  rp.rot_dim = hd;
+  for (int i = 0; i < hd / 2; ++i) rp.inv_freq.push_back((float)std::pow(10000.0, -2.0 * i / hd));
+  return rp;
+}
+
+// Review of the host code (thirty-fifth session): the RoPE tables grew cos, then sin, freeing
+// each old table first, and set the new capacity last; when the sin table could not be
+// allocated, the next step at an earlier position found the old capacity and a cos table, and ran
+// with an unfilled cos table and no sin table at all.
+TEST(OpenClErrors, AFailedRopeTableGrowthKeepsTheOldTable) {
+  REQUIRE_OPENCL();
+  auto be = make_backend();
+  auto rope = be->load_rope(full_rope(64));
+  auto kv = be->create_kv(1, 1, 16, 1, 64);
+  const auto before = rotated_q(*be, *rope, *kv, 10);  // tables for 256 positions
+  // Position 300 grows them: the first new table may be allocated, the second not.
+  EXPECT_THROW(rotated_q(*be, *rope, *kv, 300, "1"), Error);
+  EXPECT_EQ(rotated_q(*be, *rope, *kv, 10), before);
+  const auto grown = rotated_q(*be, *rope, *kv, 300);  // the growth itself still works
+  for (float v : grown) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_NE(grown, before);
+}
+
+// The same review: a position far past any context built its host tables first (gigabytes of
+// cos / sin, or std::bad_alloc) and, at INT_MAX, overflowed the capacity; now one clear error.
+TEST(OpenClErrors, APositionPastAnyContextIsAClearError) {
+  REQUIRE_OPENCL();
+  auto be = make_backend();
+  auto rope = be->load_rope(full_rope(64));
+  auto kv = be->create_kv(1, 1, 16, 1, 64);
+  for (int pos : {1 << 30, INT_MAX}) {
+    try {
+      rotated_q(*be, *rope, *kv, pos);
+      ADD_FAILURE() << "position " << pos << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the RoPE table up to it needs"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW(opencl::parse_bytes("999999999999999G", "x"), Error);  // wrapped around before
 }
 
 TEST(OpenClErrors, KernelBuildFailureNamesFileAndLog) {

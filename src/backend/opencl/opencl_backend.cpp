@@ -274,7 +274,9 @@ uint64_t parse_bytes(const std::string& s, const std::string& what) {
     mul = 1ull << 30;
   check(i > 0 && i <= 15 && mul != 0,
         what + ": '" + s + "' is not a byte count (e.g. 1GiB, 512MiB, 1048576)");
-  const uint64_t v = std::stoull(s.substr(0, i)) * mul;
+  const uint64_t n = std::stoull(s.substr(0, i));
+  check(n <= UINT64_MAX / mul, what + ": '" + s + "' is more bytes than 64 bits hold");
+  const uint64_t v = n * mul;
   check(v > 0, what + ": must be more than 0 bytes");
   return v;
 }

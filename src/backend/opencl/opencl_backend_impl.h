@@ -67,6 +67,27 @@ struct Shared {
   std::map<uintptr_t, Alloc*> allocs;  // by the host address standing for the buffer
 };
 
+/// Fault injection (tests only): with PERFX_OPENCL_FAULT_ALLOC_AFTER=N set, N more device buffer
+/// allocations succeed — counted from the first one that sees this value set, after one saw it
+/// unset or set to another value (text after the number is ignored: "0#7" restarts a count of 0)
+/// — and the ones after fail as out of device memory (docs/RELIABILITY.md, "Fault injection").
+inline bool fault_alloc_now() {
+  static std::mutex mu;
+  static std::string seen;
+  static long left = 0;
+  const char* v = std::getenv("PERFX_OPENCL_FAULT_ALLOC_AFTER");
+  std::lock_guard<std::mutex> lk(mu);
+  if (v == nullptr || *v == '\0') {
+    seen.clear();
+    return false;
+  }
+  if (seen != v) {
+    seen = v;
+    left = std::strtol(v, nullptr, 10);
+  }
+  return left-- <= 0;
+}
+
 /// One device buffer; its bytes count against the device's memory until destroyed.
 class DevMem {
  public:
@@ -105,6 +126,9 @@ class DevMem {
         throw Error("out of device memory on " + sh_->label + ": " + what + " needs " + mib(bytes) +
                     ", " + mib(sh_->total - sh_->used) + " free of " + mib(sh_->total));
     }
+    if (fault_alloc_now())
+      throw Error("out of device memory on " + sh_->label + ": " + what + " needs " + mib(bytes) +
+                  " (PERFX_OPENCL_FAULT_ALLOC_AFTER)");
     cl_int e = CL_SUCCESS;
     mem_ =
         cl().clCreateBuffer(sh_->ctx, CL_MEM_READ_WRITE, std::max<size_t>(bytes, 64), nullptr, &e);

@@ -189,9 +189,9 @@ void OpenClBackend::attention(Tensor q, const KvStorage& kvs, int layer, int n_q
   const auto& kv = static_cast<const OclKv&>(kvs);
   const int hd = kv.head_dim, nkv = kv.n_kv_heads, T = b.n_tokens;
   PERFX_CHECK(q.dtype == act_ && out.dtype == act_ && q.cols == (int64_t)n_q_heads * hd &&
-                  out.cols == q.cols && q.rows >= T && out.rows >= T && n_q_heads % nkv == 0 &&
-                  layer >= 0 && layer < kv.n_layers && (int)b.positions.size() == T &&
-                  (int)b.token_seq.size() == T,
+                  out.cols == q.cols && q.rows >= T && out.rows >= T && n_q_heads > 0 &&
+                  n_q_heads % nkv == 0 && layer >= 0 && layer < kv.n_layers &&
+                  (int)b.positions.size() == T && (int)b.token_seq.size() == T,
               "attention: shape or dtype mismatch");
   // The blocks a token reads must exist (a bad table would read outside the cache).
   for (int t = 0; t < T; ++t) {
@@ -381,19 +381,30 @@ GemmTiling OpenClBackend::gemm_tiling(const OclWeight& w, int T) {
 void OpenClBackend::ensure_rope(const OclRope& r, int max_pos) {
   const int half = r.params.rot_dim / 2;
   if (max_pos < r.cap && r.cs.get()) return;
-  const int cap = std::max({max_pos + 1, r.cap * 2, 256});
-  std::vector<float> cs((size_t)cap * std::max(half, 1)), sn(cs.size());
-  for (int p = 0; p < cap; ++p)
+  const int64_t cap = std::max<int64_t>({(int64_t)max_pos + 1, (int64_t)r.cap * 2, 256});
+  const size_t bytes = (size_t)cap * (size_t)std::max(half, 1) * 4;
+  // Before the host tables: a position far past any context is this error, not gigabytes of
+  // cos / sin (or std::bad_alloc).
+  check(bytes <= sh_->max_one,
+        "position " + std::to_string(max_pos) + ": the RoPE table up to it needs " + mib(bytes) +
+            " in one buffer, more than the largest allocation allowed (" + mib(sh_->max_one) + ")");
+  std::vector<float> cs(bytes / 4), sn(cs.size());
+  for (int64_t p = 0; p < cap; ++p)
     for (int i = 0; i < half; ++i) {
       const float ang = (float)p * r.params.inv_freq[(size_t)i];
       cs[(size_t)p * half + i] = (float)std::cos((double)ang) * r.params.attention_factor;
       sn[(size_t)p * half + i] = (float)std::sin((double)ang) * r.params.attention_factor;
     }
-  r.cs.alloc(sh_, cs.size() * 4, "the RoPE table");
-  r.sn.alloc(sh_, sn.size() * 4, "the RoPE table");
-  write(r.cs.get(), 0, cs.data(), cs.size() * 4);
-  write(r.sn.get(), 0, sn.data(), sn.size() * 4);
-  r.cap = cap;
+  // Both new tables filled before either replaces its old one: a failure (out of memory for the
+  // second) leaves the old tables and their cap, which every earlier position still reads.
+  DevMem new_cs, new_sn;
+  new_cs.alloc(sh_, bytes, "the RoPE table");
+  new_sn.alloc(sh_, bytes, "the RoPE table");
+  write(new_cs.get(), 0, cs.data(), bytes);
+  write(new_sn.get(), 0, sn.data(), bytes);
+  r.cs = std::move(new_cs);
+  r.sn = std::move(new_sn);
+  r.cap = (int)cap;
 }
 
 }  // namespace perfx::opencl::backend_impl
