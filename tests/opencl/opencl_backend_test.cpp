@@ -680,6 +680,28 @@ TEST(OpenClErrors, APositionPastAnyContextIsAClearError) {
   EXPECT_THROW(opencl::parse_bytes("999999999999999G", "x"), Error);  // wrapped around before
 }
 
+// The same review: attention with no query heads computed zero work-groups and, once a step
+// reached 2 x 128 keys, divided by them (undefined behaviour; on PoCL it returned without an error
+// and wrote nothing); now the shape check refuses it.
+TEST(OpenClErrors, AttentionWithNoQueryHeadsIsRefused) {
+  REQUIRE_OPENCL();
+  auto be = make_backend();
+  std::vector<std::unique_ptr<Buffer>> keep;
+  auto kv = be->create_kv(1, 32, 16, 1, 64);
+  BatchLayout b;
+  b.n_tokens = 1;
+  b.n_seqs = 1;
+  b.token_ids = {1};
+  b.positions = {300};
+  b.slots = {300};
+  b.token_seq = {0};
+  b.max_blocks = 32;
+  for (int j = 0; j < 32; ++j) b.block_tables.push_back(j);
+  Tensor q = upload(*be, keep, std::vector<float>(64, 0.5f), 1, 64).cols_view(0, 0);
+  be->prepare_batch(b);
+  EXPECT_THROW(be->attention(q, *kv, 0, 0, 0.125f, b, q), Error);
+}
+
 TEST(OpenClErrors, KernelBuildFailureNamesFileAndLog) {
   REQUIRE_OPENCL();
   // The backend builds its kernels when created, so a device that cannot build them fails there.
