@@ -550,6 +550,49 @@ TEST(OpenClCache, TuningFileKeepsEveryEntry) {
   EXPECT_EQ(c.tuned("absent"), -1);
 }
 
+// Review of the host code (thirty-fifth session): a tuned GEMV code read back from the tuning
+// file was used unchecked; a corrupted value (here 1: zero rows a work-group) divided by zero or
+// built a kernel that cannot exist. Now a code outside the kernel's shapes is ignored.
+TEST(OpenClCache, CorruptTuningValuesAreIgnored) {
+  REQUIRE_OPENCL();
+  const std::string dir = make_temp_dir("ocl_badtune");
+  ScopedEnv env("PERFX_OPENCL_CACHE_DIR", dir);
+  const HostWeight hw = make_weight("F16", 96, 256, 3);  // 15 shapes to tune, not the int4's ~100
+  std::vector<uint8_t> tuned;
+  {
+    ScopedEnv tune("PERFX_OPENCL_TUNE", "1");
+    tuned = run_linear(hw, 1, 5);
+  }
+  std::string tune_file;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name).find(".tune") != std::string::npos)
+        tune_file = dir + "/" + e->d_name;
+    ::closedir(d);
+  }
+  ASSERT_FALSE(tune_file.empty()) << "no tuning file written in " << dir;
+  std::ifstream in(tune_file);
+  std::string line, text;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    text += line.substr(0, line.rfind(' ')) + " 1\n";
+    ++lines;
+  }
+  in.close();
+  ASSERT_GT(lines, 0);
+  std::ofstream(tune_file) << text;
+  ScopedEnv no_tune("PERFX_OPENCL_TUNE", "0");
+  const auto again = run_linear(hw, 1, 5);
+  ASSERT_EQ(again.size(), tuned.size());
+  const DType act = make_backend()->act_dtype();
+  std::vector<float> a(tuned.size() / dtype_block_bytes(act)), b(a.size());
+  float_to_f32(act, tuned.data(), a.data(), (int64_t)a.size());
+  float_to_f32(act, again.data(), b.data(), (int64_t)b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(b[i], a[i], 1e-3 * (1.0 + std::fabs(a[i]))) << "output " << i;
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST(OpenClErrors, InProcess) {
   REQUIRE_OPENCL();
   try {

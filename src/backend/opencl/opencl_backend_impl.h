@@ -396,6 +396,12 @@ class OpenClBackend : public Backend {
       return (act_global ? 1000000 : 0) + (u == 2 ? 0 : u * 100000) + (global_scales ? 10000 : 0) +
              rows * 100 + rpt;
     }
+    /// The shapes gemv.cl takes: ROWS and RPT powers of two, ROWS <= 64, RPT <= 8 and <= lanes,
+    /// 1..8 chunks a step (a code from a corrupted tuning file may decode to anything).
+    bool valid(int lanes) const {
+      auto pow2 = [](int v) { return v >= 1 && (v & (v - 1)) == 0; };
+      return pow2(rows) && rows <= 64 && pow2(rpt) && rpt <= 8 && rpt <= lanes && u >= 1 && u <= 8;
+    }
   };
   static constexpr int kGemvDefault = 204;
 

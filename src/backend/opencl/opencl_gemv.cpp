@@ -130,17 +130,15 @@ int OpenClBackend::parse_gemv_shape(const std::string& r) const {
     int n = 0;
     ok = std::sscanf(rest.c_str(), "u%d%n", &u, &n) == 1 && (size_t)n == rest.size();
   }
-  auto pow2 = [](int v) { return v >= 1 && (v & (v - 1)) == 0; };
-  ok = ok && pow2(a) && a <= 64 && pow2(b) && b <= 8 && b <= lanes_ && u >= 1 && u <= 8;
-  check(ok,
-        "PERFX_OPENCL_GEMV must be ROWSxRPT[g][uU] (powers of two, ROWS <= 64, RPT <= 8; g: "
-        "scales from global memory; U: chunks per lane and step, 1..8), got '" +
-            r + "'");
   GemvConfig c;
   c.rows = a;
   c.rpt = b;
   c.u = u;
   c.global_scales = g;
+  check(ok && c.valid(lanes_),
+        "PERFX_OPENCL_GEMV must be ROWSxRPT[g][uU] (powers of two, ROWS <= 64, RPT <= 8; g: "
+        "scales from global memory; U: chunks per lane and step, 1..8), got '" +
+            r + "'");
   return c.code();
 }
 
@@ -240,9 +238,9 @@ std::string OpenClBackend::gemv_opts(const OclWeight& w, const GemvConfig& c) co
 bool OpenClBackend::gemv_fits(const OclWeight& w, GemvConfig& c) {
   const bool quant = w.wf >= kQ4;
   const size_t groups = quant ? (size_t)(w.in / w.gs) : 0;
+  if (!c.valid(lanes_)) return false;  // e.g. a corrupted tuning file's code
   const size_t red = (size_t)c.rows * c.rpt * lanes_ * 4;
-  if ((size_t)(lanes_ * c.rows) > ctx_.dev().max_work_group || c.rpt > lanes_ ||
-      red > ctx_.dev().local_mem / 2)
+  if ((size_t)(lanes_ * c.rows) > ctx_.dev().max_work_group || red > ctx_.dev().local_mem / 2)
     return false;
   for (bool local_x : {true, false}) {
     c.act_local = local_x && c.act_q8 && act_local_ && !c.act_global;
