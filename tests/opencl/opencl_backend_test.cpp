@@ -708,6 +708,7 @@ TEST(OpenClErrors, AFailedRopeTableGrowthKeepsTheOldTable) {
 // cos / sin, or std::bad_alloc) and, at INT_MAX, overflowed the capacity; now one clear error.
 TEST(OpenClErrors, APositionPastAnyContextIsAClearError) {
   REQUIRE_OPENCL();
+  ScopedEnv cap("PERFX_OPENCL_MAX_ALLOC", "1GiB");  // whatever the device allows in one buffer
   auto be = make_backend();
   auto rope = be->load_rope(full_rope(64));
   auto kv = be->create_kv(1, 1, 16, 1, 64);

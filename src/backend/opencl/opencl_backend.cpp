@@ -160,8 +160,11 @@ void OpenClBackend::prepare_batch(const BatchLayout& b) {
   o_tab_ = put(b.block_tables);
   staging_.push_back(0);  // never empty
   const size_t bytes = staging_.size() * 4;
-  if (batch_mem_.size() < bytes)
-    batch_mem_.alloc(sh_, std::max(bytes, batch_mem_.size() * 2), "the batch layout");
+  if (batch_mem_.size() < bytes) {  // the new buffer first: a failure keeps the old one
+    DevMem grown;
+    grown.alloc(sh_, std::max(bytes, batch_mem_.size() * 2), "the batch layout");
+    batch_mem_ = std::move(grown);
+  }
   write(batch_mem_.get(), 0, staging_.data(), bytes);
 }
 

@@ -228,7 +228,7 @@ class OclRope : public RopeTable {
  public:
   // cos / sin [cap, rot_dim / 2], grown when a step reaches a later position
   mutable DevMem cs, sn;
-  mutable int cap = 0;
+  mutable int64_t cap = 0;  // positions a table holds (int64: past INT_MAX when doubled)
 };
 
 inline const OclWeight& ow(const Weight& w) {

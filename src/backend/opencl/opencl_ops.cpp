@@ -381,7 +381,7 @@ GemmTiling OpenClBackend::gemm_tiling(const OclWeight& w, int T) {
 void OpenClBackend::ensure_rope(const OclRope& r, int max_pos) {
   const int half = r.params.rot_dim / 2;
   if (max_pos < r.cap && r.cs.get()) return;
-  const int64_t cap = std::max<int64_t>({(int64_t)max_pos + 1, (int64_t)r.cap * 2, 256});
+  const int64_t cap = std::max<int64_t>({(int64_t)max_pos + 1, r.cap * 2, 256});
   const size_t bytes = (size_t)cap * (size_t)std::max(half, 1) * 4;
   // Before the host tables: a position far past any context is this error, not gigabytes of
   // cos / sin (or std::bad_alloc).
@@ -404,7 +404,7 @@ void OpenClBackend::ensure_rope(const OclRope& r, int max_pos) {
   write(new_sn.get(), 0, sn.data(), bytes);
   r.cs = std::move(new_cs);
   r.sn = std::move(new_sn);
-  r.cap = (int)cap;
+  r.cap = cap;
 }
 
 }  // namespace perfx::opencl::backend_impl
