@@ -7,10 +7,13 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -19,10 +22,12 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/opencl/cl_runtime.h"
+#include "backend/opencl/quiet_stderr.h"
 #include "core/quantized.h"
 #include "e2e/cli_util.h"
 #include "perfx/engine.h"
@@ -744,6 +749,50 @@ TEST(OpenClErrors, AttentionWithNoQueryHeadsIsRefused) {
   Tensor q = upload(*be, keep, std::vector<float>(64, 0.5f), 1, 64).cols_view(0, 0);
   be->prepare_batch(b);
   EXPECT_THROW(be->attention(q, *kv, 0, 0, 0.125f, b, q), Error);
+}
+
+/// Identity (device, inode) of what file descriptor `fd` points at.
+std::pair<dev_t, ino_t> fd_identity(int fd) {
+  struct stat st {};
+  EXPECT_EQ(::fstat(fd, &st), 0);
+  return {st.st_dev, st.st_ino};
+}
+
+TEST(OpenClStderr, GuardsEndingOutOfOrderRestoreStderr) {
+  // Two kernel builds on two threads each silence stderr; the first to start ends first. Each guard
+  // used to save and restore fd 2 on its own, so the second restored /dev/null: stderr lost for
+  // good. Needs no device.
+  ScopedEnv loud("PERFX_OPENCL_VERBOSE", "0");
+  char path[] = "/tmp/perfx_stderr_XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  std::fflush(stderr);
+  const int original = ::dup(2);
+  ASSERT_GE(original, 0);
+  ASSERT_GE(::dup2(file, 2), 0);
+  const auto written = [&] {
+    struct stat st {};
+    ::fstat(file, &st);
+    return (long)st.st_size;
+  };
+  {
+    auto first = std::make_unique<opencl::QuietStderr>();
+    auto second = std::make_unique<opencl::QuietStderr>();
+    EXPECT_NE(fd_identity(2), fd_identity(file));
+    first.reset();  // the first guard ends while the second still lives: stderr stays quiet
+    EXPECT_EQ(::write(2, "x", 1), 1);
+    EXPECT_EQ(written(), 0) << "stderr came back while a guard still lived";
+    second.reset();
+  }
+  const bool restored = fd_identity(2) == fd_identity(file);
+  EXPECT_EQ(::write(2, "y", 1), 1);
+  const long after = written();
+  ::dup2(original, 2);  // give the test runner its stderr back before asserting
+  ::close(original);
+  ::close(file);
+  ::unlink(path);
+  EXPECT_TRUE(restored) << "stderr left on /dev/null after every guard ended";
+  EXPECT_EQ(after, 1);
 }
 
 TEST(OpenClErrors, KernelBuildFailureNamesFileAndLog) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "backend/opencl/kernel_sources.h"
+#include "backend/opencl/quiet_stderr.h"
 #include "perfx/status.h"
 
 namespace perfx::opencl {
@@ -139,37 +140,6 @@ void write_atomically(const std::string& path, const std::string& data) {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
 }
-
-/// Sends this process's stderr to /dev/null while alive: some drivers (PoCL) print compiler
-/// diagnostics there themselves, and a failed build must stay one error line (the log is in the
-/// error). PERFX_OPENCL_VERBOSE=1 keeps them.
-class QuietStderr {
- public:
-  QuietStderr() {
-    if (const char* v = std::getenv("PERFX_OPENCL_VERBOSE"); v && std::string(v) == "1") return;
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    const int null = ::open("/dev/null", O_WRONLY);
-    if (saved_ < 0 || null < 0 || ::dup2(null, 2) < 0) {
-      if (null >= 0) ::close(null);
-      if (saved_ >= 0) ::close(saved_);
-      saved_ = -1;
-      return;
-    }
-    ::close(null);
-  }
-  ~QuietStderr() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-  }
-  QuietStderr(const QuietStderr&) = delete;
-  QuietStderr& operator=(const QuietStderr&) = delete;
-
- private:
-  int saved_ = -1;
-};
 
 /// The first lines of a build log joined by " | " (one error line).
 std::string log_head(const std::string& log, int max_lines) {
