@@ -795,6 +795,24 @@ TEST(OpenClStderr, GuardsEndingOutOfOrderRestoreStderr) {
   EXPECT_EQ(after, 1);
 }
 
+TEST(OpenClErrors, LaunchFailuresSayWhatRanOut) {
+  // CL_OUT_OF_RESOURCES from an enqueue is not always memory (registers, local memory, or on some
+  // drivers an earlier kernel's fault); it used to read "out of device memory". Needs no device.
+  const std::string res = opencl::launch_error(CL_OUT_OF_RESOURCES, "opencl:0", "attention");
+  EXPECT_EQ(res.rfind("opencl:0 ran out of resources running attention (CL_OUT_OF_RESOURCES", 0),
+            0u)
+      << res;
+  EXPECT_EQ(res.find("out of device memory"), std::string::npos) << res;
+  EXPECT_NE(res.find("registers or local memory"), std::string::npos) << res;
+  EXPECT_EQ(
+      opencl::launch_error(CL_MEM_OBJECT_ALLOCATION_FAILURE, "opencl:1", "gemv"),
+      "out of device memory on opencl:1 running gemv (CL_MEM_OBJECT_ALLOCATION_FAILURE (-4))");
+  EXPECT_EQ(opencl::launch_error(CL_INVALID_WORK_GROUP_SIZE, "opencl:0", "norm"),
+            "OpenCL error in enqueueing norm: CL_INVALID_WORK_GROUP_SIZE (-54)");
+  for (const std::string& m : {res, opencl::launch_error(CL_OUT_OF_HOST_MEMORY, "d", "x")})
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+}
+
 TEST(OpenClErrors, KernelBuildFailureNamesFileAndLog) {
   REQUIRE_OPENCL();
   // The backend builds its kernels when created, so a device that cannot build them fails there.

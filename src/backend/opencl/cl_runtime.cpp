@@ -412,10 +412,17 @@ void Launch::run(int dims, const size_t* global, const size_t* local, const char
   }
   const cl_int e = cl().clEnqueueNDRangeKernel(c_.queue(), k_, (cl_uint)dims, nullptr, g, local, 0,
                                                nullptr, event);
-  if (e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES)
-    throw Error(std::string("out of device memory on ") + c_.dev().label() + " running " + what +
-                " (" + cl_error_name(e) + ")");
-  cl_check(e, std::string("enqueueing ") + what);
+  if (e != CL_SUCCESS) throw Error(launch_error(e, c_.dev().label(), what));
+}
+
+std::string launch_error(cl_int e, const std::string& device, const std::string& what) {
+  if (e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_HOST_MEMORY)
+    return "out of device memory on " + device + " running " + what + " (" + cl_error_name(e) + ")";
+  if (e == CL_OUT_OF_RESOURCES)
+    return device + " ran out of resources running " + what + " (" + cl_error_name(e) +
+           ": device memory, or the registers or local memory of its work-group; some drivers "
+           "also report an earlier kernel's fault this way)";
+  return "OpenCL error in enqueueing " + what + ": " + cl_error_name(e);
 }
 
 }  // namespace perfx::opencl

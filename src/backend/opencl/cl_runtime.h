@@ -118,6 +118,13 @@ class Launch {
   cl_uint index_ = 0;
 };
 
+/// The one-line message for an enqueue of `what` on device `device` (its label) that returned `e`:
+/// CL_MEM_OBJECT_ALLOCATION_FAILURE and CL_OUT_OF_HOST_MEMORY read "out of device memory on ...";
+/// CL_OUT_OF_RESOURCES "... ran out of resources ...", naming what that code covers (device memory,
+/// the work-group's registers or local memory, and on some drivers an earlier kernel's fault),
+/// since it is not always memory; any other code "OpenCL error in enqueueing <what>: <name>".
+std::string launch_error(cl_int e, const std::string& device, const std::string& what);
+
 /// 64-bit FNV-1a of `s`, continuing from `h`.
 uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull);
 
