@@ -855,16 +855,6 @@ TEST_P(Conformance, StepsFromAnotherThread) {
   expect_close(z, t.ref(d().act()), tol(), "two linears stepped on another thread");
 }
 
-/// Sets an environment variable for a scope (the backends read their fault-injection switches
-/// at each allocation), then unsets it.
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-};
-
 /// While it lives, the backend's device allocations fail as out of memory through its
 /// fault-injection switch: on CUDA those over 1 MiB (PERFX_CUDA_FAULT_ALLOC_OVER), on OpenCL every
 /// one from now (PERFX_OPENCL_FAULT_ALLOC_AFTER; a fresh value each time restarts its count). Null

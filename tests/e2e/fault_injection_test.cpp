@@ -32,29 +32,6 @@ std::string listing(const std::string& dir) {  // sorted names, each followed by
   return out;
 }
 
-// Sets environment variables for the children run_perfx starts, restoring them when destroyed.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
-      setenv(name, value.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, old] : saved_) {
-      if (old)
-        setenv(name, old->c_str(), 1);
-      else
-        unsetenv(name);
-    }
-  }
-
- private:
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
-
 // The disk under `dir` fills up after `limit` bytes (for perfx run by run_perfx in this scope).
 // ASan: the preloaded shim comes before the sanitizer runtime; allow that.
 ScopedEnv* disk_full_after(const std::string& dir, uintmax_t limit) {

@@ -37,29 +37,6 @@
 namespace perfx::test {
 namespace {
 
-/// Sets an environment variable for the life of the object (the backend reads it when created).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      had_ = true;
-      old_ = old;
-    }
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      ::setenv(name_, old_.c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 std::unique_ptr<Backend> make_backend() {
   return create_backend("opencl", 1);
 }

@@ -11,6 +11,23 @@
 
 namespace perfx::test {
 
+ScopedEnv::ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars) {
+  for (const auto& [name, value] : vars) {
+    const char* old = std::getenv(name);
+    saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+    ::setenv(name, value.c_str(), 1);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+    if (it->second)
+      ::setenv(it->first.c_str(), it->second->c_str(), 1);
+    else
+      ::unsetenv(it->first.c_str());
+  }
+}
+
 std::string shared_dir() {
   const char* env = std::getenv("PERFX_SHARED_DIR");
   if (env && *env) return env;

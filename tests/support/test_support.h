@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace perfx::test {
@@ -30,6 +33,21 @@ inline std::vector<float> random_normal(size_t n, uint32_t seed) {
   for (auto& x : v) x = d(rng);
   return v;
 }
+
+/// Sets environment variables for the life of the object, then puts back what was there (the old
+/// value, or unset). Backends read their switches when created or at each use, child processes
+/// when started: the variable must outlive what reads it. Not thread-safe (setenv).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : ScopedEnv({{name, value}}) {}
+  ScopedEnv(std::initializer_list<std::pair<const char*, std::string>> vars);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 }  // namespace perfx::test
 
