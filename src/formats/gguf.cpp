@@ -131,6 +131,15 @@ bool ggml_to_dtype(uint32_t t, DType* out) {
   }
 }
 
+const char* const kGgmlTypeNames[] = {
+    "F32",   "F16",        "Q4_0",       "Q4_1",       "Q4_2",     "Q4_3",     "Q5_0",
+    "Q5_1",  "Q8_0",       "Q8_1",       "Q2_K",       "Q3_K",     "Q4_K",     "Q5_K",
+    "Q6_K",  "Q8_K",       "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",  "IQ1_S",    "IQ4_NL",
+    "IQ3_S", "IQ2_S",      "IQ4_XS",     "I8",         "I16",      "I32",      "I64",
+    "F64",   "IQ1_M",      "BF16",       "Q4_0_4_4",   "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",
+    "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4"};
+static_assert(sizeof kGgmlTypeNames / sizeof kGgmlTypeNames[0] == 40);
+
 // Known ggml type ids (including ones llama.cpp has since removed: 31-33, 36-38). 4 and 5 were
 // never valid in GGUF (Q4_2/Q4_3 were dropped before GGUF existed).
 bool ggml_type_known(uint32_t t) {
@@ -661,6 +670,16 @@ void write_metadata_only(const std::string& path, const std::map<std::string, Va
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+}
+
+std::string ggml_type_name(uint32_t type) {
+  return type < 40 ? kGgmlTypeNames[type] : "type " + std::to_string(type);
+}
+
+std::string unsupported_type_error(const File& f, const std::string& name, uint32_t type) {
+  return "tensor '" + name + "' in " + f.path() + " has type " + ggml_type_name(type) +
+         ", which this engine does not load; supported: F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K, "
+         "Q5_K, Q6_K";
 }
 
 const TensorView* File::find(const std::string& name) const {

@@ -43,9 +43,10 @@ class File : public TensorSource {
   /// byte-swapped versions -> "big-endian GGUF files are not supported"; tensor/metadata counts
   /// and array lengths are checked against the bytes left before anything is allocated; duplicate
   /// metadata keys or tensor names are errors; general.alignment (default 32) must be a power of
-  /// two; supported tensors must have ne[0] divisible by the block size (32 for Q4_0/Q4_1/Q8_0).
-  /// Supported ggml types -> DType: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 8, I8 24, I16 25, I32 26,
-  /// BF16 30. Tensor data is mmapped and aligned to general.alignment within the file.
+  /// two; supported tensors must have ne[0] divisible by the block size (32 for Q4_0/Q4_1/Q8_0,
+  /// 256 for the K-quants). Supported ggml types -> DType: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 8,
+  /// Q4_K 12, Q5_K 13, Q6_K 14, I8 24, I16 25, I32 26, BF16 30. Tensor data is mmapped and aligned
+  /// to general.alignment within the file.
   static std::unique_ptr<File> open(const std::string& path);
   /// The same validation over `size` bytes in memory (copied); `name` stands for the path in
   /// errors. open() maps the file and goes through the same code.
@@ -67,8 +68,9 @@ class File : public TensorSource {
   std::vector<int32_t> get_int_array(const std::string& key) const;
   const std::map<std::string, Value>& metadata() const { return kv_; }
 
-  /// Tensors with shape in PyTorch order (ne reversed). Unsupported ggml types (K-quants, IQ*) are
-  /// listed with their name in `unsupported_types()` and are not returned by find().
+  /// Tensors with shape in PyTorch order (ne reversed). Tensors of known but unsupported ggml types
+  /// (Q5_0, Q5_1, Q2_K, Q3_K, IQ*, F64, ...) are listed with their name in `unsupported_types()`
+  /// and are not returned by find(); a model loader must refuse them (unsupported_type_error).
   const TensorView* find(const std::string& name) const override;
   /// Names of the supported tensors (those find() returns), in file order.
   std::vector<std::string> names() const override;
@@ -85,6 +87,14 @@ class File : public TensorSource {
   std::vector<std::string> order_;
   std::map<std::string, uint32_t> unsupported_;
 };
+
+/// The ggml name of a type id ("Q5_0", "IQ2_XS", "F64"; "type N" for an unknown id). Never throws.
+std::string ggml_type_name(uint32_t type);
+
+/// The error for a tensor of a known ggml type this engine does not load: "tensor 'NAME' in PATH
+/// has type Q5_0, which this engine does not load; supported: F32, F16, BF16, ...". Never throws
+/// (returns the message).
+std::string unsupported_type_error(const File& f, const std::string& name, uint32_t type);
 
 /// Writes a GGUF v3 file with the given metadata and no tensors (e.g. a model's tokenizer.* keys,
 /// which Tokenizer::from_gguf reads back). Values are written with their stored types; an ARRAY's

@@ -56,13 +56,14 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend, const ModelOption
   const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
   const int64_t qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), hd = cfg_.head_dim;
 
+  check_layer_count(ck);  // before anything is loaded or allocated for the layers
   const TensorView& emb = require_tensor(ck, embed_name(nm));
   check(emb.shape.size() == 2 && emb.shape[0] == V && emb.shape[1] == H,
         "tensor '" + emb.name + "' has shape " + emb.shape_str() + ", expected [" + std::to_string(V) +
             ", " + std::to_string(H) + "]");
   embed_ = be_.load_embedding(emb);
   final_norm_ = be_.load_vector(require_vector(ck, final_norm_name(nm), H));
-  const TensorView* head = ck.source->find(lm_head_name(nm));
+  const TensorView* head = find_tensor(ck, lm_head_name(nm));  // an unsupported type: an error
   if (head) {
     check(head->shape.size() == 2 && head->shape[0] == V && head->shape[1] == H,
           "tensor '" + head->name + "' has shape " + head->shape_str() + ", expected [" +
@@ -90,7 +91,7 @@ LlamaModel::LlamaModel(const Checkpoint& ck, Backend& backend, const ModelOption
   }
   lm_head_ = be_.load_linear({s});
   if (nm == TensorNaming::Gguf) {
-    if (const TensorView* rf = ck.source->find("rope_freqs.weight")) {
+    if (const TensorView* rf = find_tensor(ck, "rope_freqs.weight")) {
       HostVector hv;
       append_vector(hv, *rf);
       check((int64_t)hv.data.size() == hd / 2, "rope_freqs.weight has " + std::to_string(hv.data.size()) +

@@ -132,8 +132,54 @@ std::string lm_head_name(TensorNaming n) {
   return n == TensorNaming::Gguf ? "output.weight" : "lm_head.weight";
 }
 
-const TensorView& require_tensor(const Checkpoint& ck, const std::string& name) {
+void check_layer_count(const Checkpoint& ck) {
+  const std::string prefix = ck.naming == TensorNaming::Gguf ? "blk." : "model.layers.";
+  const int64_t n = ck.config.num_hidden_layers;
+  const std::string key = ck.naming == TensorNaming::Gguf
+                              ? "its metadata says " + ck.config.model_type + ".block_count = "
+                              : "config says num_hidden_layers = ";
+  std::vector<std::string> names = ck.source->names();
+  if (ck.gguf)
+    for (const auto& [name, type] : ck.gguf->unsupported_types()) names.push_back(name);
+  int64_t max_layer = -1;
+  for (const std::string& name : names) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    size_t i = prefix.size();
+    int64_t layer = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9') {
+      layer = std::min<int64_t>(layer * 10 + (name[i] - '0'), int64_t(1) << 40);  // no overflow
+      ++i;
+    }
+    if (i == prefix.size() || i == name.size() || name[i] != '.') continue;  // not "PREFIX<N>."
+    if (layer >= n)
+      throw Error("checkpoint " + ck.path + " has layer " + std::to_string(layer) +
+                  "'s tensors (e.g. '" + name + "') but " + key + std::to_string(n));
+    max_layer = std::max(max_layer, layer);
+  }
+  if (max_layer < n - 1) {
+    // Named like require_tensor's error, before anything is allocated for n layers.
+    const std::string missing =
+        prefix + std::to_string(n - 1) +
+        (ck.naming == TensorNaming::Gguf ? ".attn_norm.weight" : ".input_layernorm.weight");
+    throw Error("missing tensor '" + missing + "' in " + ck.path + ": " + key + std::to_string(n) +
+                " but " +
+                (max_layer < 0 ? std::string("the checkpoint has no layer tensors")
+                               : "the checkpoint's last layer is " + std::to_string(max_layer)));
+  }
+}
+
+const TensorView* find_tensor(const Checkpoint& ck, const std::string& name) {
   const TensorView* t = ck.source->find(name);
+  if (!t && ck.gguf) {
+    const auto& un = ck.gguf->unsupported_types();
+    if (auto it = un.find(name); it != un.end())
+      throw Error(gguf::unsupported_type_error(*ck.gguf, name, it->second));
+  }
+  return t;
+}
+
+const TensorView& require_tensor(const Checkpoint& ck, const std::string& name) {
+  const TensorView* t = find_tensor(ck, name);
   if (!t) throw Error("missing tensor '" + name + "' in " + ck.path);
   return *t;
 }

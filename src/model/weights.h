@@ -47,7 +47,23 @@ std::string embed_name(TensorNaming n);
 std::string final_norm_name(TensorNaming n);
 std::string lm_head_name(TensorNaming n);
 
-/// The tensor `name`; throws perfx::Error "missing tensor 'name' in <path>" when absent.
+/// Compares the layers the checkpoint's tensors belong to ("model.layers.N." / "blk.N.", GGUF
+/// tensors of unsupported types included) with the configured layer count, before anything is
+/// allocated for the layers. Throws perfx::Error "checkpoint PATH has layer N's tensors (e.g.
+/// 'NAME') but config says num_hidden_layers = N" (GGUF: "its metadata says ARCH.block_count = N")
+/// when a tensor belongs to a layer past the count (llama.cpp refuses such files too), and
+/// "missing tensor '<layer N-1's input norm>' in PATH: config says num_hidden_layers = N but the
+/// checkpoint's last layer is M" when the last configured layer has no tensors (a count far beyond
+/// the checkpoint). Tensors outside the layers are not checked.
+void check_layer_count(const Checkpoint& ck);
+
+/// The tensor `name`, or nullptr when the checkpoint has no tensor of that name. Throws
+/// perfx::Error (gguf::unsupported_type_error: the name and its ggml type) when a GGUF holds it in
+/// a type this engine does not load, so an optional tensor (output.weight) is never skipped for
+/// its type.
+const TensorView* find_tensor(const Checkpoint& ck, const std::string& name);
+/// The tensor `name`; throws perfx::Error "missing tensor 'name' in <path>" when absent, or the
+/// find_tensor() error when it has an unsupported GGUF type.
 const TensorView& require_tensor(const Checkpoint& ck, const std::string& name);
 /// A 1-D tensor with `n` elements (norm weight, bias); shape checked.
 const TensorView& require_vector(const Checkpoint& ck, const std::string& name, int64_t n);

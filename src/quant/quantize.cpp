@@ -427,7 +427,7 @@ QuantizeSummary write_quantized(const QuantizeOptions& o, const Checkpoint& ck,
     const std::vector<float> n = to_f32(require_vector(ck, final_norm_name(ck.naming), H));
     wr.add(f16_tensor("model.norm.weight", n.data(), {H}));
   }
-  if (const TensorView* head = ck.source->find(lm_head_name(ck.naming))) {
+  if (const TensorView* head = find_tensor(ck, lm_head_name(ck.naming))) {
     check(head->shape.size() == 2 && head->shape[0] == V && head->shape[1] == H,
           "tensor '" + head->name + "' has shape " + head->shape_str());
     const std::vector<float> h = to_f32(*head);
