@@ -250,6 +250,13 @@ void validate_config(const ModelConfig& c, const std::string& origin, KeyName ke
       throw Error(origin + ": config key '" + key(k) + "' must be positive (got " +
                   std::to_string(v) + ")");
     }
+    // The engine holds sizes in int (kernels, KV cache): a larger value must be refused here,
+    // naming the key, not truncated later (head_dim 2^40 read as 0 deep in the backend).
+    if (v > std::numeric_limits<int32_t>::max()) {
+      throw Error(origin + ": config key '" + key(k) + "' is " + std::to_string(v) +
+                  ", out of range (at most " + std::to_string(std::numeric_limits<int32_t>::max()) +
+                  ")");
+    }
   };
   positive("vocab_size", c.vocab_size);
   positive("hidden_size", c.hidden_size);

@@ -635,3 +635,44 @@ TEST(HfConfig, FromGgufErrors) {
   EXPECT_THAT(err(attn), HasSubstr("'llama.rope.scaling.attn_factor' must be > 0 and finite (got "
                                    "-1.000000)"));
 }
+
+// A size past int32 was accepted and truncated later: head_dim 2^40 reached the backend as 0
+// ("check_kv: n_kv_heads 4 and head_dim 0 must be positive"). The parser names the key.
+TEST(HfConfig, SizesPastInt32AreRefusedNamingTheKey) {
+  std::string text = kLlama32_1B;
+  text.replace(text.find("\"head_dim\": 64"), 14, "\"head_dim\": 1099511627776");
+  EXPECT_THAT(parse_error(text), HasSubstr("test/config.json: config key 'head_dim' is "
+                                           "1099511627776, out of range (at most 2147483647)"));
+  text = kLlama32_1B;
+  text.replace(text.find("\"num_hidden_layers\": 16"), 23, "\"num_hidden_layers\": 4294967296");
+  EXPECT_THAT(parse_error(text), HasSubstr("config key 'num_hidden_layers' is 4294967296, out of"));
+  // The largest int32 still parses: the model refuses it against the tensors (weights.h).
+  text = kLlama32_1B;
+  text.replace(text.find("\"num_hidden_layers\": 16"), 23, "\"num_hidden_layers\": 2147483647");
+  EXPECT_EQ(parse(text).num_hidden_layers, 2147483647);
+}
+
+TEST(GgufConfig, SizesPastInt32AreRefusedNamingTheKey) {
+  auto build = [](const std::string& key, uint64_t v) {
+    GgufBuilder b;
+    b.kv_str("general.architecture", "llama").kv_u32("llama.context_length", 64);
+    for (const char* k : {"embedding_length", "block_count", "feed_forward_length",
+                          "attention.head_count", "attention.key_length"}) {
+      const std::string name = std::string("llama.") + k;
+      const uint64_t def = name == "llama.block_count"            ? 2
+                           : name == "llama.attention.head_count" ? 4
+                                                                  : 64;
+      b.kv(name, tb::kU64, tb::Bytes().u64(name == key ? v : def));
+    }
+    b.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f).kv_u32("llama.vocab_size", 8);
+    TempDir d;
+    tb::write_bytes(d.file("m.gguf"), b.build());
+    auto f = gguf::File::open(d.file("m.gguf"));
+    return error_of([&] { config_from_gguf(*f); });
+  };
+  EXPECT_THAT(build("llama.attention.key_length", uint64_t(1) << 40),
+              HasSubstr("config key 'llama.attention.key_length' is 1099511627776, out of range "
+                        "(at most 2147483647)"));
+  EXPECT_THAT(build("llama.block_count", uint64_t(1) << 32),
+              HasSubstr("config key 'llama.block_count' is 4294967296, out of range"));
+}
