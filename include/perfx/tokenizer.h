@@ -23,13 +23,17 @@ class Tokenizer {
   /// Loads dir/tokenizer.json plus dir/tokenizer_config.json (bos/eos, add_bos_token,
   /// chat_template) when present; a folder without tokenizer.json but with tokenizer.gguf (what
   /// `perfx quantize` writes for a GGUF model) loads that with from_gguf. Throws perfx::Error
-  /// naming the file for a missing file or unsupported model type.
+  /// naming the file for a missing file or unsupported model type, and for a post-processor BOS
+  /// id outside the vocabulary.
   static std::unique_ptr<Tokenizer> from_hf_dir(const std::string& dir);
   /// Same from the texts; `tokenizer_config_json` may be empty.
   static std::unique_ptr<Tokenizer> from_hf_json(const std::string& tokenizer_json,
                                                  const std::string& tokenizer_config_json);
   /// Loads the vocabulary embedded in a GGUF file (tokenizer.ggml.*; model "llama" = SentencePiece,
-  /// "gpt2" = byte-level BPE with the pre-tokenizer named by tokenizer.ggml.pre).
+  /// "gpt2" = byte-level BPE with the pre-tokenizer named by tokenizer.ggml.pre). Throws
+  /// perfx::Error naming the file for a missing or unsupported tokenizer and for a
+  /// tokenizer.ggml.bos_token_id outside the vocabulary (-1 or an id >= 2^31, such as 0xFFFFFFFF,
+  /// means "no BOS").
   static std::unique_ptr<Tokenizer> from_gguf(const gguf::File& f);
 
   /// Text -> ids. add_bos: prepend BOS (if the model has one). parse_special: recognise

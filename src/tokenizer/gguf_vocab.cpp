@@ -10,6 +10,7 @@
 // parse_special, skipped by decode(skip_special)); 4 user-defined are added tokens that are always
 // matched and kept on decode.
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
   t->vocab = std::move(vocab);
   t->finalize();
 
+  // An absent id, -1 or one >= 2^31 (llama.cpp writes 0xFFFFFFFF) means "no BOS"; any other id
+  // outside the vocabulary is a broken file, not a reason to drop the BOS silently.
+  if (const int64_t b = f.get_int("tokenizer.ggml.bos_token_id", -1);
+      b != -1 && b <= std::numeric_limits<int32_t>::max() && (b < 0 || b >= n))
+    throw Error(f.path() + ": tokenizer.ggml.bos_token_id " + std::to_string(b) +
+                " is not a token id (the vocabulary has " + std::to_string(n) + " tokens)");
   t->bos = id_or_none(f, "tokenizer.ggml.bos_token_id", n);
   // End of generation: EOS, plus the end-of-turn / end-of-message ids the file names.
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",

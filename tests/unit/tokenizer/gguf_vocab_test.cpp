@@ -103,6 +103,11 @@ class GgufWriter {
     raw(&v, 4);
     ++n_;
   }
+  void i32(const std::string& k, int32_t v) {
+    key(k, 5);
+    raw(&v, 4);
+    ++n_;
+  }
   void boolean(const std::string& k, bool v) {
     key(k, 7);
     const uint8_t b = v;
@@ -271,6 +276,45 @@ TEST(TokenizerGguf, UnsupportedModelOrPreIsAnError) {
   std::remove((dir + "/perfx_tok_t5.gguf").c_str());
   std::remove((dir + "/perfx_tok_pre.gguf").c_str());
   std::remove((dir + "/perfx_tok_none.gguf").c_str());
+}
+
+// A BOS id outside the vocabulary was dropped without a word (the prompt silently lost its BOS);
+// only -1 and ids >= 2^31 (llama.cpp's 0xFFFFFFFF) mean "no BOS".
+TEST(TokenizerGguf, BosIdOutsideTheVocabularyIsAnError) {
+  const std::string path =
+      ::testing::TempDir() + "/perfx_tok_bos_" + std::to_string(::getpid()) + ".gguf";
+  auto load = [&](auto set_bos) {
+    GgufWriter w;
+    w.str("tokenizer.ggml.model", "llama");
+    w.strs("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>",
+                                     "\xE2\x96\x81"
+                                     "a"});
+    w.f32s("tokenizer.ggml.scores", {0, 0, 0, -1});
+    set_bos(w);
+    w.write(path);
+    auto f = gguf::File::open(path);
+    return Tokenizer::from_gguf(*f);
+  };
+  for (int32_t bad : {9999, 4, -2}) {
+    try {
+      load([&](GgufWriter& w) { w.i32("tokenizer.ggml.bos_token_id", bad); });
+      ADD_FAILURE() << "bos " << bad << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), path + ": tokenizer.ggml.bos_token_id " +
+                                           std::to_string(bad) +
+                                           " is not a token id (the vocabulary has 4 tokens)");
+    }
+  }
+  EXPECT_EQ(load([](GgufWriter& w) { w.u32("tokenizer.ggml.bos_token_id", 1); })->encode("a", true),
+            (std::vector<int32_t>{1, 3}));
+  for (auto none : {+[](GgufWriter& w) { w.i32("tokenizer.ggml.bos_token_id", -1); },
+                    +[](GgufWriter& w) { w.u32("tokenizer.ggml.bos_token_id", 0xFFFFFFFFu); },
+                    +[](GgufWriter&) {}}) {
+    auto tok = load(none);
+    EXPECT_EQ(tok->bos_id(), -1);
+    EXPECT_EQ(tok->encode("a", true), (std::vector<int32_t>{3}));
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -219,5 +219,27 @@ TEST(TokParts, ConfigTokensAndTemplates) {
                Error);
 }
 
+// A post-processor BOS id outside the vocabulary (9999 of 8 tokens) was put in front of every
+// prompt as an id the model does not have, or dropped: an error naming the id and the size.
+TEST(TokParts, PostProcessorBosIdOutsideTheVocabularyIsAnError) {
+  for (const char* bad : {"9999", "8", "-2"}) {
+    std::string j = kMetaspaceJson;
+    for (size_t p; (p = j.find("SCHEME")) != std::string::npos;) j.replace(p, 6, "first");
+    const std::string ids = "\"ids\": [4]";
+    j.replace(j.find(ids), ids.size(), "\"ids\": [" + std::string(bad) + "]");
+    try {
+      Tokenizer::from_hf_json(j, "");
+      ADD_FAILURE() << bad << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find(std::string("post_processor BOS id ") + bad +
+                                     " ('<s>') is not a token id (the vocabulary has 8 tokens)"),
+          std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(metaspace_tok("first")->encode("ab", true), (Ids{4, 7}));  // the id in range: kept
+}
+
 }  // namespace
 }  // namespace perfx::tok
