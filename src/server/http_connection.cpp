@@ -177,22 +177,35 @@ class SocketStream : public httplib::Stream {
     return Clock::now() + std::chrono::seconds(read_sec_) + std::chrono::microseconds(read_usec_);
   }
 
-  // Reads until the end of the header block is buffered, and adds "Content-Length: 0" where the
-  // request has no body framing. The whole block must arrive within one read timeout (a client
-  // trickling bytes cannot hold the connection longer) and stop() ends the wait within 50 ms: then
-  // returns false (drop the connection). At EOF or a socket error returns true with what was read
-  // (httplib then reports the error). Sets `too_large` when the block exceeds kMaxHeaderBlockBytes
-  // or one header line kMaxHeaderLineBytes (the caller answers 431).
+  // Finds the header block buffered from off_: `start` is its request line (after any stray empty
+  // lines, RFC 9112 §2.2), `end` just past the empty line that ends it. A line ends at LF, with
+  // or without CR before it (a bare LF is a line terminator, RFC 9112 §2.2, as nginx takes it).
+  // False while the block is incomplete.
+  bool find_header_block(size_t& start, size_t& end) const {
+    start = pending_.find_first_not_of("\r\n", off_);
+    if (start == std::string::npos) return false;
+    for (size_t line = start, lf; (lf = pending_.find('\n', line)) != std::string::npos;
+         line = lf + 1) {
+      if (lf == line || (lf == line + 1 && pending_[line] == '\r')) {
+        end = lf + 1;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Reads until the end of the header block is buffered, ends each of its lines with CRLF (httplib
+  // takes only CRLF), and adds "Content-Length: 0" where the request has no body framing. The
+  // whole block must arrive within one read timeout (a client trickling bytes cannot hold the
+  // connection longer) and stop() ends the wait within 50 ms: then returns false (drop the
+  // connection). At EOF or a socket error returns true with what was read (httplib then reports
+  // the error). Sets `too_large` when the block exceeds kMaxHeaderBlockBytes or one header line
+  // kMaxHeaderLineBytes (the caller answers 431).
   bool read_header_block(std::string& too_large) {
     too_large.clear();
     const auto deadline = read_deadline();
-    // The block starts after any stray CRLFs (RFC 9112 §2.2) and ends at the first empty line.
-    auto block_end = [this](size_t& start) {
-      start = pending_.find_first_not_of("\r\n", off_);
-      return start == std::string::npos ? std::string::npos : pending_.find("\r\n\r\n", start);
-    };
-    size_t start = 0;
-    while (block_end(start) == std::string::npos) {
+    size_t start = 0, end = 0;
+    while (!find_header_block(start, end)) {
       if (pending_.size() - off_ > kMaxHeaderBlockBytes) {
         too_large = too_large_block();
         return true;
@@ -204,14 +217,22 @@ class SocketStream : public httplib::Stream {
       if (n <= 0) return true;
       pending_.append(buf_, (size_t)n);
     }
-    pending_.erase(off_, start - off_);  // httplib would take a stray CRLF for the request line
-    const size_t end = block_end(start);
-    if (end + 4 - off_ > kMaxHeaderBlockBytes) {
+    // A stray CRLF would be taken for the request line by httplib.
+    std::string block;
+    for (size_t line = start, lf; line < end; line = lf + 1) {
+      lf = pending_.find('\n', line);
+      block.append(pending_, line, lf - line - (lf > line && pending_[lf - 1] == '\r'));
+      block += "\r\n";
+    }
+    pending_.replace(off_, end - off_, block);
+    start = off_;
+    end = off_ + block.size();  // just past the CRLF of the empty line
+    if (end - off_ > kMaxHeaderBlockBytes) {
       too_large = too_large_block();
       return true;
     }
     const size_t first = pending_.find("\r\n", start);  // the end of the request line
-    for (size_t line = first + 2; line < end + 2;) {    // header lines (the request line: 414)
+    for (size_t line = first + 2; line < end - 2;) {    // header lines (the request line: 414)
       const size_t next = pending_.find("\r\n", line);
       // Counted with its CRLF, as httplib's read_headers() counts it (it answers a bare 400 to a
       // line over CPPHTTPLIB_HEADER_MAX_LENGTH): every line it would refuse gets this 431.
@@ -230,12 +251,11 @@ class SocketStream : public httplib::Stream {
     size_t line = start;
     const std::string method = pending_.substr(line, pending_.find(' ', line) - line);
     if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return true;
-    for (line = pending_.find("\r\n", line) + 2; line < end + 2;
-         line = pending_.find("\r\n", line) + 2) {
+    for (line = first + 2; line < end - 2; line = pending_.find("\r\n", line) + 2) {
       const std::string name = lower(pending_.substr(line, pending_.find(':', line) - line));
       if (name == "content-length" || name == "transfer-encoding") return true;
     }
-    pending_.insert(end + 2, "Content-Length: 0\r\n");
+    pending_.insert(end - 2, "Content-Length: 0\r\n");
     return true;
   }
 

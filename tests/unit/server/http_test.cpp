@@ -809,5 +809,40 @@ TEST(Http, RequestsNamingPathsGetCleanErrors) {
   EXPECT_EQ(r->body.find("root:"), std::string::npos) << r->body;
 }
 
+// The responses in `got` (each starts a line with "HTTP/1.1 ").
+int responses_in(const std::string& got) {
+  int n = got.rfind("HTTP/1.1 ", 0) == 0 ? 1 : 0;
+  for (size_t k = got.find("\r\nHTTP/1.1 "); k != std::string::npos;
+       k = got.find("\r\nHTTP/1.1 ", k + 2))
+    ++n;
+  for (size_t k = got.find("}HTTP/1.1 "); k != std::string::npos; k = got.find("}HTTP/1.1 ", k + 1))
+    ++n;  // one after a JSON body
+  return n;
+}
+
+// A pipelined request after each refused one: served, it would answer {"status":"ok"}.
+const std::string kPipelinedHealth = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+
+// Probe: a header block ending in bare LFs ("\n\n") waited for "\r\n\r\n" until the read timeout
+// (30 s). A single LF is accepted as a line terminator (RFC 9112 §2.2; nginx does the same),
+// pipelined requests and a body included.
+TEST(Http, BareLfLineEndingsAreAccepted) {
+  HttpOptions ho;
+  ho.read_timeout_s = 60;
+  TestServer s({}, {}, ho);
+  std::string r = raw_exchange(s.port,
+                               "GET /health HTTP/1.1\nHost: x\n\n"
+                               "GET /v1/models HTTP/1.1\r\nHost: x\nConnection: close\n\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_EQ(responses_in(r), 2) << r;
+  EXPECT_NE(r.find("\"status\":\"ok\""), std::string::npos) << r;
+  EXPECT_NE(r.find("fake-model"), std::string::npos) << r;
+  const std::string body = R"({"prompt": "hi", "max_tokens": 1})";
+  r = raw_exchange(s.port, "POST /v1/completions HTTP/1.1\nHost: x\nContent-Length: " +
+                               std::to_string(body.size()) + "\nConnection: close\n\n" + body);
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("text_completion"), std::string::npos) << r;
+}
+
 }  // namespace
 }  // namespace perfx::server
