@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -64,6 +66,30 @@ std::string lower(std::string s) {
   return s;
 }
 
+// `s` for an error message: at most 60 bytes, printable ASCII only (the message goes into JSON).
+std::string printable(std::string s) {
+  if (s.size() > 60) s = s.substr(0, 60) + "...";
+  for (char& c : s)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return s;
+}
+
+// True for an RFC 9110 token (a method, a header name): one or more tchars.
+bool is_token(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isalnum((unsigned char)c) && !std::strchr("!#$%&'*+-.^_`|~", c)) return false;
+  return true;
+}
+
+// A request the connection answers itself, then closes: its header block is too large, or its
+// framing cannot be trusted (httplib would misread it). `status` 0: none.
+struct Refusal {
+  int status = 0;
+  const char* reason = "";
+  std::string message, code;
+};
+
 // A blocking socket stream with a small read buffer (httplib reads request lines byte by byte).
 // It also reads each request's header block ahead and gives a body-carrying method without
 // Content-Length or Transfer-Encoding "Content-Length: 0": such a request has no body (RFC 9112
@@ -79,11 +105,12 @@ class SocketStream : public httplib::Stream {
         write_usec_(wu),
         stopping_(std::move(stopping)) {}
 
-  /// The next request starts: reads its header block ahead. Returns false when the connection is
-  /// to be dropped without an answer (the server is stopping, or the whole block did not arrive
-  /// within the read timeout); else true, with `too_large` "" or, when the block is too large, the
-  /// message of the 431 to answer.
-  bool begin_request(std::string& too_large) { return read_header_block(too_large); }
+  /// The next request starts: reads its header block ahead and checks it. Returns false when the
+  /// connection is to be dropped without an answer (the server is stopping, or the whole block did
+  /// not arrive within the read timeout); else true, with `refusal` the answer to give before
+  /// closing (431 for a block too large, 400/501/505 for a request line httplib cannot parse), or
+  /// status 0 when httplib is to serve the request.
+  bool begin_request(Refusal& refusal) { return read_header_block(refusal); }
   /// Bytes already read from the socket and not yet consumed (a pipelined request).
   bool has_pending() const { return off_ < pending_.size(); }
 
@@ -199,15 +226,15 @@ class SocketStream : public httplib::Stream {
   // whole block must arrive within one read timeout (a client trickling bytes cannot hold the
   // connection longer) and stop() ends the wait within 50 ms: then returns false (drop the
   // connection). At EOF or a socket error returns true with what was read (httplib then reports
-  // the error). Sets `too_large` when the block exceeds kMaxHeaderBlockBytes or one header line
-  // kMaxHeaderLineBytes (the caller answers 431).
-  bool read_header_block(std::string& too_large) {
-    too_large.clear();
+  // the error). Sets `refusal` when the block exceeds kMaxHeaderBlockBytes or one header line
+  // kMaxHeaderLineBytes (431), or check_request() refuses it.
+  bool read_header_block(Refusal& refusal) {
+    refusal = Refusal();
     const auto deadline = read_deadline();
     size_t start = 0, end = 0;
     while (!find_header_block(start, end)) {
       if (pending_.size() - off_ > kMaxHeaderBlockBytes) {
-        too_large = too_large_block();
+        refusal = too_large_block();
         return true;
       }
       const int r = wait_readable_until(deadline);
@@ -228,7 +255,7 @@ class SocketStream : public httplib::Stream {
     start = off_;
     end = off_ + block.size();  // just past the CRLF of the empty line
     if (end - off_ > kMaxHeaderBlockBytes) {
-      too_large = too_large_block();
+      refusal = too_large_block();
       return true;
     }
     const size_t first = pending_.find("\r\n", start);  // the end of the request line
@@ -239,15 +266,15 @@ class SocketStream : public httplib::Stream {
       if (next + 2 - line > kMaxHeaderLineBytes) {
         std::string name = pending_.substr(line, std::min(next, pending_.find(':', line)) - line);
         if (name.size() > 40) name = name.substr(0, 40) + "...";
-        for (char& c : name)  // the message goes into JSON: printable ASCII only
-          if (c < 0x20 || c > 0x7e) c = '?';
-        too_large = "The request header line '" + name + ": ...' is " +
-                    std::to_string(next + 2 - line) + " bytes with its CRLF; the limit is " +
-                    std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
+        refusal = too_large_block();
+        refusal.message = "The request header line '" + printable(name) + ": ...' is " +
+                          std::to_string(next + 2 - line) + " bytes with its CRLF; the limit is " +
+                          std::to_string(kMaxHeaderLineBytes) + " bytes per line.";
         return true;
       }
       line = next + 2;
     }
+    if (!check_request_line(pending_.substr(start, first - start), refusal)) return true;
     size_t line = start;
     const std::string method = pending_.substr(line, pending_.find(' ', line) - line);
     if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return true;
@@ -259,9 +286,46 @@ class SocketStream : public httplib::Stream {
     return true;
   }
 
-  static std::string too_large_block() {
-    return "The request's header block exceeds the limit of " +
-           std::to_string(kMaxHeaderBlockBytes / 1024) + " KiB (request line and headers).";
+  // A request line httplib cannot parse (it answers 400 and then reads each header line as a
+  // request of its own): false, with `refusal` 400 for a malformed line, 501 for a method httplib
+  // does not know, 505 for an HTTP version other than 1.0 and 1.1.
+  static bool check_request_line(const std::string& line, Refusal& refusal) {
+    const size_t sp1 = line.find(' ');
+    const size_t sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+    const std::string method = line.substr(0, sp1);
+    const std::string version = sp2 == std::string::npos ? "" : line.substr(sp2 + 1);
+    const bool version_ok = version.size() == 8 && version.compare(0, 5, "HTTP/") == 0 &&
+                            std::isdigit((unsigned char)version[5]) && version[6] == '.' &&
+                            std::isdigit((unsigned char)version[7]);
+    if (sp2 == sp1 + 1 || !is_token(method) || !version_ok) {  // sp2 npos too
+      refusal = {400, "Bad Request",
+                 "Malformed request line '" + printable(line) +
+                     "': expected METHOD TARGET HTTP/1.1, separated by single spaces.",
+                 "invalid_request_line"};
+      return false;
+    }
+    static const char* const kMethods[] = {"GET",     "HEAD",    "POST",  "PUT",   "DELETE",
+                                           "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
+    if (std::find(std::begin(kMethods), std::end(kMethods), method) == std::end(kMethods)) {
+      refusal = {501, "Not Implemented",
+                 "The method '" + printable(method) + "' is not implemented by this server.",
+                 "method_not_implemented"};
+      return false;
+    }
+    if (version != "HTTP/1.1" && version != "HTTP/1.0") {
+      refusal = {505, "HTTP Version Not Supported",
+                 "The HTTP version '" + version + "' is not supported; use HTTP/1.1 (or 1.0).",
+                 "http_version_not_supported"};
+      return false;
+    }
+    return true;
+  }
+
+  static Refusal too_large_block() {
+    return {431, "Request Header Fields Too Large",
+            "The request's header block exceeds the limit of " +
+                std::to_string(kMaxHeaderBlockBytes / 1024) + " KiB (request line and headers).",
+            "request_header_fields_too_large"};
   }
 
   int fd_;
@@ -494,13 +558,13 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
       }
       if (!readable) break;
       bool connection_closed = false;
-      std::string too_large;
-      if (!strm.begin_request(too_large)) break;  // stopping, or the headers took too long
-      if (!too_large.empty()) {
+      Refusal refusal;
+      if (!strm.begin_request(refusal)) break;  // stopping, or the headers took too long
+      if (refusal.status != 0) {  // the rest of the stream cannot be read as requests: close
         t_client_socket = -1;
-        answer_and_close(sock, 431, "Request Header Fields Too Large",
-                         ApiError(431, too_large, "invalid_request_error", "",
-                                  "request_header_fields_too_large"));
+        answer_and_close(
+            sock, refusal.status, refusal.reason,
+            ApiError(refusal.status, refusal.message, "invalid_request_error", "", refusal.code));
         closed = true;
         return false;
       }

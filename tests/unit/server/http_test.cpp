@@ -823,6 +823,32 @@ int responses_in(const std::string& got) {
 // A pipelined request after each refused one: served, it would answer {"status":"ok"}.
 const std::string kPipelinedHealth = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
 
+// Probe: a request line httplib cannot parse (unknown method, HTTP/2.0) got one bare 400 per
+// header line: the headers were read as requests of their own, `Connection: close` went unseen,
+// and a pipelined request after them was served. Now one answer (501 for an unknown method, 505
+// for another HTTP version, 400 for a malformed line), naming what was wrong, and the connection
+// closes: the request's framing is unknown, so nothing after it can be trusted.
+TEST(Http, AnUnparseableRequestLineGetsOneAnswerAndTheConnectionCloses) {
+  TestServer s;
+  struct Case {
+    std::string line, status, says;
+  };
+  for (const Case& c :
+       {Case{"BREW / HTTP/1.1", "501", "'BREW'"}, Case{"GET / HTTP/2.0", "505", "'HTTP/2.0'"},
+        Case{"GET / HTTP/1.1 extra", "400", "Malformed request line"},
+        Case{"GET /health", "400", "Malformed request line"},
+        Case{"hello", "400", "Malformed request line"}}) {
+    const std::string r = raw_exchange(
+        s.port, c.line + "\r\nHost: x\r\nConnection: close\r\nX-A: 1\r\n\r\n" + kPipelinedHealth);
+    EXPECT_EQ(r.rfind("HTTP/1.1 " + c.status, 0), 0u) << c.line << ": " << r;
+    EXPECT_EQ(responses_in(r), 1) << c.line << ": " << r;
+    EXPECT_NE(r.find(c.says), std::string::npos) << c.line << ": " << r;
+    EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos) << c.line << ": " << r;
+    EXPECT_EQ(r.find("\"status\":\"ok\""), std::string::npos) << c.line << ": " << r;
+  }
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
 // Probe: a header block ending in bare LFs ("\n\n") waited for "\r\n\r\n" until the read timeout
 // (30 s). A single LF is accepted as a line terminator (RFC 9112 §2.2; nginx does the same),
 // pipelined requests and a body included.
