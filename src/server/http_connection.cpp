@@ -97,12 +97,14 @@ struct Refusal {
 // data waited for the 30 s read timeout).
 class SocketStream : public httplib::Stream {
  public:
-  SocketStream(int fd, time_t rs, time_t ru, time_t ws, time_t wu, std::function<bool()> stopping)
+  SocketStream(int fd, time_t rs, time_t ru, time_t ws, time_t wu, size_t max_body,
+               std::function<bool()> stopping)
       : fd_(fd),
         read_sec_(rs),
         read_usec_(ru),
         write_sec_(ws),
         write_usec_(wu),
+        max_body_(max_body),
         stopping_(std::move(stopping)) {}
 
   /// The next request starts: reads its header block ahead and checks it. Returns false when the
@@ -113,6 +115,9 @@ class SocketStream : public httplib::Stream {
   bool begin_request(Refusal& refusal) { return read_header_block(refusal); }
   /// Bytes already read from the socket and not yet consumed (a pipelined request).
   bool has_pending() const { return off_ < pending_.size(); }
+  /// The request's Content-Length is over the body limit: httplib was given no body (it answers
+  /// 413) and the connection is to close, its unread body drained (drain_and_close).
+  bool body_refused() const { return body_refused_; }
 
   bool is_readable() const override {
     return off_ < pending_.size() || wait_readable_until(read_deadline()) > 0;
@@ -122,10 +127,15 @@ class SocketStream : public httplib::Stream {
   }
 
   ssize_t read(char* ptr, size_t size) override {
+    if (body_refused_) {  // the header block only: httplib's skip of the body ends at once
+      if (block_left_ == 0) return -1;
+      size = std::min(size, block_left_);
+    }
     if (off_ < pending_.size()) {
       size_t n = std::min(size, pending_.size() - off_);
       std::memcpy(ptr, pending_.data() + off_, n);
       off_ += n;
+      if (body_refused_) block_left_ -= n;
       if (off_ == pending_.size()) {
         pending_.clear();
         off_ = 0;
@@ -275,15 +285,55 @@ class SocketStream : public httplib::Stream {
       line = next + 2;
     }
     if (!check_request_line(pending_.substr(start, first - start), refusal)) return true;
-    size_t line = start;
-    const std::string method = pending_.substr(line, pending_.find(' ', line) - line);
-    if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE") return true;
-    for (line = first + 2; line < end - 2; line = pending_.find("\r\n", line) + 2) {
-      const std::string name = lower(pending_.substr(line, pending_.find(':', line) - line));
-      if (name == "content-length" || name == "transfer-encoding") return true;
-    }
-    pending_.insert(end - 2, "Content-Length: 0\r\n");
+    check_body_framing(first, end, refusal);
     return true;
+  }
+
+  // Checks the headers that frame the body of the request whose request line ends at `first` and
+  // whose header block at `end`, where httplib would misread them: it reads Content-Length with
+  // strtoull ("-5" is 2^64 - 5, "abc" 0) and skips a body over the limit before answering 413
+  // (5 GB announced: the read timeout). An invalid Content-Length is refused (`refusal` 400). A
+  // body over the limit is not read: body_refused_ is set and "Connection: close" added, so that
+  // httplib answers 413 at once (read() gives it no body) and the connection closes after it. A
+  // body method with no framing gets "Content-Length: 0".
+  void check_body_framing(size_t first, size_t end, Refusal& refusal) {
+    bool has_length = false, has_te = false;
+    uint64_t length = 0;
+    for (size_t line = first + 2, next; line < end - 2; line = next + 2) {
+      next = pending_.find("\r\n", line);
+      const size_t colon = std::min(next, pending_.find(':', line));
+      const std::string name = lower(pending_.substr(line, colon - line));
+      if (name == "transfer-encoding") has_te = true;
+      if (name != "content-length") continue;
+      size_t b = std::min(colon + 1, next), e = next;  // the value, without white space around it
+      while (b < e && (pending_[b] == ' ' || pending_[b] == '\t')) ++b;
+      while (e > b && (pending_[e - 1] == ' ' || pending_[e - 1] == '\t')) --e;
+      const std::string value = pending_.substr(b, e - b);
+      if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos) {
+        refusal = {400, "Bad Request",
+                   "The Content-Length header '" + printable(value) +
+                       "' is not a non-negative decimal integer.",
+                   "invalid_content_length"};
+        return;
+      }
+      uint64_t v = 0;  // saturates: any value this large is over the limit
+      for (char c : value)
+        v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (uint64_t)(c - '0');
+      has_length = true;
+      length = v;
+    }
+    const std::string method = pending_.substr(off_, pending_.find(' ', off_) - off_);
+    if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE" &&
+        method != "PRI")  // the methods whose body httplib reads
+      return;
+    if (!has_length && !has_te) {
+      pending_.insert(end - 2, "Content-Length: 0\r\n");
+    } else if (has_length && length > max_body_) {
+      const std::string close = "Connection: close\r\n";  // first: httplib reads the first
+      pending_.insert(first + 2, close);
+      body_refused_ = true;
+      block_left_ = end + close.size() - off_;
+    }
   }
 
   // A request line httplib cannot parse (it answers 400 and then reads each header line as a
@@ -330,17 +380,43 @@ class SocketStream : public httplib::Stream {
 
   int fd_;
   time_t read_sec_, read_usec_, write_sec_, write_usec_;
+  size_t max_body_;                 // a larger Content-Length gets 413 without reading the body
   std::function<bool()> stopping_;  // true once the server stops
+  bool body_refused_ = false;       // see body_refused()
+  size_t block_left_ = 0;           // while body_refused_: header block bytes not yet read
   mutable bool stopped_ = false;    // a read gave up because the server stops
   char buf_[4096];
   std::string pending_;  // bytes read from the socket and not yet returned, from off_
   size_t off_ = 0;
 };
 
-// Writes a complete error response ("Connection: close") on `fd`, then half-closes and drains
-// what the client still sends, so that closing does not reset the connection before the client has
-// read the response. The drain ends after 50 ms without input and at most 100 ms in all (a client
-// trickling bytes cannot hold the refusing thread, or a stopping server, longer).
+// Half-closes `fd` and reads and drops what the client still sends, then closes it: closing with
+// unread input would reset the connection, and the client could lose the response it has not read
+// yet. The drain ends at the client's EOF, after `idle` without input, after `total`, or when
+// `stopping` (if set) says the server stops.
+void drain_and_close(int fd, Clock::duration idle, Clock::duration total,
+                     const std::function<bool()>& stopping = nullptr) {
+  shutdown(fd, SHUT_WR);
+  char buf[16384];
+  const auto deadline = Clock::now() + total;
+  auto quiet_until = Clock::now() + idle;
+  while (!(stopping && stopping())) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::min(deadline, quiet_until) - Clock::now());
+    if (left.count() <= 0) break;
+    const int r = wait_fd(fd, POLLIN, 0, std::min<long long>(left.count(), 50000));
+    if (r < 0) break;
+    if (r == 0) continue;
+    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+    quiet_until = Clock::now() + idle;
+  }
+  close(fd);
+}
+
+// Writes a complete error response ("Connection: close") on `fd`, then closes it with a short
+// drain: it ends after 50 ms without input and at most 100 ms in all (a client trickling bytes
+// cannot hold the refusing thread, or a stopping server, longer).
 void answer_and_close(int fd, int status, const char* reason, const ApiError& e) {
   const std::string body = e.body();
   const std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason +
@@ -355,18 +431,7 @@ void answer_and_close(int fd, int status, const char* reason, const ApiError& e)
     if (n <= 0) break;
     sent += (size_t)n;
   }
-  shutdown(fd, SHUT_WR);
-  char buf[16384];
-  const auto deadline = Clock::now() + std::chrono::milliseconds(100);
-  while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
-    if (left.count() <= 0 || wait_fd(fd, POLLIN, 0, std::min<long long>(left.count(), 50000)) <= 0)
-      break;
-    const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
-  }
-  close(fd);
+  drain_and_close(fd, std::chrono::milliseconds(50), std::chrono::milliseconds(100));
 }
 
 // Set on the thread that refuses connections over the limit; t_refuse_silently when the server is
@@ -536,7 +601,7 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
       return false;
     }
     SocketStream strm(sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,
-                      write_timeout_usec_, stopping);
+                      write_timeout_usec_, payload_max_length_, stopping);
     t_client_socket = sock;
     size_t count = keep_alive_max_count_;
     while (count > 0) {
@@ -569,6 +634,15 @@ bool ConnectionAwareServer::process_and_close_socket(socket_t sock) {
         return false;
       }
       ret = process_request(strm, count == 1, connection_closed, [](httplib::Request&) {});
+      if (strm.body_refused()) {  // answered 413 without reading the body: drain it, then close
+        t_client_socket = -1;
+        drain_and_close(
+            sock, std::chrono::seconds(1),
+            std::chrono::seconds(read_timeout_sec_) + std::chrono::microseconds(read_timeout_usec_),
+            stopping);
+        closed = true;
+        break;
+      }
       if (!ret || connection_closed) break;
       --count;
     }

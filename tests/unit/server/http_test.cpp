@@ -849,6 +849,39 @@ TEST(Http, AnUnparseableRequestLineGetsOneAnswerAndTheConnectionCloses) {
   EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
 
+// Probe: `Content-Length: 5000000000` (over the body limit) got its 413 only after httplib had
+// tried to skip 5 GB (the read timeout, 30 s), and `Content-Length: -5` (strtoull: 2^64 - 5) the
+// same wait, then no answer at all. Both are answered as soon as the header block is in: the
+// read timeout here is 60 s and raw_exchange() gives up after 10 s, so an answer proves that no
+// timeout was waited for.
+TEST(Http, AnOversizedOrInvalidContentLengthIsAnsweredAtOnce) {
+  HttpOptions ho;
+  ho.read_timeout_s = 60;
+  TestServer s({}, {}, ho);
+  const std::string post =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+  for (const char* len : {"5000000000", "99999999999999999999999"}) {
+    const std::string r = raw_exchange(s.port, post + "Content-Length: " + len + "\r\n\r\n{");
+    EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << len << ": " << r;
+    EXPECT_NE(r.find("(perfx serve --max-body-mib)"), std::string::npos) << len << ": " << r;
+    EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos) << len << ": " << r;
+  }
+  for (const char* len : {"-5", "abc", "5x", "+5", "0x10", ""}) {
+    const std::string r = raw_exchange(s.port, post + "Content-Length: " + len + "\r\n\r\n{}");
+    EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << len << ": " << r;
+    EXPECT_NE(r.find("The Content-Length header '" + std::string(len) +
+                     "' is not a non-negative decimal integer."),
+              std::string::npos)
+        << len << ": " << r;
+    EXPECT_EQ(responses_in(r), 1) << len << ": " << r;
+  }
+  // The 413 is counted like any other.
+  EXPECT_NE(s.client()
+                .Get("/metrics")
+                ->body.find("perfx_http_requests_total{route=\"/v1/completions\",code=\"413\"} 2"),
+            std::string::npos);
+}
+
 // Probe: a header block ending in bare LFs ("\n\n") waited for "\r\n\r\n" until the read timeout
 // (30 s). A single LF is accepted as a line terminator (RFC 9112 §2.2; nginx does the same),
 // pipelined requests and a body included.
