@@ -290,25 +290,41 @@ class SocketStream : public httplib::Stream {
   }
 
   // Checks the headers that frame the body of the request whose request line ends at `first` and
-  // whose header block at `end`, where httplib would misread them: it reads Content-Length with
-  // strtoull ("-5" is 2^64 - 5, "abc" 0) and skips a body over the limit before answering 413
-  // (5 GB announced: the read timeout). An invalid Content-Length is refused (`refusal` 400). A
-  // body over the limit is not read: body_refused_ is set and "Connection: close" added, so that
-  // httplib answers 413 at once (read() gives it no body) and the connection closes after it. A
-  // body method with no framing gets "Content-Length: 0".
+  // whose header block at `end`, where httplib would misread them (RFC 9112 §6.3): it ignores a
+  // header named with white space before the colon ("Content-Length : 5"), takes the first of two
+  // different Content-Length values, lets Transfer-Encoding win over Content-Length, reads
+  // Content-Length with strtoull ("-5" is 2^64 - 5, "abc" 0), reads no body of a GET, and skips a
+  // body over the limit before answering 413 (5 GB announced: the read timeout). Each but the last
+  // is refused (`refusal`: 400, or 501 for a transfer coding other than chunked): the body's
+  // length is unknown or ambiguous. A body over the limit is not read: body_refused_ is set and
+  // "Connection: close" added, so that httplib answers 413 at once (read() gives it no body) and
+  // the connection closes after it. A body method with no framing gets "Content-Length: 0".
   void check_body_framing(size_t first, size_t end, Refusal& refusal) {
     bool has_length = false, has_te = false;
     uint64_t length = 0;
+    std::string length_text, te;
     for (size_t line = first + 2, next; line < end - 2; line = next + 2) {
       next = pending_.find("\r\n", line);
       const size_t colon = std::min(next, pending_.find(':', line));
-      const std::string name = lower(pending_.substr(line, colon - line));
-      if (name == "transfer-encoding") has_te = true;
-      if (name != "content-length") continue;
-      size_t b = std::min(colon + 1, next), e = next;  // the value, without white space around it
+      const std::string name = pending_.substr(line, colon - line);
+      if (colon == next || !is_token(name)) {  // obs-fold too (a line starting with white space)
+        refusal = {400, "Bad Request",
+                   "Malformed header line '" + printable(pending_.substr(line, next - line)) +
+                       "': expected Name: value, with no white space before the colon.",
+                   "invalid_header"};
+        return;
+      }
+      const std::string key = lower(name);
+      if (key != "content-length" && key != "transfer-encoding") continue;
+      size_t b = colon + 1, e = next;  // the value, without white space around it
       while (b < e && (pending_[b] == ' ' || pending_[b] == '\t')) ++b;
       while (e > b && (pending_[e - 1] == ' ' || pending_[e - 1] == '\t')) --e;
       const std::string value = pending_.substr(b, e - b);
+      if (key == "transfer-encoding") {
+        te += (has_te ? ", " : "") + value;
+        has_te = true;
+        continue;
+      }
       if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos) {
         refusal = {400, "Bad Request",
                    "The Content-Length header '" + printable(value) +
@@ -319,13 +335,43 @@ class SocketStream : public httplib::Stream {
       uint64_t v = 0;  // saturates: any value this large is over the limit
       for (char c : value)
         v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (uint64_t)(c - '0');
+      if (has_length && v != length) {
+        refusal = {400, "Bad Request",
+                   "Conflicting Content-Length headers (" + length_text + " and " +
+                       printable(value) + "): the body's length is ambiguous.",
+                   "conflicting_content_length"};
+        return;
+      }
       has_length = true;
       length = v;
+      length_text = printable(value);
+    }
+    if (has_length && has_te) {
+      refusal = {400, "Bad Request",
+                 "The request has both Content-Length and Transfer-Encoding headers: the body's "
+                 "length is ambiguous; send one of them.",
+                 "conflicting_content_length"};
+      return;
+    }
+    if (has_te && lower(te) != "chunked") {
+      refusal = {501, "Not Implemented",
+                 "Transfer-Encoding '" + printable(te) + "' is not supported; only chunked is.",
+                 "unsupported_transfer_encoding"};
+      return;
     }
     const std::string method = pending_.substr(off_, pending_.find(' ', off_) - off_);
     if (method != "POST" && method != "PUT" && method != "PATCH" && method != "DELETE" &&
-        method != "PRI")  // the methods whose body httplib reads
+        method != "PRI") {  // the methods whose body httplib reads
+      if (has_te || length > 0) {
+        refusal = {400, "Bad Request",
+                   "A " + method + " request with a body (" +
+                       (has_te ? "Transfer-Encoding: " + printable(te)
+                               : "Content-Length: " + length_text) +
+                       ") is not supported.",
+                   "unexpected_body"};
+      }
       return;
+    }
     if (!has_length && !has_te) {
       pending_.insert(end - 2, "Content-Length: 0\r\n");
     } else if (has_length && length > max_body_) {

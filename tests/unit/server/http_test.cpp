@@ -849,6 +849,56 @@ TEST(Http, AnUnparseableRequestLineGetsOneAnswerAndTheConnectionCloses) {
   EXPECT_EQ(s.client().Get("/health")->status, 200);
 }
 
+// Probe: two different Content-Length values were accepted (httplib took the first, and the rest
+// of the body was read as the next request), and so was Content-Length with Transfer-Encoding
+// (chunked won). Both are request-smuggling vectors: 400 naming the headers, then close (RFC 9112
+// §6.3). The same Content-Length twice is still served.
+TEST(Http, ConflictingBodyFramingIs400AndTheConnectionCloses) {
+  TestServer s;
+  const std::string body = R"({"prompt": "hi", "max_tokens": 1})";  // 33 bytes
+  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+  std::string r = raw_exchange(
+      s.port, post + "Content-Length: 2\r\nContent-Length: 33\r\n\r\n" + body + kPipelinedHealth);
+  EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << r;
+  EXPECT_EQ(responses_in(r), 1) << r;
+  EXPECT_NE(r.find("Conflicting Content-Length headers (2 and 33)"), std::string::npos) << r;
+  EXPECT_EQ(r.find("\"status\":\"ok\""), std::string::npos) << r;
+
+  r = raw_exchange(
+      s.port,
+      post + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + kPipelinedHealth);
+  EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << r;
+  EXPECT_EQ(responses_in(r), 1) << r;
+  EXPECT_NE(r.find("both Content-Length and Transfer-Encoding"), std::string::npos) << r;
+  EXPECT_EQ(r.find("\"status\":\"ok\""), std::string::npos) << r;
+
+  // Other framing httplib would misread: a header name with white space before the colon (it
+  // ignored such a Content-Length), a transfer coding it does not decode, a GET with a body (it
+  // read no body of a GET).
+  struct Case {
+    std::string request, status, says;
+  };
+  for (const Case& c :
+       {Case{post + "Content-Length : 5\r\n\r\nhello", "400", "Malformed header line"},
+        Case{post + " Content-Length: 5\r\n\r\nhello", "400", "Malformed header line"},
+        Case{post + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "501",
+             "Transfer-Encoding 'gzip, chunked' is not supported"},
+        Case{"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", "400",
+             "A GET request with a body (Content-Length: 5) is not supported."}}) {
+    r = raw_exchange(s.port, c.request + kPipelinedHealth);
+    EXPECT_EQ(r.rfind("HTTP/1.1 " + c.status, 0), 0u) << c.request << ": " << r;
+    EXPECT_EQ(responses_in(r), 1) << c.request << ": " << r;
+    EXPECT_NE(r.find(c.says), std::string::npos) << c.request << ": " << r;
+    EXPECT_EQ(r.find("\"status\":\"ok\""), std::string::npos) << c.request << ": " << r;
+  }
+
+  r = raw_exchange(
+      s.port,
+      post + "Content-Length: 33\r\ncontent-length: 33\r\nConnection: close\r\n\r\n" + body);
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("text_completion"), std::string::npos) << r;
+}
+
 // Probe: `Content-Length: 5000000000` (over the body limit) got its 413 only after httplib had
 // tried to skip 5 GB (the read timeout, 30 s), and `Content-Length: -5` (strtoull: 2^64 - 5) the
 // same wait, then no answer at all. Both are answered as soon as the header block is in: the
