@@ -150,7 +150,8 @@ class Scheduler {
   /// Queues the sequences of one request. Throws QueueFull when they do not fit in the waiting
   /// queue (max_queue plus the free batch slots), ShuttingDown after stop(), perfx::Error for a
   /// sequence the engine can never serve (empty prompt, prompt too long for the context or the
-  /// whole KV cache, max_tokens < 1).
+  /// whole KV cache, max_tokens < 1) or a request of more sequences than max_queue + max_batch
+  /// (more than an idle server would queue).
   std::shared_ptr<RequestHandle> submit(std::vector<SequenceSpec> seqs);
 
   const SchedulerOptions& options() const { return opts_; }

@@ -525,6 +525,32 @@ TEST_P(SchedulerLoop, RejectsWhatCanNeverBeServed) {
   EXPECT_THROW(s.submit({greedy({0, 999}, 5)}), Error);  // outside the vocabulary
 }
 
+// A request of more sequences than an idle server queues (prompts × n past max_queue + max_batch)
+// got QueueFull, a 429 whose retries could never succeed; it is a request error (400) now. Up to
+// the limit it is queued, even on an idle server.
+TEST_P(SchedulerLoop, MoreSequencesThanAnIdleServerQueuesIsARequestError) {
+  FakeEngineOptions o = opts();
+  o.ctx = 4096;
+  FakeEngine engine(o);
+  SchedulerOptions so;
+  so.max_batch = 2;
+  so.max_queue = 3;
+  Scheduler s(engine, so, nullptr);
+  std::vector<SequenceSpec> six(6, greedy(prompt_of(engine, "a"), 2));
+  try {
+    s.submit(six);
+    ADD_FAILURE() << "6 sequences were queued";
+  } catch (const QueueFull& e) {
+    ADD_FAILURE() << "a request that can never fit was answered as a full queue: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("takes at most 5 at once"), std::string::npos) << e.what();
+  }
+  s.start();
+  auto five = s.submit(std::vector<SequenceSpec>(5, greedy(prompt_of(engine, "a"), 2)));
+  EXPECT_EQ(run_to_end(*five).finish_reason, "length");
+  s.stop();
+}
+
 // Sequences that end at different steps (EOS, length, a stop string, a cancelled request) while
 // others join: every result is the solo one, and no sequence's blocks are released while a step
 // that holds it is outstanding (overlapped: its extra sample is dropped, its release deferred).
