@@ -15,7 +15,13 @@ double token_nll(const float* logits, int64_t vocab, int32_t target) {
   for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
   double sum = 0.0;
   for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  return std::log(sum) - (static_cast<double>(logits[target]) - mx);
+  const double nll = std::log(sum) - (static_cast<double>(logits[target]) - mx);
+  // NaN or inf anywhere in the row makes it NaN (exp(inf - inf), or the NaN itself); so would a
+  // row of -inf. A "PPL = nan" would hide the cause.
+  check(std::isfinite(nll),
+        "perplexity: the model's logits are not finite (NaN or inf): its weights are corrupt or "
+        "its activations overflowed");
+  return nll;
 }
 
 void NllAccumulator::add(double nll) {

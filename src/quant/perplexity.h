@@ -39,7 +39,8 @@ class NllAccumulator {
   int64_t count_ = 0;
 };
 
-/// −log softmax(logits)[target] in double precision (max-subtracted).
+/// −log softmax(logits)[target] in double precision (max-subtracted). Throws perfx::Error when the
+/// result is not finite (a NaN or inf logit in the row, or a row of -inf).
 double token_nll(const float* logits, int64_t vocab, int32_t target);
 
 /// Throws perfx::Error unless a text of `n_ids` tokens is long enough for perplexity with windows

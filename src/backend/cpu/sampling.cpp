@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
+
+#include "perfx/status.h"
 
 namespace perfx::cpu {
 
@@ -19,6 +23,13 @@ int32_t sample_logits(float* logits, int n_vocab, const SampleRow& p,
       if (id < 0 || id >= n_vocab) continue;
       logits[id] -= p.presence_penalty + p.frequency_penalty * (float)cnt;
     }
+  // A NaN or +inf logit (corrupt weights, an overflow) would pick a token silently: greedy argmax
+  // skips NaN, the softmax of +inf is NaN. -inf is a masked token and stays allowed.
+  for (int i = 0; i < n_vocab; ++i)
+    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
+      throw Error("the model's logits are not finite (" +
+                  std::string(std::isnan(logits[i]) ? "NaN" : "inf") + " at token id " +
+                  std::to_string(i) + "): its weights are corrupt or its activations overflowed");
   // 2. greedy
   if (p.temperature <= 0.0f) {
     int32_t best = 0;

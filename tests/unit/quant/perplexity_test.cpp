@@ -71,6 +71,21 @@ TEST(Perplexity, TokenNll) {
   EXPECT_NEAR(token_nll(big.data(), 2, 0), 0.0, 1e-9);
 }
 
+// Corrupt weights gave "PPL = nan" with exit 0; a non-finite logit anywhere in the row is an error.
+TEST(Perplexity, NonFiniteLogitsAreAnError) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (const std::vector<float>& row :
+       {std::vector<float>{0.1f, nan, 0.3f}, std::vector<float>{nan, 0.2f, 0.3f},
+        std::vector<float>{0.1f, inf, 0.3f}, std::vector<float>{-inf, -inf, -inf}}) {
+    try {
+      token_nll(row.data(), 3, 0);
+      ADD_FAILURE() << "a non-finite row gave an NLL";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Perplexity, StatisticsLikeLlamaCpp) {
   NllAccumulator acc;
   for (double v : {1.0, 2.0, 3.0, 4.0}) acc.add(v);

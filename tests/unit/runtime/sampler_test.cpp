@@ -66,6 +66,32 @@ TEST(Sampler, GreedyIsArgmax) {
   EXPECT_EQ(s.sample(l.data(), 5), 1);
 }
 
+// NaN logits (corrupt weights) made greedy pick token 0 and the draw fall off the end, silently:
+// "run" printed nothing or "######" with exit 0. Now an error names it; -inf (masked) stays fine.
+TEST(Sampler, NonFiniteLogitsAreAnError) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (float temp : {0.0f, 0.8f}) {
+    SamplingParams p;
+    p.temperature = temp;
+    for (const std::vector<float>& row :
+         {std::vector<float>{0.1f, nan, 0.3f}, std::vector<float>{nan, nan, nan},
+          std::vector<float>{0.1f, 0.2f, inf}}) {
+      Sampler s(p);
+      std::vector<float> l = row;
+      try {
+        s.sample(l.data(), (int)l.size());
+        ADD_FAILURE() << "a row with " << (std::isnan(row[1]) ? "NaN" : "inf") << " was sampled";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("logits are not finite"), std::string::npos)
+            << e.what();
+      }
+    }
+    Sampler s(p);
+    std::vector<float> masked = {-inf, 0.5f, -inf};
+    EXPECT_EQ(s.sample(masked.data(), 3), 1);
+  }
+}
+
 TEST(Sampler, RepeatPenaltyChangesGreedyChoice) {
   SamplingParams p;
   p.temperature = 0;
