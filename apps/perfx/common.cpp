@@ -24,6 +24,12 @@ size_t peak_rss_bytes() {
   return (size_t)ru.ru_maxrss * 1024;
 }
 
+std::string fmt_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 std::string human_bytes(size_t b) {
   char buf[64];
   if (b >= (1ull << 30))

@@ -14,6 +14,10 @@ namespace perfx::cli {
 std::string tokenizer_override(const std::string& model_path);
 /// Peak resident set size of this process in bytes (getrusage).
 size_t peak_rss_bytes();
+/// A flag's number as a user would write it back ("1e+10", "0.5", "inf"; printf's %g).
+std::string fmt_number(double v);
+/// The longest --timeout (serve) and --duration (bench-serve) taken, in seconds: a year.
+constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
 /// "1.23 GiB"-style size.
 std::string human_bytes(size_t b);
 /// Loads only the tokenizer of a model path (HF folder or .gguf), without the weights.

@@ -1,5 +1,6 @@
 // perfx: the command-line front end. Subcommands live one per file and register themselves.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -48,6 +49,52 @@ std::string option_names(const CLI::Option& o) {
   std::string names = o.get_name(false, true);  // "-n,--n-predict"
   std::replace(names.begin(), names.end(), ',', '/');
   return names;
+}
+
+/// What a numeric flag's value must look like before CLI11 converts it, which would read an empty
+/// value as 0, "010" as octal 8, "0x10" as 16, "-1" for an unsigned flag as 2^64 - 1, and a value
+/// past 64 bits as the largest one. Leading zeros are dropped ("010" is 10, as llama.cpp reads it);
+/// everything else here is a perfx::Error "<flags> expects <what>, got '<value>'".
+void check_number(const std::string& names, const std::string& type, std::string& v) {
+  const bool is_unsigned = type.rfind("UINT", 0) == 0;
+  const bool integer = is_unsigned || type.rfind("INT", 0) == 0;
+  const std::string want = expected_value(type);
+  if (v.empty()) throw Error(names + " expects " + want + ", got an empty value");
+  if (!integer) return;  // a number: CLI11's conversion refuses what is not one
+  const size_t sign = (v[0] == '+' || v[0] == '-') ? 1 : 0;
+  const bool digits =
+      v.size() > sign && v.find_first_not_of("0123456789", sign) == std::string::npos;
+  if (!digits || (is_unsigned && v[0] == '-'))
+    throw Error(names + " expects " + want + ", got '" + v + "'");
+  const size_t first = std::min(v.find_first_not_of('0', sign), v.size() - 1);
+  v.erase(sign, first - sign);  // "010" -> "10", "-007" -> "-7", "000" -> "0"
+  errno = 0;
+  if (is_unsigned)
+    (void)std::strtoull(v.c_str(), nullptr, 10);
+  else
+    (void)std::strtoll(v.c_str(), nullptr, 10);
+  if (errno == ERANGE) throw Error(names + " expects " + want + ", got '" + v + "' (out of range)");
+}
+
+/// Puts check_number in front of CLI11's conversion for every numeric option of `app` and of its
+/// subcommands.
+void check_numbers(CLI::App& app) {
+  std::vector<CLI::App*> apps{&app};
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) apps.push_back(sub);
+  for (CLI::App* a : apps)
+    for (CLI::Option* o : a->get_options([](CLI::Option*) { return true; })) {
+      const std::string type = o->get_type_name();
+      if (type.rfind("INT", 0) != 0 && type.rfind("UINT", 0) != 0 && type.rfind("FLOAT", 0) != 0)
+        continue;
+      std::string names = option_names(*o);
+      if (names.empty()) names = o->get_name();
+      o->transform(CLI::Validator(  // transform: check() would drop the normalised value
+          [names, type](std::string& v) {
+            check_number(names, type, v);
+            return std::string();
+          },
+          ""));
+    }
 }
 
 /// CLI11's message for a value that is not of its option's type ("Could not convert: --n-predict
@@ -170,6 +217,7 @@ int main(int argc, char** argv) {
   auto& reg = perfx::cli::registry();
   std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
   for (auto& s : reg) s.setup(app);
+  perfx::cli::check_numbers(app);
   // A word that is not a subcommand (a typo, or `perfx bench`): name it and list the subcommands
   // (CLI11 would only say "A subcommand is required").
   std::string names;

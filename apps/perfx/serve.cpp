@@ -28,6 +28,7 @@ struct ServeArgs {
   int port = 8080, max_batch = 64, kv_cache_tokens = 0, ctx = 0, threads = 0, max_queue = 256;
   int prefill_chunk = 512, kv_cache_mib = 2048, max_connections = 0, max_num_batched_tokens = 0;
   double timeout_s = 600, max_body_mib = 4, gpu_memory_utilization = 0.9;
+  bool api_key_given = false;
 };
 
 // Default KV capacity: room for every batch slot at full context, within --kv-cache-mib.
@@ -55,8 +56,16 @@ void serve(ServeArgs a) {
         "--max-num-batched-tokens must be 0 (the default) or from --max-batch + --prefill-chunk = " +
             std::to_string(a.max_batch + a.prefill_chunk) + " up to 1048576, got " +
             std::to_string(a.max_num_batched_tokens));
-  check(a.timeout_s >= 0, "--timeout must be >= 0");
-  check(a.max_body_mib > 0, "--max-body-mib must be > 0");
+  // Bounded so that a deadline or a byte count computed from them cannot overflow (1e10 s made
+  // every request time out at once; 1e30 MiB made every body too large).
+  check(a.timeout_s >= 0 && a.timeout_s <= kMaxTimeoutS,
+        "--timeout must be 0 (no limit) to " + std::to_string((int)kMaxTimeoutS) +
+            " seconds (a year), got " + fmt_number(a.timeout_s));
+  check(a.max_body_mib > 0 && a.max_body_mib <= 4096,
+        "--max-body-mib must be in (0, 4096], got " + fmt_number(a.max_body_mib));
+  check(!a.api_key_given || !a.api_key.empty(),
+        "--api-key is empty (an unset variable?); give a key, or leave the flag out for no "
+        "authentication");
   check(a.kv_cache_mib >= 1, "--kv-cache-mib must be >= 1");
   // Each connection has a thread, all started at once: 4096 is far beyond what a batch of at most
   // 4096 sequences needs, and a larger value would mostly test the process's thread limit.
@@ -170,7 +179,8 @@ static Register reg("serve", 50, [](CLI::App& app) {
   add_model_option(sub, &a->model, "model: HF folder or .gguf file (default: models/default)");
   sub->add_option("--host", a->host, "address to bind (default 127.0.0.1)");
   sub->add_option("--port", a->port, "port (default 8080; 0 picks a free one)");
-  sub->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on the API");
+  sub->add_option("--api-key", a->api_key, "require 'Authorization: Bearer KEY' on the API")
+      ->each([a](const std::string&) { a->api_key_given = true; });
   sub->add_option("--max-batch", a->max_batch, "sequences in the running batch (default 64)");
   sub->add_option("--kv-cache-tokens", a->kv_cache_tokens,
                   "KV cache capacity in tokens over all sequences (default: max-batch x ctx, "

@@ -760,6 +760,18 @@ TEST(CliErrors, NonNumericValueNamesTheFlagAndItsType) {
   expect_line("run -p hi -n 99999999999",
               "-n/--n-predict expects an integer, got '99999999999' (out of range)");
   expect_line("bench -r x", "-r/--repetitions expects an integer, got 'x'");
+  // CLI11 read an empty value as 0 (`-n ""` generated nothing, `--temp ""` ran greedy), a seed past
+  // 64 bits as the largest one, and "-1" for an unsigned flag as 2^64 - 1.
+  expect_line("run -p hi -n ''", "-n/--n-predict expects an integer, got an empty value");
+  expect_line("run -p hi --temp ''", "--temp expects a number, got an empty value");
+  expect_line("serve --port ''", "--port expects an integer, got an empty value");
+  expect_line("run -p hi -s 99999999999999999999",
+              "-s/--seed expects an integer, got '99999999999999999999' (out of range)");
+  expect_line("run -p hi -n 0x10", "-n/--n-predict expects an integer, got '0x10'");
+  // and "010" as octal 8: now 10, as llama.cpp reads it
+  auto ten = run_perfx("run -p hi --temp 0 -n 010 --ignore-eos");
+  EXPECT_EQ(ten.exit_code, 0) << ten.err;
+  EXPECT_NE(ten.err.find("generated 10 tokens"), std::string::npos) << ten.err;
   expect_line("perplexity -c x", "-c/--ctx-size expects an integer, got 'x'");
   // bench's -p / -n / -B take comma lists, parsed by bench itself.
   expect_line("bench -p x",
@@ -837,6 +849,28 @@ TEST(CliErrors, ARefusedValuePointsAtTheSubcommandsHelp) {
   EXPECT_EQ(bench.exit_code, 1) << bench.err;
   EXPECT_EQ(bench.err,
             "perfx: error: --lm-head-type: q3 not in {q8_0,q4_0} (see perfx bench --help)\n");
+}
+
+// Values that overflowed later: `serve --timeout 1e10` started a server whose every request "timed
+// out after -2147483648 s", `--max-body-mib 1e30` one that refused every body ("the limit is 0
+// bytes"), `bench-serve --duration 1e300` issued no request; `--api-key ""` (an unset variable)
+// turned authentication off without a word.
+TEST(CliErrors, ServeBoundsThatOverflowedAndAnEmptyApiKey) {
+  auto expect_line = [](const std::string& args, const std::string& line) {
+    auto r = run_perfx(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, "perfx: error: " + line + "\n") << args;
+  };
+  expect_line("serve --timeout 1e10",
+              "--timeout must be 0 (no limit) to 31536000 seconds (a year), got 1e+10");
+  expect_line("serve --timeout inf",
+              "--timeout must be 0 (no limit) to 31536000 seconds (a year), got inf");
+  expect_line("serve --max-body-mib 1e30", "--max-body-mib must be in (0, 4096], got 1e+30");
+  expect_line("serve --api-key ''",
+              "--api-key is empty (an unset variable?); give a key, or leave the flag out for no "
+              "authentication");
+  expect_line("bench-serve --url http://127.0.0.1:9 --duration 1e300",
+              "--duration must be 0 (no limit) to 31536000 seconds (a year), got 1e+300");
 }
 
 // bench-serve's negated flags were CLI11 "!" flags, which its help printed as
