@@ -149,6 +149,8 @@ std::unique_ptr<CompletionService::Call> CompletionService::start(const std::str
     throw ApiError(429, e.what(), "server_busy", "", "queue_full");
   } catch (const ShuttingDown& e) {
     throw ApiError(503, e.what(), "server_error", "", "shutting_down");
+  } catch (const TooManySequences& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "n", "too_many_sequences");
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "invalid_request_error", prompt_param);
   }

@@ -147,11 +147,12 @@ std::shared_ptr<RequestHandle> Scheduler::submit(std::vector<SequenceSpec> specs
   // More sequences than an idle server queues could never be admitted: a 429 would ask for retries
   // that cannot succeed.
   const int64_t most = (int64_t)opts_.max_queue + opts_.max_batch;
-  check((int64_t)specs.size() <= most,
-        "the request has " + std::to_string(specs.size()) +
-            " sequences (prompts × n); this server " + "takes at most " + std::to_string(most) +
-            " at once (--max-queue " + std::to_string(opts_.max_queue) + " + --max-batch " +
-            std::to_string(opts_.max_batch) + ")");
+  if ((int64_t)specs.size() > most)
+    throw TooManySequences("the request has " + std::to_string(specs.size()) +
+                           " sequences (prompts × n); this server " + "takes at most " +
+                           std::to_string(most) + " at once (--max-queue " +
+                           std::to_string(opts_.max_queue) + " + --max-batch " +
+                           std::to_string(opts_.max_batch) + ")");
   const int ctx = engine_.ctx();
   const int bs = engine_.block_size();
   for (const auto& sp : specs) {

@@ -96,6 +96,13 @@ class QueueFull : public Error {
   using Error::Error;
 };
 
+/// Thrown by Scheduler::submit for a request of more sequences than max_queue + max_batch (more
+/// than an idle server takes): a request error, not a full queue.
+class TooManySequences : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Thrown by Scheduler::submit once the scheduler is stopping.
 class ShuttingDown : public Error {
  public:
@@ -150,8 +157,8 @@ class Scheduler {
   /// Queues the sequences of one request. Throws QueueFull when they do not fit in the waiting
   /// queue (max_queue plus the free batch slots), ShuttingDown after stop(), perfx::Error for a
   /// sequence the engine can never serve (empty prompt, prompt too long for the context or the
-  /// whole KV cache, max_tokens < 1) or a request of more sequences than max_queue + max_batch
-  /// (more than an idle server would queue).
+  /// whole KV cache, max_tokens < 1); TooManySequences for a request of more sequences than
+  /// max_queue + max_batch (more than an idle server would queue).
   std::shared_ptr<RequestHandle> submit(std::vector<SequenceSpec> seqs);
 
   const SchedulerOptions& options() const { return opts_; }

@@ -173,9 +173,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
   t->finalize();
 
   // An absent id, -1 or one >= 2^31 (llama.cpp writes 0xFFFFFFFF) means "no BOS"; any other id
-  // outside the vocabulary is a broken file, not a reason to drop the BOS silently.
+  // outside the vocabulary, where prompts get a BOS, is a broken file, not a reason to drop the BOS
+  // silently (with add_bos_token false it is never used: left alone, as llama.cpp only warns).
   if (const int64_t b = f.get_int("tokenizer.ggml.bos_token_id", -1);
-      b != -1 && b <= std::numeric_limits<int32_t>::max() && (b < 0 || b >= n))
+      t->add_bos_default && b != -1 && b <= std::numeric_limits<int32_t>::max() &&
+      (b < 0 || b >= n))
     throw Error(f.path() + ": tokenizer.ggml.bos_token_id " + std::to_string(b) +
                 " is not a token id (the vocabulary has " + std::to_string(n) + " tokens)");
   t->bos = id_or_none(f, "tokenizer.ggml.bos_token_id", n);

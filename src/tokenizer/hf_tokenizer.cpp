@@ -524,8 +524,9 @@ std::unique_ptr<Tokenizer> load_hf(const Ctx& c, const std::string& tokenizer_js
       }
     }
     t->finalize();
-    // The post-processor puts its BOS id in front of every prompt (whatever tokenizer_config.json
-    // says): an id outside the vocabulary is a broken file, not a BOS to drop.
+    // The post-processor's template puts its BOS id in front of every prompt encoded with special
+    // tokens (tokenizer_config.json's bos_token and add_bos_token do not change the template's
+    // ids): an id outside the vocabulary is a broken file, not a BOS to drop.
     if (template_bos && bos_id != -1 && (bos_id < 0 || bos_id >= t->vocab_size()))
       c.fail("post_processor BOS id " + std::to_string(bos_id) + " ('" + bos_text +
              "') is not a token id (the vocabulary has " + std::to_string(t->vocab_size()) +

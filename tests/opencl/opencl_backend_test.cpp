@@ -786,6 +786,8 @@ TEST(OpenClErrors, LaunchFailuresSayWhatRanOut) {
       "out of device memory on opencl:1 running gemv (CL_MEM_OBJECT_ALLOCATION_FAILURE (-4))");
   EXPECT_EQ(opencl::launch_error(CL_INVALID_WORK_GROUP_SIZE, "opencl:0", "norm"),
             "OpenCL error in enqueueing norm: CL_INVALID_WORK_GROUP_SIZE (-54)");
+  EXPECT_EQ(opencl::launch_error(CL_OUT_OF_HOST_MEMORY, "opencl:0", "gemv"),
+            "out of host memory running gemv on opencl:0 (CL_OUT_OF_HOST_MEMORY (-6))");
   for (const std::string& m : {res, opencl::launch_error(CL_OUT_OF_HOST_MEMORY, "d", "x")})
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 }

@@ -11,6 +11,15 @@ namespace perfx::cpu {
 
 int32_t sample_logits(float* logits, int n_vocab, const SampleRow& p,
                       std::vector<std::pair<float, int32_t>>& scratch) {
+  // 0. the model's output: a NaN or +inf logit (corrupt weights, an overflow) would pick a token
+  // silently (greedy argmax skips NaN, the softmax of +inf is NaN). -inf is a masked token and
+  // stays allowed. Checked before the penalties, so that a request's own extreme penalty (which may
+  // overflow a logit to inf, as before) is not reported as a broken model.
+  for (int i = 0; i < n_vocab; ++i)
+    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
+      throw Error("the model's logits are not finite (" +
+                  std::string(std::isnan(logits[i]) ? "NaN" : "inf") + " at token id " +
+                  std::to_string(i) + "): its weights are corrupt or its activations overflowed");
   // 1. penalties
   if (p.repeat_penalty != 1.0f)
     for (int32_t id : p.repeat_ids) {
@@ -23,13 +32,6 @@ int32_t sample_logits(float* logits, int n_vocab, const SampleRow& p,
       if (id < 0 || id >= n_vocab) continue;
       logits[id] -= p.presence_penalty + p.frequency_penalty * (float)cnt;
     }
-  // A NaN or +inf logit (corrupt weights, an overflow) would pick a token silently: greedy argmax
-  // skips NaN, the softmax of +inf is NaN. -inf is a masked token and stays allowed.
-  for (int i = 0; i < n_vocab; ++i)
-    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
-      throw Error("the model's logits are not finite (" +
-                  std::string(std::isnan(logits[i]) ? "NaN" : "inf") + " at token id " +
-                  std::to_string(i) + "): its weights are corrupt or its activations overflowed");
   // 2. greedy
   if (p.temperature <= 0.0f) {
     int32_t best = 0;

@@ -18,7 +18,7 @@ namespace perfx::cpu {
 /// truncation at all the draw runs over the vocabulary in id order without sorting (O(vocab)).
 /// Penalty ids outside [0, n_vocab) are ignored. `scratch` is reused between calls. Throws
 /// perfx::Error "the model's logits are not finite (NaN at token id N): ..." when a logit is NaN or
-/// +inf after the penalties (-inf, a masked token, is allowed).
+/// +inf as given, before the penalties (-inf, a masked token, is allowed).
 int32_t sample_logits(float* logits, int n_vocab, const SampleRow& r,
                       std::vector<std::pair<float, int32_t>>& scratch);
 

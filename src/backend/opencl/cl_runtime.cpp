@@ -416,8 +416,10 @@ void Launch::run(int dims, const size_t* global, const size_t* local, const char
 }
 
 std::string launch_error(cl_int e, const std::string& device, const std::string& what) {
-  if (e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_HOST_MEMORY)
+  if (e == CL_MEM_OBJECT_ALLOCATION_FAILURE)
     return "out of device memory on " + device + " running " + what + " (" + cl_error_name(e) + ")";
+  if (e == CL_OUT_OF_HOST_MEMORY)
+    return "out of host memory running " + what + " on " + device + " (" + cl_error_name(e) + ")";
   if (e == CL_OUT_OF_RESOURCES)
     return device + " ran out of resources running " + what + " (" + cl_error_name(e) +
            ": device memory, or the registers or local memory of its work-group; some drivers "

@@ -119,7 +119,8 @@ class Launch {
 };
 
 /// The one-line message for an enqueue of `what` on device `device` (its label) that returned `e`:
-/// CL_MEM_OBJECT_ALLOCATION_FAILURE and CL_OUT_OF_HOST_MEMORY read "out of device memory on ...";
+/// CL_MEM_OBJECT_ALLOCATION_FAILURE reads "out of device memory on ...", CL_OUT_OF_HOST_MEMORY
+/// "out of host memory running ...";
 /// CL_OUT_OF_RESOURCES "... ran out of resources ...", naming what that code covers (device memory,
 /// the work-group's registers or local memory, and on some drivers an earlier kernel's fault),
 /// since it is not always memory; any other code "OpenCL error in enqueueing <what>: <name>".

@@ -90,6 +90,15 @@ TEST(Sampler, NonFiniteLogitsAreAnError) {
     std::vector<float> masked = {-inf, 0.5f, -inf};
     EXPECT_EQ(s.sample(masked.data(), 3), 1);
   }
+  // A request's own extreme penalty may overflow a logit to inf: not the model's fault, no error
+  // (checked before the penalties; an error there would fail every request of the step).
+  SamplingParams p;
+  p.temperature = 0;
+  p.repeat_penalty = 1e-30f;
+  Sampler s(p);
+  s.accept(2);
+  std::vector<float> l = {0.1f, 0.2f, 1e10f};
+  EXPECT_EQ(s.sample(l.data(), 3), 2);
 }
 
 TEST(Sampler, RepeatPenaltyChangesGreedyChoice) {

@@ -542,7 +542,7 @@ TEST_P(SchedulerLoop, MoreSequencesThanAnIdleServerQueuesIsARequestError) {
     ADD_FAILURE() << "6 sequences were queued";
   } catch (const QueueFull& e) {
     ADD_FAILURE() << "a request that can never fit was answered as a full queue: " << e.what();
-  } catch (const Error& e) {
+  } catch (const TooManySequences& e) {
     EXPECT_NE(std::string(e.what()).find("takes at most 5 at once"), std::string::npos) << e.what();
   }
   s.start();

@@ -314,6 +314,12 @@ TEST(TokenizerGguf, BosIdOutsideTheVocabularyIsAnError) {
     EXPECT_EQ(tok->bos_id(), -1);
     EXPECT_EQ(tok->encode("a", true), (std::vector<int32_t>{3}));
   }
+  // A BOS the file never prepends (add_bos_token false) is left alone, as llama.cpp only warns.
+  auto unused = load([](GgufWriter& w) {
+    w.i32("tokenizer.ggml.bos_token_id", 9999);
+    w.boolean("tokenizer.ggml.add_bos_token", false);
+  });
+  EXPECT_EQ(unused->encode("a", true), (std::vector<int32_t>{3}));
   std::remove(path.c_str());
 }
 
