@@ -23,9 +23,7 @@ void bench_serve(BenchServeArgs a) {
   check(a.load.warmup >= 0, "--warmup must be >= 0");
   check(a.load.temperature >= 0, "--temperature must be >= 0");
   // 1e300 s overflowed the deadline: no request was issued.
-  check(a.load.duration_s >= 0 && a.load.duration_s <= kMaxTimeoutS,
-        "--duration must be 0 (no limit) to " + std::to_string((int)kMaxTimeoutS) +
-            " seconds (a year), got " + fmt_number(a.load.duration_s));
+  check_seconds_flag("--duration", a.load.duration_s);
   check(a.load.clients >= 1 && a.load.clients <= 4096,
         "-c/--clients must be 1..4096, got " + std::to_string(a.load.clients));
   std::fprintf(stderr,

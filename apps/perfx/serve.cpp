@@ -58,9 +58,7 @@ void serve(ServeArgs a) {
             std::to_string(a.max_num_batched_tokens));
   // Bounded so that a deadline or a byte count computed from them cannot overflow (1e10 s made
   // every request time out at once; 1e30 MiB made every body too large).
-  check(a.timeout_s >= 0 && a.timeout_s <= kMaxTimeoutS,
-        "--timeout must be 0 (no limit) to " + std::to_string((int)kMaxTimeoutS) +
-            " seconds (a year), got " + fmt_number(a.timeout_s));
+  check_seconds_flag("--timeout", a.timeout_s);
   check(a.max_body_mib > 0 && a.max_body_mib <= 4096,
         "--max-body-mib must be in (0, 4096], got " + fmt_number(a.max_body_mib));
   check(!a.api_key_given || !a.api_key.empty(),

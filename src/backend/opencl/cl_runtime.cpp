@@ -1,6 +1,5 @@
 #include "backend/opencl/cl_runtime.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
