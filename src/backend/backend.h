@@ -343,7 +343,9 @@ class Backend {
 
   /// Picks one token for each SampleRow from row `row` of `logits` (F32 [n, vocab]; the rows
   /// sampled may be modified) by SampleRow's rules and writes the ids to the host array `ids`
-  /// [rows.size()]. Blocks until done.
+  /// [rows.size()]. Blocks until done. Throws perfx::Error "the model's logits are not finite …"
+  /// when a sampled row holds a NaN or +inf before its penalties (cpu::sample_logits's rule; a
+  /// penalty that overflows a finite logit leaves the largest float, not an error).
   virtual void sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) = 0;
 
   // ---- overlapped decode (vLLM's async scheduling, TensorRT-LLM's overlap scheduler): the next
@@ -367,7 +369,8 @@ class Backend {
   /// samples_ahead() is false.
   virtual void sample_begin(Tensor logits, const std::vector<SampleRow>& rows);
   /// Waits for the oldest outstanding sample_begin and writes its ids to the host array `ids`
-  /// [its rows.size()]. Throws perfx::Error when none is outstanding or a kernel failed.
+  /// [its rows.size()]. Throws perfx::Error when none is outstanding, a kernel failed, or a row's
+  /// logits held a NaN or +inf (as sample(); the step fed its ids embeds zeros for that row).
   virtual void sample_end(int32_t* ids);
   /// prepare_batch's check of b.fed_rows against the last sample_begin's row count `n_fed`
   /// (0: none kept). Throws perfx::Error naming the token and row at fault.

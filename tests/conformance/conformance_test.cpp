@@ -1581,6 +1581,135 @@ TEST_P(Conformance, SampleAheadFeedsTheNextStep) {
   EXPECT_THROW(be.prepare_batch(b), Error) << "row -2";
 }
 
+// A NaN or +inf logit (corrupt weights, an activation overflow) is an error that says so on every
+// backend, on each sampling path — greedy, a full softmax draw, top-k, top-p over the whole
+// vocabulary — with the bad value early, in the body, or among the last V % 4 ids, beside a good
+// row; and on the overlapped path (sample_begin / sample_end), whose fed step must not fault. The
+// GPU kernels used to pick a token silently (the argmax skipped NaN; the softmax of +inf was NaN).
+// −inf (a masked token) is no error, and a penalty that overflows a finite logit leaves the
+// largest float: the penalized id wins the greedy pick and the draw, as the reference sampler's.
+TEST_P(Conformance, SampleReportsNonFiniteLogits) {
+  Backend& be = d().be();
+  const int V = 32003;
+  std::mt19937 rng(53);
+  std::uniform_real_distribution<float> uni(-8.f, 8.f);
+  auto make_row = [](int kind) {
+    SampleRow r;
+    r.u = 0.4;
+    if (kind == 1) r.temperature = 0.9f;  // full softmax draw
+    if (kind == 2) {
+      r.temperature = 0.8f;
+      r.top_k = 40;
+    }
+    if (kind == 3) {
+      r.temperature = 1.1f;
+      r.top_p = 0.9f;
+    }
+    return r;
+  };
+  auto expect_not_finite = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << what << ": sampled without an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("logits are not finite"), std::string::npos)
+          << what << ": " << e.what();
+    }
+  };
+  std::vector<float> lg((size_t)2 * V);
+  for (float& v : lg) v = uni(rng);
+  auto upload = [&](const std::vector<float>& l, int R) {  // rows 16-byte aligned: device kernels
+    const int ld = V + 1;                                  // read them four logits at a time
+    std::vector<float> padded((size_t)R * ld, 0.0f);
+    for (int r = 0; r < R; ++r)
+      std::copy_n(l.begin() + (ptrdiff_t)r * V, V, padded.begin() + (ptrdiff_t)r * ld);
+    Tensor t = d().upload(padded, R, ld, ld, DType::F32, false);
+    t.cols = V;
+    return t;
+  };
+  for (int kind = 0; kind < 4; ++kind)
+    for (float bad : {NAN, INFINITY})
+      for (int at : {7, 20001, V - 2}) {
+        std::vector<float> l2 = lg;
+        l2[(size_t)V + (size_t)at] = bad;
+        Tensor t = upload(l2, 2);
+        std::vector<SampleRow> rows = {make_row(kind), make_row(kind)};
+        rows[0].row = 0;
+        rows[1].row = 1;
+        std::vector<int32_t> got(2, -1);
+        expect_not_finite([&] { be.sample(t, rows, got.data()); }, "kind " + std::to_string(kind) +
+                                                                       ", " + std::to_string(bad) +
+                                                                       " at " + std::to_string(at));
+      }
+  // The backend stays usable, and −inf is allowed: greedy and a draw over a row of −inf but three.
+  {
+    std::vector<float> l2 = lg;
+    for (int i = 0; i < V; ++i) l2[(size_t)V + (size_t)i] = -INFINITY;
+    l2[(size_t)V + 3] = 1.0f;
+    l2[(size_t)V + 20001] = 1.5f;
+    l2[(size_t)V + (size_t)V - 1] = 0.5f;
+    std::vector<SampleRow> rows = {make_row(0), make_row(1), make_row(2), make_row(0)};
+    for (size_t i = 0; i < 3; ++i) rows[i].row = 1;  // greedy, softmax, top-k over the −inf row
+    Tensor t = upload(l2, 2);
+    std::vector<int32_t> got(rows.size(), -1);
+    be.sample(t, rows, got.data());
+    EXPECT_EQ(got, reference_picks(l2, V, rows));
+    EXPECT_EQ(got[0], 20001);
+  }
+  // A request's extreme repeat penalty overflows the logit of id 5: greedy and draws take it.
+  {
+    std::vector<float> l2 = lg;
+    l2[5] = 1e10f;
+    std::vector<SampleRow> rows = {make_row(0), make_row(1), make_row(2), make_row(3)};
+    for (SampleRow& r : rows) {
+      r.row = 0;
+      r.repeat_penalty = 1e-30f;
+      r.repeat_ids = {5};
+    }
+    Tensor t = upload(l2, 1);
+    std::vector<int32_t> got(rows.size(), -1);
+    be.sample(t, rows, got.data());
+    EXPECT_EQ(got, reference_picks(l2, V, rows));
+    EXPECT_EQ(got, std::vector<int32_t>(rows.size(), 5));
+  }
+  if (!be.samples_ahead()) return;
+  // Overlapped: the error comes at sample_begin (a backend that picks at once) or sample_end;
+  // the step fed the broken row's id runs meanwhile (its other row embeds its pick).
+  const int H = 64;
+  const HostWeight w = make_weight("F32", V, H, rng);
+  auto table = be.load_embedding(w.source("token_embd.weight").weight);
+  for (int kind : {0, 1}) {
+    std::vector<float> l2 = lg;
+    l2[(size_t)V + 11] = NAN;
+    std::vector<SampleRow> rows = {make_row(kind), make_row(kind)};
+    rows[0].row = 0;
+    rows[1].row = 1;
+    const int32_t want0 = reference_picks(l2, V, {rows[0]})[0];
+    Tensor t = upload(l2, 2);
+    std::vector<int32_t> got(2, -1);
+    expect_not_finite(
+        [&] {
+          be.sample_begin(t, rows);
+          BatchLayout b = one_sequence({0, 0});
+          b.fed_rows = {0, 1};
+          be.prepare_batch(b);
+          Tensor out = d().poisoned(2, H, H);
+          be.embedding(*table, b, out);
+          const std::vector<float> e = d().download(out);
+          for (int c = 0; c < H; ++c)
+            EXPECT_EQ(e[(size_t)c], round_to(d().act(), w.deq[(size_t)want0 * H + (size_t)c]));
+          be.sample_end(got.data());
+        },
+        "sample_begin, kind " + std::to_string(kind));
+    // Nothing is left outstanding, and the next draw is right.
+    std::vector<int32_t> none(2);
+    EXPECT_THROW(be.sample_end(none.data()), Error);
+    be.sample_begin(t, {rows[0]});
+    be.sample_end(got.data());
+    EXPECT_EQ(got[0], want0);
+  }
+}
+
 // Draws with a temperature and no truncation over a real vocabulary size (32003: more ids than a
 // 1024-thread block, so device kernels must split the vocabulary), with and without penalties,
 // at the ends of u's range: the same ids as the reference sampler.

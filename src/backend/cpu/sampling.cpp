@@ -20,17 +20,21 @@ int32_t sample_logits(float* logits, int n_vocab, const SampleRow& p,
       throw Error("the model's logits are not finite (" +
                   std::string(std::isnan(logits[i]) ? "NaN" : "inf") + " at token id " +
                   std::to_string(i) + "): its weights are corrupt or its activations overflowed");
-  // 1. penalties
+  // 1. penalties. A request's own extreme penalty (repeat_penalty 1e-30 on a positive logit) may
+  // overflow a finite logit: it stays the largest float instead of +inf, so that the softmax
+  // below stays finite (exp(inf − inf) is NaN) and the penalized token is drawn as its weight says.
+  constexpr float kMax = std::numeric_limits<float>::max();
   if (p.repeat_penalty != 1.0f)
     for (int32_t id : p.repeat_ids) {
       if (id < 0 || id >= n_vocab) continue;
       float& l = logits[id];
-      l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+      l = std::min(l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty, kMax);
     }
   if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
     for (const auto& [id, cnt] : p.counts) {
       if (id < 0 || id >= n_vocab) continue;
-      logits[id] -= p.presence_penalty + p.frequency_penalty * (float)cnt;
+      logits[id] =
+          std::min(logits[id] - (p.presence_penalty + p.frequency_penalty * (float)cnt), kMax);
     }
   // 2. greedy
   if (p.temperature <= 0.0f) {

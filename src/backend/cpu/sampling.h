@@ -16,7 +16,8 @@ namespace perfx::cpu {
 /// top-k (ties by lower id) → softmax(l / T) → top-p (smallest prefix with mass >= top_p) → min-p
 /// (keep p >= min_p · p_max) → the first candidate where u · Σp falls, in descending order. With no
 /// truncation at all the draw runs over the vocabulary in id order without sorting (O(vocab)).
-/// Penalty ids outside [0, n_vocab) are ignored. `scratch` is reused between calls. Throws
+/// Penalty ids outside [0, n_vocab) are ignored; a finite logit a penalty overflows to +inf becomes
+/// the largest float (so the softmax stays finite). `scratch` is reused between calls. Throws
 /// perfx::Error "the model's logits are not finite (NaN at token id N): ..." when a logit is NaN or
 /// +inf as given, before the penalties (-inf, a masked token, is allowed).
 int32_t sample_logits(float* logits, int n_vocab, const SampleRow& r,

@@ -16,23 +16,23 @@ namespace perfx::cuda::backend_impl {
 void CudaBackend::sample(Tensor logits, const std::vector<SampleRow>& rows, int32_t* ids) {
   OpScope scope(*this, profile_ ? "sample" : "");
   check_sample_rows(logits, rows);
-  if (graph_argmax(logits, rows)) {
+  std::vector<RowState> state(rows.size(), RowState::Host);
+  if (graph_argmax(logits, rows)) {  // launched into the graph: before finish_forward
     finish_forward();
     SampleJob job = copy_step_ids((int)rows.size());
     cuda_ok(cudaEventSynchronize(slots_[job.slot].done), "sample");
-    std::vector<RowState> state(rows.size(), RowState::Host);
     sample_collect(job, ids, state);
-    return;
-  }
-  finish_forward();
-  std::vector<RowState> state(rows.size(), RowState::Host);
-  SampleJob job;
-  if (sample_enqueue(logits, rows, job)) {
-    cuda_ok(cudaEventSynchronize(slots_[job.slot].done), "sample");
-    sample_collect(job, ids, state);
+  } else {
+    finish_forward();
+    SampleJob job;
+    if (sample_enqueue(logits, rows, job)) {
+      cuda_ok(cudaEventSynchronize(slots_[job.slot].done), "sample");
+      sample_collect(job, ids, state);
+    }
   }
   // The other rows travel to the host and the reference sampler picks (same draws as the CPU
-  // backend); a row the GPU handed back already carries its penalties.
+  // backend); a row the GPU handed back (−1: a NaN or +inf the reference's check names, or a
+  // top-k cut the kernel cannot make) already carries its penalties.
   std::vector<float> row((size_t)logits.cols);
   for (size_t i = 0; i < rows.size(); ++i) {
     if (state[i] == RowState::Picked) continue;
@@ -107,8 +107,14 @@ void CudaBackend::sample_end(int32_t* ids) {
   cuda_ok(cudaEventSynchronize(slots_[job.slot].done), "sample (a kernel of the step failed)");
   std::vector<RowState> state(job.n_rows, RowState::Host);
   sample_collect(job, ids, state);
-  for (RowState st : state)
-    PERFX_CHECK(st == RowState::Picked, "sample_end: a row was not picked on the GPU");
+  // sample_begin takes only rows the kernels always pick (greedy, or a temperature without
+  // truncation or penalties), so a −1 is their broken-row mark (logit_check.cuh). The logits may
+  // already hold the next step's, so the row is named, not the token id as the host sampler does.
+  for (size_t i = 0; i < state.size(); ++i)
+    if (state[i] != RowState::Picked)
+      throw Error("the model's logits are not finite (a NaN or +inf in sampled row " +
+                  std::to_string(i) + " of the step): its weights are corrupt or its activations " +
+                  "overflowed");
 }
 
 CudaBackend::SampleSlot& CudaBackend::slot_for(size_t bytes, int& index) {

@@ -9,6 +9,7 @@
 #include "backend/cuda/attn_common.cuh"
 #include "backend/cuda/cvt.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/logit_check.cuh"
 #include "backend/cuda/norm_kernels.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/swiglu.cuh"
@@ -47,8 +48,12 @@ __global__ void copy_rows_kernel(const uint16_t* src, int64_t lds, const int32_t
   pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t s = idx ? idx[r] : r;
-  const uint16_t* a = src + s * lds;
   uint16_t* b = dst + r * ldd;
+  if (s < 0) {  // a fed id of a row whose logits were broken (argmax_kernel's −1): zeros
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) b[i] = 0;
+    return;
+  }
+  const uint16_t* a = src + s * lds;
   if (vec) {
     const uint4* a4 = reinterpret_cast<const uint4*>(a);
     uint4* b4 = reinterpret_cast<uint4*>(b);
@@ -85,9 +90,13 @@ __global__ void penalties_kernel(float* __restrict__ logits, int64_t ld,
   if (i >= n) return;
   const PenaltyEntry d = e[i];  // nc-ok: the entries are uploaded before the launch
   float& l = logits[(int64_t)d.row * ld + d.id];
-  float v = l;
+  const float l0 = l;
+  float v = l0;
   if (d.repeat != 1.0f) v = v > 0.0f ? v / d.repeat : v * d.repeat;
-  l = v - d.subtract;
+  // A finite logit the request's own penalty overflows stays the largest float (the reference
+  // sampler's rule); the model's own +inf or NaN stays, for the draw kernels to report.
+  v -= d.subtract;
+  l = v == INFINITY && l0 < INFINITY ? FLT_MAX : v;
 }
 
 /// (value, index) max with the lowest index on ties; NaN loses to anything.
@@ -106,6 +115,7 @@ __global__ void argmax_kernel(const float* logits, int64_t ld, const int32_t* __
   const float* l = logits + (int64_t)rows[blockIdx.x] * ld;
   float bv = -FLT_MAX;
   int bi = 0x7fffffff;
+  bool broken = false;  // a NaN or +inf seen: the row's id is −1
   // `better` is a total preference (largest value, then smallest id; NaN never wins), so the
   // visiting order does not change the result. A 16-byte-aligned row goes as float4, kBatch
   // loads per thread issued before the first compare (one L2 round trip for a 32 K vocabulary
@@ -131,11 +141,16 @@ __global__ void argmax_kernel(const float* logits, int64_t ld, const int32_t* __
         better(bv, bi, v[u].y, 4 * k + 1);
         better(bv, bi, v[u].z, 4 * k + 2);
         better(bv, bi, v[u].w, 4 * k + 3);
+        broken |= broken_logit(v[u].x) | broken_logit(v[u].y) | broken_logit(v[u].z) |
+                  broken_logit(v[u].w);
       }
     }
     j0 = 4 * n4;
   }
-  for (int j = j0 + threadIdx.x; j < vocab; j += blockDim.x) better(bv, bi, l[j], j);
+  for (int j = j0 + threadIdx.x; j < vocab; j += blockDim.x) {
+    better(bv, bi, l[j], j);
+    broken |= broken_logit(l[j]);
+  }
   for (int o = 16; o > 0; o >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, bv, o);
     const int i = __shfl_xor_sync(0xffffffffu, bi, o);
@@ -148,7 +163,10 @@ __global__ void argmax_kernel(const float* logits, int64_t ld, const int32_t* __
     sv[warp] = bv;
     si[warp] = bi;
   }
-  __syncthreads();
+  if (__syncthreads_or(broken)) {
+    if (threadIdx.x == 0) out[blockIdx.x] = -1;
+    return;
+  }
   if (warp == 0) {
     bv = lane < (int)(blockDim.x >> 5) ? sv[lane] : -FLT_MAX;
     bi = lane < (int)(blockDim.x >> 5) ? si[lane] : 0x7fffffff;

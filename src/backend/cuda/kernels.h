@@ -14,7 +14,8 @@
 
 namespace perfx::cuda {
 
-/// out[t, :] = table[ids[t], :] for t < n_tokens; table [vocab, hidden] and out in `act`.
+/// out[t, :] = table[ids[t], :] for t < n_tokens; table [vocab, hidden] and out in `act`. A
+/// negative id (launch_argmax's −1 for a broken row, fed to the next step) writes zeros.
 void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64_t hidden,
                       void* out, int64_t ldo, DType act, cudaStream_t stream);
 
@@ -47,8 +48,8 @@ void launch_add_bias(void* y, int64_t ldy, DType ydt, const float* bias, int row
                      cudaStream_t stream);
 
 /// One penalty to apply to logits[row, id] (F32): l = repeat != 1 ? (l > 0 ? l / repeat : l ·
-/// repeat) : l; then l −= subtract (OpenAI presence + frequency · count). Entries are distinct
-/// (row, id).
+/// repeat) : l; then l −= subtract (OpenAI presence + frequency · count); a finite l that this
+/// overflows to +inf becomes FLT_MAX (cpu::sample_logits's rule). Entries are distinct (row, id).
 struct PenaltyEntry {
   int32_t row, id;
   float repeat, subtract;
@@ -56,8 +57,10 @@ struct PenaltyEntry {
 void launch_penalties(float* logits, int64_t ld, const PenaltyEntry* entries, int n,
                       cudaStream_t stream);
 
-/// out[i] = argmax_j logits[rows[i], j] over j < vocab (lowest j on ties; NaN never wins), F32
-/// logits with row stride ld; out int32 [n] on the device.
+/// out[i] = argmax_j logits[rows[i], j] over j < vocab (lowest j on ties), F32 logits with row
+/// stride ld; out int32 [n] on the device. −1 where the row holds a NaN or +inf (the model's
+/// output is broken: logit_check.cuh); the host reports such a row, and an embedding fed the −1
+/// writes zeros (launch_embedding).
 void launch_argmax(const float* logits, int64_t ld, const int32_t* rows, int n, int vocab,
                    int32_t* out, cudaStream_t stream);
 
@@ -77,8 +80,9 @@ struct SampleDraw {
 /// out[i] = the id drawn from softmax(logits[draws[i].row, :vocab] / T) at draws[i].u, as the
 /// reference sampler without top-k / top-p / min-p (cpu::sample_logits): the first id, in id
 /// order, where the running sum of exp((l − max) / T) (double) exceeds u · Σ; vocab − 1 if
-/// rounding leaves none. F32 logits with row stride ld (penalties already applied), draws and out
-/// [n] on the device; one 1024-thread block per draw. The sums run in another order than the
+/// rounding leaves none; −1 where the row holds a NaN or +inf (logit_check.cuh). F32 logits with
+/// row stride ld (penalties already applied), draws and out [n] on the device; one 1024-thread
+/// block per draw. The sums run in another order than the
 /// CPU's, so a pick can differ only where u · Σ falls within rounding of a boundary.
 void launch_sample_softmax(const float* logits, int64_t ld, const SampleDraw* draws, int n,
                            int vocab, int32_t* out, cudaStream_t stream);
@@ -99,9 +103,9 @@ struct SampleDrawTopK {
 /// same order (logit descending, id ascending), the same float / double arithmetic on them
 /// (expf may differ from the host's in the last bit, so a pick can differ only where u · Σ falls
 /// within rounding of a boundary); −1 where more than 1024 logits tie with the k-th, or with
-/// top_k 0 where the top-p / min-p cut falls past the 1024 most likely ids (the caller samples
-/// that row on the host). F32 logits with row stride ld (penalties applied), draws and out
-/// [n] on the device; one 1024-thread block per draw.
+/// top_k 0 where the top-p / min-p cut falls past the 1024 most likely ids, or where the row holds
+/// a NaN or +inf (the caller samples or reports that row on the host). F32 logits with row stride
+/// ld (penalties applied), draws and out [n] on the device; one 1024-thread block per draw.
 static_assert(sizeof(SampleDraw) == 16 && sizeof(SampleDrawTopK) == 32,
               "the draws are copied to the device as they are laid out here");
 void launch_sample_top_k(const float* logits, int64_t ld, const SampleDrawTopK* draws, int n,

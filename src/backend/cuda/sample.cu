@@ -7,6 +7,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/logit_check.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace perfx::cuda {
@@ -21,7 +22,7 @@ struct MaxOp {
 // One block per draw. Thread t owns ids [t·C, t·C + C) (C = ceil(vocab / 1024)); the chunks' sums
 // of exp((l − max) / T) in double are scanned in id order, and the thread whose chunk holds
 // u · total walks it: the first id where the running sum exceeds u · total wins (the CPU walks
-// every id in order with the same test).
+// every id in order with the same test). out = −1 where a logit is NaN or +inf (logit_check.cuh).
 __global__ void __launch_bounds__(kSampleThreads)
     sample_softmax_kernel(const float* logits, int64_t ld, const SampleDraw* __restrict__ draws,
                           int vocab, int32_t* __restrict__ out) {
@@ -40,7 +41,15 @@ __global__ void __launch_bounds__(kSampleThreads)
   const SampleDraw d = draws[blockIdx.x];
   const float* l = logits + (int64_t)d.row * ld;
   float m = -FLT_MAX;
-  for (int j = threadIdx.x; j < vocab; j += kSampleThreads) m = fmaxf(m, l[j]);
+  bool broken = false;
+  for (int j = threadIdx.x; j < vocab; j += kSampleThreads) {
+    m = fmaxf(m, l[j]);
+    broken |= broken_logit(l[j]);
+  }
+  if (__syncthreads_or(broken)) {  // the host reports the row
+    if (threadIdx.x == 0) out[blockIdx.x] = -1;
+    return;
+  }
   m = Reduce(tmp.reduce).Reduce(m, MaxOp());
   if (threadIdx.x == 0) {
     s_max = m;
@@ -129,7 +138,8 @@ __device__ void bitonic_sort(uint32_t* key, int* id) {
 //    (logit descending, id ascending); 3. thread 0 repeats the reference's arithmetic on them in
 //    order: softmax at T in float with a double sum (over the whole vocabulary when `full`),
 //    top-p prefix, min-p, the draw. out = −1 (the host samples that row) when more than
-//    kSampleThreads logits equal the k-th one, or a `full` row's cut lies past the candidates.
+//    kSampleThreads logits equal the k-th one, or a `full` row's cut lies past the candidates,
+//    or a logit is NaN or +inf (logit_check.cuh).
 __global__ void __launch_bounds__(kSampleThreads)
     sample_top_k_kernel(const float* logits, int64_t ld, const SampleDrawTopK* __restrict__ draws,
                         int vocab, int32_t* __restrict__ out) {
@@ -160,11 +170,16 @@ __global__ void __launch_bounds__(kSampleThreads)
     for (int b = t; b < 256; b += kSampleThreads) hist[b] = 0;
     __syncthreads();
     const uint32_t prefix = s_prefix;
+    bool broken = false;
     for (int j = t; j < vocab; j += kSampleThreads) {
       const uint32_t key = order_key(l[j]);
       if (shift == 24 || (key >> (shift + 8)) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1);
+      broken |= shift == 24 && broken_logit(l[j]);
     }
-    __syncthreads();
+    if (__syncthreads_or(broken)) {  // the host reports the row
+      if (t == 0) out[blockIdx.x] = -1;
+      return;
+    }
     if (t == 0) {
       int left = s_left, b = 255;
       for (; b > 0 && hist[b] < left; --b) left -= hist[b];

@@ -311,9 +311,11 @@ void OpenClBackend::sample(Tensor logits, const std::vector<SampleRow>& rows, in
   for (const auto& r : rows)
     PERFX_CHECK(r.row >= 0 && r.row < logits.rows, "sample: row out of range");
   // Plain greedy rows: argmax on the device, only the ids come back. Rows with penalties or a
-  // temperature: the row travels to the host and the reference sampler picks.
+  // temperature, and rows the argmax found a NaN or +inf in (id -1: the reference sampler's check
+  // names it): the row travels to the host and the reference sampler picks.
   std::vector<int32_t> dev_rows;
   std::vector<size_t> dev_at;
+  std::vector<bool> picked(rows.size(), false);
   for (size_t i = 0; i < rows.size(); ++i) {
     const SampleRow& r = rows[i];
     const bool penalties =
@@ -344,11 +346,14 @@ void OpenClBackend::sample(Tensor logits, const std::vector<SampleRow>& rows, in
     cl_check(cl().clEnqueueReadBuffer(ctx_.queue(), sample_mem_.get(), CL_TRUE, n * 4, n * 4,
                                       got.data(), 0, nullptr, nullptr),
              "reading sampled ids");
-    for (size_t i = 0; i < n; ++i) ids[dev_at[i]] = got[i];
+    for (size_t i = 0; i < n; ++i) {
+      ids[dev_at[i]] = got[i];
+      if (got[i] >= 0) picked[dev_at[i]] = true;
+    }
   }
   std::vector<float> row((size_t)logits.cols);
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (std::find(dev_at.begin(), dev_at.end(), i) != dev_at.end()) continue;
+    if (picked[i]) continue;
     to_host(row.data(), logits.rows_view(rows[i].row, 1).data, row.size() * 4);
     ids[i] = cpu::sample_logits(row.data(), (int)logits.cols, rows[i], sample_scratch_);
   }

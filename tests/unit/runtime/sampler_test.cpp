@@ -99,6 +99,19 @@ TEST(Sampler, NonFiniteLogitsAreAnError) {
   s.accept(2);
   std::vector<float> l = {0.1f, 0.2f, 1e10f};
   EXPECT_EQ(s.sample(l.data(), 3), 2);
+  // Drawn with a temperature the overflowed logit stays finite (the largest float), so the draw
+  // takes it: as +inf the softmax was NaN and the draw fell off the end to the last id (2 here).
+  for (float big : {1e10f, 1e38f}) {
+    SamplingParams pt;
+    pt.temperature = 0.8f;
+    pt.repeat_penalty = 1e-30f;
+    pt.frequency_penalty = big == 1e38f ? -1e38f : 0.0f;  // −(−1e38 · 2) overflows as well
+    Sampler st(pt);
+    st.accept(1);
+    st.accept(1);
+    std::vector<float> lt = {0.1f, big, 0.2f};
+    EXPECT_EQ(st.sample(lt.data(), 3), 1) << big;
+  }
 }
 
 TEST(Sampler, RepeatPenaltyChangesGreedyChoice) {
