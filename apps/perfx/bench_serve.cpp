@@ -4,6 +4,7 @@
 
 #include "common.h"
 #include "perfx/status.h"
+#include "server/limits.h"
 #include "server/load_generator.h"
 #include "subcommand.h"
 
@@ -23,7 +24,7 @@ void bench_serve(BenchServeArgs a) {
   check(a.load.warmup >= 0, "--warmup must be >= 0");
   check(a.load.temperature >= 0, "--temperature must be >= 0");
   // 1e300 s overflowed the deadline: no request was issued.
-  check_seconds_flag("--duration", a.load.duration_s);
+  server::check_seconds("--duration", a.load.duration_s);
   check(a.load.clients >= 1 && a.load.clients <= 4096,
         "-c/--clients must be 1..4096, got " + std::to_string(a.load.clients));
   std::fprintf(stderr,

@@ -30,12 +30,6 @@ std::string fmt_number(double v) {
   return buf;
 }
 
-void check_seconds_flag(const std::string& flag, double v) {
-  check(v >= 0 && v <= kMaxTimeoutS, flag + " must be 0 (no limit) to " +
-                                         std::to_string((int)kMaxTimeoutS) +
-                                         " seconds (a year), got " + fmt_number(v));
-}
-
 std::string human_bytes(size_t b) {
   char buf[64];
   if (b >= (1ull << 30))

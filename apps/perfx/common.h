@@ -16,12 +16,6 @@ std::string tokenizer_override(const std::string& model_path);
 size_t peak_rss_bytes();
 /// A flag's number as a user would write it back ("1e+10", "0.5", "inf"; printf's %g).
 std::string fmt_number(double v);
-/// The longest --timeout (serve) and --duration (bench-serve) taken, in seconds: a year.
-constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
-/// Checks a seconds flag (0: no limit) against [0, kMaxTimeoutS], so that a deadline computed from
-/// it cannot overflow; perfx::Error "<flag> must be 0 (no limit) to 31536000 seconds (a year), got
-/// <v>" otherwise (NaN included).
-void check_seconds_flag(const std::string& flag, double v);
 /// "1.23 GiB"-style size.
 std::string human_bytes(size_t b);
 /// Loads only the tokenizer of a model path (HF folder or .gguf), without the weights.

@@ -8,12 +8,13 @@
 #include <thread>
 
 #include "common.h"
-#include "perfx/model_config.h"
 #include "model/weights.h"
 #include "perfx/engine.h"
+#include "perfx/model_config.h"
 #include "perfx/status.h"
 #include "server/completions.h"
 #include "server/http.h"
+#include "server/limits.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "subcommand.h"
@@ -58,7 +59,7 @@ void serve(ServeArgs a) {
             std::to_string(a.max_num_batched_tokens));
   // Bounded so that a deadline or a byte count computed from them cannot overflow (1e10 s made
   // every request time out at once; 1e30 MiB made every body too large).
-  check_seconds_flag("--timeout", a.timeout_s);
+  server::check_seconds("--timeout", a.timeout_s);
   check(a.max_body_mib > 0 && a.max_body_mib <= 4096,
         "--max-body-mib must be in (0, 4096], got " + fmt_number(a.max_body_mib));
   check(!a.api_key_given || !a.api_key.empty(),

@@ -11,6 +11,7 @@
 
 #include "perfx/status.h"
 #include "server/httplib_config.h"
+#include "server/limits.h"
 
 namespace perfx::server {
 namespace {
@@ -255,6 +256,7 @@ std::string check_response(const LoadOptions& o, const RequestSample& s,
 LoadReport run_load(const LoadOptions& o) {
   check(o.clients >= 1, "--clients must be >= 1");
   check(o.requests > 0 || o.duration_s > 0, "give --requests or --duration (or both)");
+  check_seconds("--duration", o.duration_s);
   check(o.max_tokens >= 1, "--max-tokens must be >= 1");
   check(o.prompt_tokens >= 1, "--prompt-tokens must be >= 1");
   {

@@ -60,6 +60,16 @@ TEST(LoadGenerator, ReportsFailuresAndUnreachableServers) {
   LoadOptions dead;
   dead.port = 1;  // nothing listens there
   EXPECT_THROW(run_load(dead), Error);
+  // A duration past a year (a deadline that overflows) is refused before anything is sent.
+  dead.duration_s = 1e300;
+  try {
+    run_load(dead);
+    ADD_FAILURE() << "a duration of 1e300 s was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--duration must be 0 (no limit) to 31536000 seconds"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(LoadGenerator, DisconnectsChecksAndComparesWithTheRequestAlone) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "fake_engine.h"
@@ -549,6 +550,29 @@ TEST_P(SchedulerLoop, MoreSequencesThanAnIdleServerQueuesIsARequestError) {
   auto five = s.submit(std::vector<SequenceSpec>(5, greedy(prompt_of(engine, "a"), 2)));
   EXPECT_EQ(run_to_end(*five).finish_reason, "length");
   s.stop();
+}
+
+// A library caller's timeout past a year (or NaN, or negative) is refused where the options are
+// taken: a steady_clock deadline that far overflows its int64 nanoseconds (the CLI's --timeout
+// check did not cover callers of the library).
+TEST(SchedulerOptions, ATimeoutPastAYearIsRefused) {
+  FakeEngine engine(FakeEngineOptions{});
+  for (double t : {1e300, 4e7, -1.0, std::nan("")}) {
+    SchedulerOptions so;
+    so.request_timeout_s = t;
+    try {
+      Scheduler s(engine, so, nullptr);
+      ADD_FAILURE() << "a timeout of " << t << " s was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--timeout (the request timeout) must be 0 (no limit) "
+                                           "to 31536000 seconds"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  SchedulerOptions so;
+  so.request_timeout_s = 31536000;
+  Scheduler s(engine, so, nullptr);  // a year is taken
 }
 
 // Sequences that end at different steps (EOS, length, a stop string, a cancelled request) while
