@@ -95,7 +95,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics* metrics)
   check(opts_.max_batch >= 1, "--max-batch must be >= 1");
   check(opts_.max_queue >= 0, "the queue size must be >= 0");
   check(opts_.prefill_chunk >= 1, "the prefill chunk must be >= 1 token");
-  check_seconds("--timeout (the request timeout)", opts_.request_timeout_s);
+  check_seconds("request_timeout_s (--timeout)", opts_.request_timeout_s);
   opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_batch + opts_.prefill_chunk);
   eos_ = engine_.eos_ids();
   overlap_ = engine_.overlaps_steps();

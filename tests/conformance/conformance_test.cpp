@@ -1656,17 +1656,20 @@ TEST_P(Conformance, SampleReportsNonFiniteLogits) {
     EXPECT_EQ(got, reference_picks(l2, V, rows));
     EXPECT_EQ(got[0], 20001);
   }
-  // A request's extreme repeat penalty overflows the logit of id 5: greedy and draws take it.
+  // A request's extreme repeat penalty overflows the logit of id 5: greedy and draws take it (each
+  // row its own copy of the logits: penalties apply in place).
   {
-    std::vector<float> l2 = lg;
-    l2[5] = 1e10f;
+    std::vector<float> l4;
+    for (int r = 0; r < 4; ++r) l4.insert(l4.end(), lg.begin(), lg.begin() + V);
     std::vector<SampleRow> rows = {make_row(0), make_row(1), make_row(2), make_row(3)};
-    for (SampleRow& r : rows) {
-      r.row = 0;
-      r.repeat_penalty = 1e-30f;
-      r.repeat_ids = {5};
+    for (int r = 0; r < 4; ++r) {
+      l4[(size_t)r * V + 5] = 1e10f;
+      rows[(size_t)r].row = r;
+      rows[(size_t)r].repeat_penalty = 1e-30f;
+      rows[(size_t)r].repeat_ids = {5};
     }
-    Tensor t = upload(l2, 1);
+    const std::vector<float> l2 = l4;
+    Tensor t = upload(l2, 4);
     std::vector<int32_t> got(rows.size(), -1);
     be.sample(t, rows, got.data());
     EXPECT_EQ(got, reference_picks(l2, V, rows));
@@ -1696,8 +1699,10 @@ TEST_P(Conformance, SampleReportsNonFiniteLogits) {
           Tensor out = d().poisoned(2, H, H);
           be.embedding(*table, b, out);
           const std::vector<float> e = d().download(out);
-          for (int c = 0; c < H; ++c)
+          for (int c = 0; c < H; ++c) {
             EXPECT_EQ(e[(size_t)c], round_to(d().act(), w.deq[(size_t)want0 * H + (size_t)c]));
+            EXPECT_EQ(e[(size_t)(H + c)], 0.0f) << "the row fed the broken row's id, column " << c;
+          }
           be.sample_end(got.data());
         },
         "sample_begin, kind " + std::to_string(kind));

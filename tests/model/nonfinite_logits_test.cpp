@@ -68,7 +68,7 @@ class NonFiniteLogits : public ::testing::TestWithParam<std::string> {
     std::string why;
     if (!device_available(GetParam(), &why))
       GTEST_SKIP() << "device " << GetParam() << " unavailable here: " << why;
-    write_broken_model(dir_);
+    ASSERT_NO_FATAL_FAILURE(write_broken_model(dir_));
   }
   std::unique_ptr<Engine> load() {
     EngineOptions eo;

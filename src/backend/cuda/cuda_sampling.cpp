@@ -110,11 +110,13 @@ void CudaBackend::sample_end(int32_t* ids) {
   // sample_begin takes only rows the kernels always pick (greedy, or a temperature without
   // truncation or penalties), so a −1 is their broken-row mark (logit_check.cuh). The logits may
   // already hold the next step's, so the row is named, not the token id as the host sampler does.
-  for (size_t i = 0; i < state.size(); ++i)
-    if (state[i] != RowState::Picked)
+  for (size_t i = 0; i < state.size(); ++i) {
+    PERFX_CHECK(state[i] != RowState::Host, "sample_end: a row no kernel sampled");
+    if (state[i] == RowState::Penalized)  // the kernels' −1
       throw Error("the model's logits are not finite (a NaN or +inf in sampled row " +
                   std::to_string(i) + " of the step): its weights are corrupt or its activations " +
                   "overflowed");
+  }
 }
 
 CudaBackend::SampleSlot& CudaBackend::slot_for(size_t bytes, int& index) {

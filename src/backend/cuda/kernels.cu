@@ -49,7 +49,7 @@ __global__ void copy_rows_kernel(const uint16_t* src, int64_t lds, const int32_t
   const int64_t r = blockIdx.x;
   const int64_t s = idx ? idx[r] : r;
   uint16_t* b = dst + r * ldd;
-  if (s < 0) {  // a fed id of a row whose logits were broken (argmax_kernel's −1): zeros
+  if (s < 0) {  // a fed id of a row whose logits were broken (a sampling kernel's −1): zeros
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) b[i] = 0;
     return;
   }
@@ -90,13 +90,18 @@ __global__ void penalties_kernel(float* __restrict__ logits, int64_t ld,
   if (i >= n) return;
   const PenaltyEntry d = e[i];  // nc-ok: the entries are uploaded before the launch
   float& l = logits[(int64_t)d.row * ld + d.id];
-  const float l0 = l;
-  float v = l0;
-  if (d.repeat != 1.0f) v = v > 0.0f ? v / d.repeat : v * d.repeat;
-  // A finite logit the request's own penalty overflows stays the largest float (the reference
-  // sampler's rule); the model's own +inf or NaN stays, for the draw kernels to report.
+  // A logit the request's own penalty overflows to +inf stays the largest float, after each of the
+  // two steps as in the reference sampler; the model's own +inf or NaN stays, for the sampling
+  // kernels to report.
+  const bool from_model_ok = l < INFINITY;  // finite or −inf
+  float v = l;
+  if (d.repeat != 1.0f) {
+    v = v > 0.0f ? v / d.repeat : v * d.repeat;
+    if (from_model_ok && v > FLT_MAX) v = FLT_MAX;
+  }
   v -= d.subtract;
-  l = v == INFINITY && l0 < INFINITY ? FLT_MAX : v;
+  if (from_model_ok && v > FLT_MAX) v = FLT_MAX;
+  l = v;
 }
 
 /// (value, index) max with the lowest index on ties; NaN loses to anything.

@@ -15,7 +15,8 @@
 namespace perfx::cuda {
 
 /// out[t, :] = table[ids[t], :] for t < n_tokens; table [vocab, hidden] and out in `act`. A
-/// negative id (launch_argmax's −1 for a broken row, fed to the next step) writes zeros.
+/// negative id (a sampling kernel's −1 for a broken row, logit_check.cuh, fed to the next step)
+/// writes zeros.
 void launch_embedding(const void* table, const int32_t* ids, int n_tokens, int64_t hidden,
                       void* out, int64_t ldo, DType act, cudaStream_t stream);
 

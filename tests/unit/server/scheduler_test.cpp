@@ -564,7 +564,7 @@ TEST(SchedulerOptions, ATimeoutPastAYearIsRefused) {
       Scheduler s(engine, so, nullptr);
       ADD_FAILURE() << "a timeout of " << t << " s was taken";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("--timeout (the request timeout) must be 0 (no limit) "
+      EXPECT_NE(std::string(e.what()).find("request_timeout_s (--timeout) must be 0 (no limit) "
                                            "to 31536000 seconds"),
                 std::string::npos)
           << e.what();
