@@ -27,4 +27,8 @@ for round in 1 2; do
     reps "old r$round" "$OLD" "$m" -p 0 -n 128
   done
 done
+# issue 9's acceptance benches with this binary (pp512 and the GGUF Q4_0 tg128 besides), within
+# the budget
+reps "new" "$B/perfx" llama-2-7b:q4_0 -p 0 -n 128
+for m in tinyllama-1.1b llama-2-7b; do reps "new" "$B/perfx" "$m" -p 512 -n 0; done
 echo "total $(( $(date +%s) - T0 )) s"
