@@ -295,13 +295,7 @@ TEST_P(EngineOverlap, RulesAreChecked) {
   e->release_sequence(b);
 }
 
-std::vector<std::string> overlap_devices() {
-  std::vector<std::string> d = {"cpu"};
-  for (const auto& x : non_cpu_test_devices()) d.push_back(x);
-  return d;
-}
-
-INSTANTIATE_TEST_SUITE_P(Devices, EngineOverlap, ::testing::ValuesIn(overlap_devices()),
+INSTANTIATE_TEST_SUITE_P(Devices, EngineOverlap, ::testing::ValuesIn(all_test_devices()),
                          DeviceParamName());
 
 }  // namespace

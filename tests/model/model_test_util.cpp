@@ -84,6 +84,12 @@ std::vector<std::string> non_cpu_test_devices() {
   return d;
 }
 
+std::vector<std::string> all_test_devices() {
+  std::vector<std::string> d = {"cpu"};
+  for (const auto& x : non_cpu_test_devices()) d.push_back(x);
+  return d;
+}
+
 void read_reference(const std::string& path, std::vector<int32_t>* ids, std::vector<float>* logits,
                     int64_t* vocab) {
   auto f = SafetensorsFile::open(path);

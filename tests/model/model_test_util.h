@@ -49,6 +49,8 @@ std::vector<float> model_logits(const Checkpoint& ck, const std::vector<int32_t>
 /// The non-CPU backends a model-level test runs on: the test-only "f16-ref" backend, then every
 /// device PERFX_TEST_DEVICE names other than "cpu" and "f16-ref" (e.g. cuda:0, opencl), in order.
 std::vector<std::string> non_cpu_test_devices();
+/// "cpu", then non_cpu_test_devices(): every backend a model-level test runs on.
+std::vector<std::string> all_test_devices();
 
 /// Reads input_ids (i32 [T]) and logits (f32 [T, V]) from a reference_logits.safetensors file.
 void read_reference(const std::string& path, std::vector<int32_t>* ids, std::vector<float>* logits,
